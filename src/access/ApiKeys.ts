@@ -1,0 +1,103 @@
+import { Cache, Clock, Context, Duration, Effect, Option } from "effect"
+import {
+  type ApiKeyRecord,
+  type ApiKeyView,
+  type CreateApiKeyRequest,
+  type CreatedApiKey,
+  DefaultDailyQuota,
+  DefaultRateLimitPerMinute
+} from "../domain/AccessKey.js"
+import { displayPrefix, generateApiKey, hashApiKey, isWellFormedApiKey, type Scope } from "../domain/ApiKey.js"
+import { InsufficientScope, NotFound, Unauthorized, ValidationFailed } from "../domain/Problem.js"
+import { Ids } from "../platform/Ids.js"
+import { KeyStore } from "./Repo.js"
+
+/** Revocation and expiry reach every instance within this bound (contract: 2 s). */
+export const KeyCacheTtl = Duration.seconds(1)
+
+export const toView = ({ key_hash: _, ...view }: ApiKeyRecord): ApiKeyView => view
+
+const invalidKey = new Unauthorized({ detail: "The API key is missing, invalid, revoked or expired." })
+
+/** The authenticated API key of the current request. */
+export class Caller extends Context.Tag("pv/Caller")<Caller, ApiKeyRecord>() {}
+
+export const hasScope = (key: ApiKeyRecord, scope: Scope): boolean => key.scopes.includes(scope)
+
+/** Fails with the contract's insufficient-scope problem unless the caller's key holds `scope`. */
+export const requireScope = (scope: Scope) =>
+  Effect.flatMap(Caller, (key) =>
+    hasScope(key, scope)
+      ? Effect.succeed(key)
+      : Effect.fail(new InsufficientScope({ detail: `This operation requires the scope ${scope}.`, scope })))
+
+export class ApiKeys extends Effect.Service<ApiKeys>()("pv/ApiKeys", {
+  scoped: Effect.gen(function*() {
+    const store = yield* KeyStore
+    const ids = yield* Ids
+    // Verification never waits on the database for a key seen within the last second.
+    const byHash = yield* Cache.make({
+      capacity: 100_000,
+      timeToLive: KeyCacheTtl,
+      lookup: (keyHash: string) => Effect.orDie(store.findByHash(keyHash))
+    })
+
+    const create = (request: CreateApiKeyRequest) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        if (request.expires_at !== undefined && Date.parse(request.expires_at) <= now) {
+          return yield* Effect.fail(new ValidationFailed({
+            detail: "The request body failed validation.",
+            errors: [{ pointer: "/expires_at", detail: "must be in the future" }]
+          }))
+        }
+        const apiKey = generateApiKey()
+        const record: ApiKeyRecord = {
+          key_id: yield* ids.make("key"),
+          key_hash: hashApiKey(apiKey),
+          key_prefix: displayPrefix(apiKey),
+          tenant_id: request.tenant_id,
+          name: request.name,
+          scopes: [...request.scopes],
+          rate_limit_per_minute: request.rate_limit_per_minute ?? DefaultRateLimitPerMinute,
+          daily_quota: request.daily_quota ?? DefaultDailyQuota,
+          created_at: new Date(now).toISOString(),
+          expires_at: request.expires_at ?? null,
+          revoked_at: null,
+          last_used_at: null
+        }
+        yield* Effect.orDie(store.insert(record))
+        yield* byHash.invalidate(record.key_hash)
+        const { revoked_at: _r, last_used_at: _l, key_hash: _h, ...shown } = record
+        return { ...shown, api_key: apiKey } satisfies CreatedApiKey
+      })
+
+    const list = (tenantId: Option.Option<string>) =>
+      Effect.map(Effect.orDie(store.list(tenantId)), (records) => records.map(toView))
+
+    const revoke = (keyId: string) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const revoked = yield* Effect.orDie(store.revoke(keyId, new Date(now)))
+        if (Option.isNone(revoked)) return yield* Effect.fail(new NotFound({ detail: `no API key ${keyId}` }))
+        yield* byHash.invalidate(revoked.value)
+      })
+
+    /** Shape and checksum first (no database), then the cached record, then revocation and expiry. */
+    const authenticate = (token: string): Effect.Effect<ApiKeyRecord, Unauthorized> =>
+      Effect.gen(function*() {
+        if (!isWellFormedApiKey(token)) return yield* Effect.fail(invalidKey)
+        const found = yield* byHash.get(hashApiKey(token))
+        if (Option.isNone(found)) return yield* Effect.fail(invalidKey)
+        const key = found.value
+        const now = yield* Clock.currentTimeMillis
+        if (key.revoked_at !== null || (key.expires_at !== null && Date.parse(key.expires_at) <= now)) {
+          return yield* Effect.fail(invalidKey)
+        }
+        return key
+      })
+
+    return { create, list, revoke, authenticate } as const
+  }),
+  dependencies: [KeyStore.Default, Ids.Default]
+}) {}

@@ -1,0 +1,154 @@
+import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { timingSafeEqual, createHash } from "node:crypto"
+import { Cause, Effect, Option, Redacted } from "effect"
+import {
+  FieldError,
+  Internal,
+  isProblemError,
+  MalformedJson,
+  MethodNotAllowed,
+  NotFound,
+  PayloadTooLarge,
+  type ProblemError,
+  toProblemDocument,
+  Unauthorized,
+  Unavailable,
+  UnsupportedMediaType,
+  ValidationFailed
+} from "../domain/Problem.js"
+import { AppConfig } from "../platform/Config.js"
+
+/** Contract section 0: bodies over 64 KiB are refused before they are read in full. */
+export const MaxBodyBytes = 64 * 1024
+
+const realm = `Bearer realm="pv"`
+
+/** One problem → one problem+json response, with the contract's authentication and retry headers. */
+export const problemResponse = (error: ProblemError, instance?: string): HttpServerResponse.HttpServerResponse => {
+  const document = toProblemDocument(error, instance)
+  const headers: Record<string, string> = {}
+  switch (error._tag) {
+    case "Unauthorized":
+      headers["www-authenticate"] = `${realm}, error="invalid_token"`
+      break
+    case "InsufficientScope":
+      headers["www-authenticate"] = `${realm}, error="insufficient_scope", scope="${error.scope}"`
+      break
+    case "RateLimited":
+    case "QuotaExceeded":
+      headers["retry-after"] = String(Math.max(1, Math.ceil(error.retry_after)))
+      break
+  }
+  return HttpServerResponse.text(JSON.stringify(document), {
+    status: document.status,
+    contentType: "application/problem+json",
+    headers
+  })
+}
+
+const escapePointer = (segment: PropertyKey) => String(segment).replace(/~/g, "~0").replace(/\//g, "~1")
+
+export const toPointer = (path: ReadonlyArray<PropertyKey>): string => "/" + path.map(escapePointer).join("/")
+
+interface DecodeIssue {
+  readonly path: ReadonlyArray<PropertyKey>
+  readonly message: string
+}
+
+/** HttpApi's schema failures become the contract's 422 with one pointer per failing field. */
+export const validationProblem = (issues: ReadonlyArray<DecodeIssue>): ValidationFailed =>
+  new ValidationFailed({
+    detail: "The request failed validation.",
+    errors: issues.map((issue) => new FieldError({ pointer: toPointer(issue.path), detail: issue.message }))
+  })
+
+const isJsonContentType = (value: string | undefined) =>
+  value !== undefined && /^application\/([a-z0-9.+-]*\+)?json\s*(;.*)?$/i.test(value.trim())
+
+const hasJsonBody = (method: string) => method === "POST" || method === "PUT" || method === "PATCH"
+
+const tokenDigest = (value: string) => createHash("sha256").update(value).digest()
+
+/** Paths whose bodies are parsed by their own protocol (JSON-RPC answers parse errors itself). */
+const rawBodyPaths = new Set(["/api/v1/mcp"])
+
+const pathOf = (url: string) => {
+  const q = url.indexOf("?")
+  return q === -1 ? url : url.slice(0, q)
+}
+
+/**
+ * The outermost API middleware: refuses oversized, non-JSON and unparseable bodies before any routing
+ * or authentication work, checks x-pv-internal-token, and renders every failure (domain errors,
+ * decode errors, unknown routes, defects) as problem+json. Nothing internal leaves in an error body.
+ */
+export const ProblemsLive = HttpApiBuilder.middleware(
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    const internalToken = Option.map(config.internalToken, (t) => tokenDigest(Redacted.value(t)))
+    return (app) =>
+      Effect.gen(function*() {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const path = pathOf(request.url)
+        const sentInternal = request.headers["x-pv-internal-token"]
+        if (Option.isSome(internalToken) && sentInternal !== undefined &&
+          !timingSafeEqual(tokenDigest(sentInternal), internalToken.value)) {
+          return yield* Effect.fail(new Unauthorized({ detail: "The x-pv-internal-token header is not valid." }))
+        }
+        if (hasJsonBody(request.method)) {
+          const length = Number(request.headers["content-length"] ?? "0")
+          if (length > MaxBodyBytes) {
+            return yield* Effect.fail(new PayloadTooLarge({ detail: `Request bodies are limited to ${MaxBodyBytes} bytes.` }))
+          }
+          if (!rawBodyPaths.has(path)) {
+            if (!isJsonContentType(request.headers["content-type"])) {
+              return yield* Effect.fail(new UnsupportedMediaType({ detail: "Send the request body as application/json." }))
+            }
+            const text = yield* request.text.pipe(
+              HttpServerRequest.withMaxBodySize(Option.some(MaxBodyBytes)),
+              Effect.mapError(() => new PayloadTooLarge({ detail: `Request bodies are limited to ${MaxBodyBytes} bytes.` }))
+            )
+            try {
+              JSON.parse(text)
+            } catch {
+              return yield* Effect.fail(new MalformedJson({ detail: "The request body is not valid JSON." }))
+            }
+          }
+        }
+        return yield* app
+      }).pipe(
+        Effect.catchAll((error: unknown) => Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+          Effect.succeed(problemResponse(classify(error), pathOf(request.url))))),
+        Effect.catchAllCause((cause) =>
+          Effect.gen(function*() {
+            const request = yield* HttpServerRequest.HttpServerRequest
+            const squashed = Cause.squash(cause)
+            const isDatabase = typeof squashed === "object" && squashed !== null && (squashed as { _tag?: string })._tag === "SqlError"
+            yield* Effect.logError("request failed", cause)
+            return problemResponse(
+              isDatabase
+                ? new Unavailable({ detail: "A dependency of the service is unavailable; retry shortly." })
+                : new Internal({ detail: "The service failed to handle this request." }),
+              pathOf(request.url)
+            )
+          }))
+      )
+  }),
+  { withContext: true }
+)
+
+const classify = (error: unknown): ProblemError => {
+  if (isProblemError(error)) return error
+  const tag = typeof error === "object" && error !== null ? (error as { _tag?: string })._tag : undefined
+  switch (tag) {
+    case "HttpApiDecodeError":
+      return validationProblem((error as { issues: ReadonlyArray<DecodeIssue> }).issues)
+    case "RouteNotFound":
+      return new NotFound({ detail: "No such resource." })
+    case "RequestError":
+      return new MalformedJson({ detail: "The request body could not be read." })
+    case "MethodNotAllowed":
+      return new MethodNotAllowed({ detail: "This method is not allowed on this resource." })
+  }
+  return new Internal({ detail: "The service failed to handle this request." })
+}

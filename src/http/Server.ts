@@ -1,0 +1,48 @@
+import { createServer } from "node:http"
+import { HttpApiBuilder, HttpApiScalar, HttpServer } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Effect, Layer } from "effect"
+import { ApiKeysHttpLive } from "../access/Http.js"
+import { ApiKeyAuthLive, OperatorAuthLive } from "../access/Auth.js"
+import { ApiKeys } from "../access/ApiKeys.js"
+import { OperatorCredential } from "../access/Operator.js"
+import { AppConfig } from "../platform/Config.js"
+import { DatabaseLive } from "../platform/Database.js"
+import { Determinations } from "../trust/Determinations.js"
+import { DeterminationsHttpLive } from "../trust/DeterminationsHttp.js"
+import { TrustHttpLive } from "../trust/Http.js"
+import { TrustResolver } from "../trust/TrustResolver.js"
+import { Api } from "./Api.js"
+import { ProblemsLive } from "./Problems.js"
+import { SystemHttpLive } from "./SystemHttp.js"
+import { StartupLive } from "./Startup.js"
+
+/** Every domain service over the database. Tests build the same graph with other config and clock. */
+export const ServicesLive = Layer.mergeAll(
+  TrustResolver.Default,
+  Determinations.Default,
+  ApiKeys.Default,
+  OperatorCredential.Default
+).pipe(Layer.provideMerge(DatabaseLive))
+
+const ApiLive = HttpApiBuilder.api(Api).pipe(
+  Layer.provide([TrustHttpLive, DeterminationsHttpLive, ApiKeysHttpLive, SystemHttpLive]),
+  Layer.provide([ApiKeyAuthLive, OperatorAuthLive])
+)
+
+const HttpServerLive = Layer.unwrapEffect(
+  Effect.map(AppConfig, (config) => NodeHttpServer.layer(createServer, { port: config.port, host: config.host }))
+)
+
+/** The HTTP server with its API, docs and problem mapping, on top of the services. */
+export const ServerLive = HttpApiBuilder.serve().pipe(
+  Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
+  Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
+  Layer.provide(ProblemsLive),
+  Layer.provide(ApiLive),
+  Layer.provideMerge(StartupLive),
+  Layer.provideMerge(HttpServerLive),
+  Layer.provideMerge(ServicesLive)
+)
+
+export type ServerAddress = HttpServer.Address

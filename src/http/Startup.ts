@@ -1,0 +1,56 @@
+import { HttpServer } from "@effect/platform"
+import { Clock, Effect, Layer, Option, Redacted } from "effect"
+import { OperatorCredential, operatorTokenFile } from "../access/Operator.js"
+import { demoDeterminations } from "../demo/DemoData.js"
+import { AppConfig } from "../platform/Config.js"
+import { DatabaseMode } from "../platform/Database.js"
+import { Determinations } from "../trust/Determinations.js"
+
+/** Embedded mode with an empty database loads the demo determinations; DATABASE_URL mode never does. */
+export const loadDemoData = Effect.gen(function*() {
+  const determinations = yield* Determinations
+  const now = yield* Clock.currentTimeMillis
+  for (const { publicId, body } of demoDeterminations(now)) {
+    yield* determinations.ingest(publicId, body)
+  }
+})
+
+/** After the server listens: demo data if due, and a banner telling a person how to use it. */
+export const StartupLive = Layer.effectDiscard(
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    const mode = yield* DatabaseMode
+    const determinations = yield* Determinations
+    const operator = yield* OperatorCredential
+    const server = yield* HttpServer.HttpServer
+    let demoLoaded = false
+    if (mode.kind === "embedded" && config.loadDemoData && (yield* determinations.count) === 0) {
+      yield* loadDemoData
+      demoLoaded = true
+    }
+    const address = server.address
+    const base = address._tag === "TcpAddress" ? `http://${address.hostname}:${address.port}` : `unix:${address.path}`
+    const lines = [
+      `pv trust service listening on ${base}`,
+      `  API docs:      ${base}/docs   (OpenAPI: ${base}/openapi.json)`,
+      `  database:      ${mode.kind === "embedded" ? `embedded PGlite in ${mode.dataDir}` : "PostgreSQL (DATABASE_URL)"}`
+    ]
+    if (demoLoaded) lines.push("  demo data:     loaded 6 determinations (DET-V1-ACME-ROBOTICS-0001, …)")
+    if (mode.kind === "embedded" && Option.isNone(config.operatorToken)) {
+      const file = operatorTokenFile(mode.dataDir)
+      lines.push(`  operator token: ${file}${Option.isSome(operator.generatedFile) ? " (generated now)" : ""}`)
+      if (Option.isSome(operator.generatedFile) && Option.isSome(operator.token)) {
+        lines.push(`  operator token value (shown once): ${Redacted.value(operator.token.value)}`)
+      }
+    } else if (!operator.configured) {
+      lines.push("  operator token: not configured (set PV_OPERATOR_TOKEN to enable /api/v1/api-keys and ingestion)")
+    }
+    lines.push(
+      "  try it:",
+      `    curl -s ${base}/api/v1/trust/DET-V1-ACME-ROBOTICS-0001/human`,
+      `    curl -s -X POST ${base}/api/v1/api-keys -H "Authorization: Bearer $(cat ${mode.kind === "embedded" ? operatorTokenFile(mode.dataDir) : "<operator-token-file>"})" \\`,
+      `      -H 'content-type: application/json' -d '{"tenant_id":"demo","name":"my key","scopes":["trust:read"]}'`
+    )
+    yield* Effect.sync(() => console.log(lines.join("\n")))
+  })
+)

@@ -1,0 +1,17 @@
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { Unavailable } from "../domain/Problem.js"
+
+export class SystemApi extends HttpApiGroup.make("system")
+  .add(
+    HttpApiEndpoint.get("healthz", "/healthz")
+      .addSuccess(Schema.Struct({ status: Schema.Literal("ok") }))
+      .annotate(OpenApi.Summary, "Liveness")
+  )
+  .add(
+    HttpApiEndpoint.get("readyz", "/readyz")
+      .addSuccess(Schema.Struct({ status: Schema.Literal("ready"), database: Schema.String, migrations: Schema.Int }))
+      .addError(Unavailable)
+      .annotate(OpenApi.Summary, "Readiness: database reachable and every migration applied")
+  )
+  .annotate(OpenApi.Title, "System") {}

@@ -1,0 +1,57 @@
+import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
+
+/**
+ * The service's settings, read once from the environment and validated: a bad value stops the start
+ * with a message naming the variable.
+ */
+export interface AppConfigShape {
+  readonly port: number
+  readonly host: string
+  readonly databaseUrl: Option.Option<Redacted.Redacted>
+  readonly dataDir: string
+  readonly operatorToken: Option.Option<Redacted.Redacted>
+  readonly internalToken: Option.Option<Redacted.Redacted>
+  readonly eventSigningKey: Option.Option<Redacted.Redacted>
+  readonly humanRateLimitPerMinute: number
+  readonly loadDemoData: boolean
+}
+
+export class AppConfig extends Context.Tag("pv/AppConfig")<AppConfig, AppConfigShape>() {}
+
+const operatorToken = Config.redacted("PV_OPERATOR_TOKEN").pipe(
+  Config.validate({
+    message: "PV_OPERATOR_TOKEN must be at least 32 characters",
+    validation: (token) => Redacted.value(token).length >= 32
+  }),
+  Config.option
+)
+
+export const appConfig: Config.Config<AppConfigShape> = Config.all({
+  port: Config.port("PORT").pipe(Config.withDefault(8080)),
+  host: Config.string("HOST").pipe(Config.withDefault("127.0.0.1")),
+  databaseUrl: Config.redacted("DATABASE_URL").pipe(
+    Config.validate({
+      message: "DATABASE_URL must be a postgres:// or postgresql:// URL",
+      validation: (url) => /^postgres(ql)?:\/\//.test(Redacted.value(url))
+    }),
+    Config.option
+  ),
+  dataDir: Config.string("PV_DATA_DIR").pipe(Config.withDefault("./.pv-data")),
+  operatorToken,
+  internalToken: Config.redacted("PV_INTERNAL_TOKEN").pipe(Config.option),
+  eventSigningKey: Config.redacted("PV_EVENT_SIGNING_KEY").pipe(Config.option),
+  humanRateLimitPerMinute: Config.integer("PV_HUMAN_RATE_LIMIT_PER_MINUTE").pipe(
+    Config.validate({ message: "PV_HUMAN_RATE_LIMIT_PER_MINUTE must be positive", validation: (n) => n > 0 }),
+    Config.withDefault(60)
+  ),
+  loadDemoData: Config.boolean("PV_DEMO_DATA").pipe(Config.withDefault(true))
+})
+
+export const AppConfigLive = Layer.effect(AppConfig, appConfig)
+
+/** Tests and the CLI build a config directly. */
+export const AppConfigFrom = (overrides: Partial<AppConfigShape>): Layer.Layer<AppConfig> =>
+  Layer.effect(
+    AppConfig,
+    Effect.map(Effect.orDie(appConfig), (base) => ({ ...base, ...overrides }))
+  )

@@ -1,0 +1,70 @@
+import { mkdirSync } from "node:fs"
+import { resolve } from "node:path"
+import { fileURLToPath } from "node:url"
+import { NodeContext } from "@effect/platform-node"
+import { PgClient, PgMigrator } from "@effect/sql-pg"
+import { SqlClient } from "@effect/sql"
+import { PGlite } from "@electric-sql/pglite"
+import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
+import { Context, Duration, Effect, Layer, Option } from "effect"
+import { AppConfig } from "./Config.js"
+
+/** Where the database lives: a real PostgreSQL from DATABASE_URL, or PGlite embedded in the data directory. */
+export class DatabaseMode extends Context.Tag("pv/DatabaseMode")<
+  DatabaseMode,
+  { readonly kind: "postgres" } | { readonly kind: "embedded"; readonly dataDir: string }
+>() {}
+
+export const migrationsDirectory = fileURLToPath(new URL("../../migrations", import.meta.url))
+
+/**
+ * PGlite is single-connection: the socket server and the pool both allow exactly one connection, so
+ * protocol messages of two clients are never interleaved; transactions queue on the pool instead.
+ */
+const embeddedPostgres = (dataDir: string) =>
+  Effect.gen(function*() {
+    const directory = resolve(dataDir)
+    mkdirSync(directory, { recursive: true, mode: 0o700 })
+    const db = yield* Effect.acquireRelease(
+      Effect.promise(() => PGlite.create(resolve(directory, "pgdata"))),
+      (db) => Effect.promise(() => db.close()).pipe(Effect.ignore)
+    )
+    const server = new PGLiteSocketServer({ db, host: "127.0.0.1", port: 0, maxConnections: 1 })
+    yield* Effect.acquireRelease(
+      Effect.promise(() => server.start()),
+      () => Effect.promise(() => server.stop())
+    )
+    const port = Number(server.getServerConn().split(":").pop())
+    return PgClient.layer({
+      host: "127.0.0.1",
+      port,
+      username: "postgres",
+      database: "postgres",
+      maxConnections: 1,
+      idleTimeout: Duration.hours(24),
+      applicationName: "pv-embedded"
+    })
+  })
+
+const clientLayer = Layer.unwrapScoped(
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    if (Option.isSome(config.databaseUrl)) {
+      return Layer.merge(
+        PgClient.layer({ url: config.databaseUrl.value, maxConnections: 16, applicationName: "pv-trust" }),
+        Layer.succeed(DatabaseMode, { kind: "postgres" })
+      )
+    }
+    const client = yield* embeddedPostgres(config.dataDir)
+    return Layer.merge(client, Layer.succeed(DatabaseMode, { kind: "embedded", dataDir: resolve(config.dataDir) }))
+  })
+)
+
+export const MigrationsLive = PgMigrator.layer({
+  loader: PgMigrator.fromFileSystem(migrationsDirectory)
+}).pipe(Layer.provide(NodeContext.layer))
+
+/** SqlClient + PgClient with every migration applied before anything else can use them. */
+export const DatabaseLive = Layer.provideMerge(MigrationsLive, clientLayer)
+
+export type Database = SqlClient.SqlClient | PgClient.PgClient | DatabaseMode

@@ -1,0 +1,35 @@
+import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { Effect } from "effect"
+import { requireScope } from "../access/ApiKeys.js"
+import type { MachineTrustResponse } from "../domain/MachineTrust.js"
+import { Api } from "../http/Api.js"
+import { TrustResolver } from "./TrustResolver.js"
+
+/** `If-None-Match` per RFC 9110: a list of (weak or strong) tags, or `*`. */
+export const etagMatches = (header: string | undefined, etag: string): boolean =>
+  header !== undefined &&
+  header.split(",").some((candidate) => {
+    const tag = candidate.trim().replace(/^W\//, "")
+    return tag === "*" || tag === etag
+  })
+
+const conditional = (document: MachineTrustResponse, ifNoneMatch: string | undefined) => {
+  const etag = `"${document.trust_state_digest}"`
+  const headers = { etag, "cache-control": "no-cache" }
+  return etagMatches(ifNoneMatch, etag)
+    ? HttpServerResponse.empty({ status: 304, headers })
+    : HttpServerResponse.unsafeJson(document, { headers })
+}
+
+export const TrustHttpLive = HttpApiBuilder.group(Api, "trust", (handlers) =>
+  Effect.gen(function*() {
+    const resolver = yield* TrustResolver
+    return handlers
+      .handle("machine", ({ path, headers }) =>
+        requireScope("trust:read").pipe(
+          Effect.zipRight(resolver.resolve(path.publicId)),
+          Effect.map((document) => conditional(document, headers["if-none-match"]))
+        ))
+      .handle("human", ({ path, headers }) =>
+        resolver.resolve(path.publicId).pipe(Effect.map((document) => conditional(document, headers["if-none-match"]))))
+  }))

@@ -1,0 +1,102 @@
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Option } from "effect"
+import type { DeterminationBody, StoredDetermination } from "../domain/Determination.js"
+
+interface VersionRow {
+  readonly public_id: string
+  readonly determination_id: string
+  readonly version: number
+  readonly body: DeterminationBody
+  readonly determination_digest: string
+  readonly evidence_digest: string
+  readonly recorded_at: Date
+}
+
+const toStored = (row: VersionRow): StoredDetermination => ({
+  public_id: row.public_id,
+  determination_id: row.determination_id,
+  version: row.version,
+  body: row.body,
+  determination_digest: row.determination_digest,
+  evidence_digest: row.evidence_digest,
+  recorded_at: row.recorded_at.toISOString()
+})
+
+export interface NewVersion {
+  readonly public_id: string
+  readonly determination_id: string
+  readonly version: number
+  readonly body: DeterminationBody
+  readonly determination_digest: string
+  readonly evidence_digest: string
+  readonly recorded_at: Date
+}
+
+/** SQL for determinations, their versions and evidence. Nothing here decides anything. */
+export class DeterminationsRepo extends Effect.Service<DeterminationsRepo>()("pv/DeterminationsRepo", {
+  effect: Effect.gen(function*() {
+    const sql = yield* PgClient.PgClient
+
+    const findCurrent = (publicId: string) =>
+      sql<VersionRow>`
+        SELECT v.public_id, v.determination_id, v.version, v.body, v.determination_digest, v.evidence_digest, v.recorded_at
+        FROM determinations d JOIN determination_versions v ON v.determination_id = d.current_version_id
+        WHERE d.public_id = ${publicId}`.pipe(Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toStored)))
+
+    const findBySubject = (subjectId: string) =>
+      sql<VersionRow>`
+        SELECT v.public_id, v.determination_id, v.version, v.body, v.determination_digest, v.evidence_digest, v.recorded_at
+        FROM determinations d JOIN determination_versions v ON v.determination_id = d.current_version_id
+        WHERE d.subject_id = ${subjectId} ORDER BY d.public_id`.pipe(Effect.map((rows) => rows.map(toStored)))
+
+    /**
+     * Inside a transaction: make sure the head row exists, then lock it, so concurrent writers of one
+     * determination queue here and each sees the version the previous one stored.
+     */
+    const lockHead = (publicId: string, subjectId: string, now: Date) =>
+      Effect.gen(function*() {
+        yield* sql`
+          INSERT INTO determinations (public_id, subject_id, current_version_id, current_version, created_at, updated_at)
+          VALUES (${publicId}, ${subjectId}, NULL, 0, ${now}, ${now})
+          ON CONFLICT (public_id) DO NOTHING`
+        const rows = yield* sql<{ current_version: number; determination_digest: string | null; body: DeterminationBody | null }>`
+          SELECT d.current_version, v.determination_digest, v.body
+          FROM determinations d LEFT JOIN determination_versions v ON v.determination_id = d.current_version_id
+          WHERE d.public_id = ${publicId}
+          FOR UPDATE OF d`
+        return rows[0]!
+      })
+
+    const insertVersion = (v: NewVersion) =>
+      Effect.gen(function*() {
+        yield* sql`
+          INSERT INTO determination_versions
+            (determination_id, public_id, version, body, determination_digest, evidence_digest, tier,
+             lifecycle_state, as_of, valid_until, recorded_at)
+          VALUES (${v.determination_id}, ${v.public_id}, ${v.version}, ${sql.json(v.body)}, ${v.determination_digest},
+            ${v.evidence_digest}, ${v.body.tier}, ${v.body.lifecycle_state}, ${new Date(v.body.as_of)},
+            ${new Date(v.body.valid_until)}, ${v.recorded_at})`
+        if (v.body.evidence.length > 0) {
+          yield* sql`INSERT INTO evidence ${sql.insert(v.body.evidence.map((e) => ({
+            determination_id: v.determination_id,
+            evidence_id: e.evidence_id,
+            kind: e.kind,
+            digest: e.digest,
+            collected_at: new Date(e.collected_at),
+            source: e.source
+          })))}`
+        }
+        yield* sql`
+          UPDATE determinations
+          SET current_version_id = ${v.determination_id}, current_version = ${v.version},
+              subject_id = ${v.body.subject.subject_id}, updated_at = ${v.recorded_at}
+          WHERE public_id = ${v.public_id}`
+      })
+
+    const count = sql<{ n: string }>`SELECT count(*)::text AS n FROM determinations WHERE current_version_id IS NOT NULL`.pipe(
+      Effect.map((rows) => Number(rows[0]?.n ?? 0))
+    )
+
+    return { findCurrent, findBySubject, lockHead, insertVersion, count, withTransaction: sql.withTransaction } as const
+  })
+}) {}

@@ -1,0 +1,28 @@
+import { Clock, Effect } from "effect"
+import { buildMachineTrust, type EventHead, type MachineTrustResponse } from "../domain/MachineTrust.js"
+import type { DeterminationNotFound, InvalidPublicId } from "../domain/Problem.js"
+import { Policy } from "../receipts/Policy.js"
+import { Determinations } from "./Determinations.js"
+
+const noEvents: EventHead = { sequence: 0, eventHash: null }
+
+/**
+ * publicId → canonical trust document. Every surface (machine, human, MCP, receipts) resolves
+ * through here, so they all see the same document and the same digest.
+ */
+export class TrustResolver extends Effect.Service<TrustResolver>()("pv/TrustResolver", {
+  effect: Effect.gen(function*() {
+    const determinations = yield* Determinations
+    const policy = yield* Policy
+
+    const resolve = (publicId: string): Effect.Effect<MachineTrustResponse, InvalidPublicId | DeterminationNotFound> =>
+      Effect.gen(function*() {
+        const stored = yield* determinations.current(publicId)
+        const now = yield* Clock.currentTimeMillis
+        return buildMachineTrust(stored, policy.ref, noEvents, now)
+      })
+
+    return { resolve } as const
+  }),
+  dependencies: [Determinations.Default, Policy.Default]
+}) {}
