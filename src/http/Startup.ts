@@ -28,6 +28,10 @@ export const StartupLive = Layer.effectDiscard(
       yield* loadDemoData
       demoLoaded = true
     }
+    if (!config.banner) return
+    const operatorHint = mode.kind === "embedded" && Option.isNone(config.operatorToken)
+      ? `$(cat ${operatorTokenFile(mode.dataDir)})`
+      : "$PV_OPERATOR_TOKEN"
     const address = server.address
     const base = address._tag === "TcpAddress" ? `http://${address.hostname}:${address.port}` : `unix:${address.path}`
     const lines = [
@@ -48,7 +52,7 @@ export const StartupLive = Layer.effectDiscard(
     lines.push(
       "  try it:",
       `    curl -s ${base}/api/v1/trust/DET-V1-ACME-ROBOTICS-0001/human`,
-      `    curl -s -X POST ${base}/api/v1/api-keys -H "Authorization: Bearer $(cat ${mode.kind === "embedded" ? operatorTokenFile(mode.dataDir) : "<operator-token-file>"})" \\`,
+      `    curl -s -X POST ${base}/api/v1/api-keys -H "Authorization: Bearer ${operatorHint}" \\`,
       `      -H 'content-type: application/json' -d '{"tenant_id":"demo","name":"my key","scopes":["trust:read"]}'`
     )
     yield* Effect.sync(() => console.log(lines.join("\n")))

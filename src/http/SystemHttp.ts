@@ -1,15 +1,9 @@
-import { readdirSync } from "node:fs"
 import { HttpApiBuilder } from "@effect/platform"
 import { PgClient } from "@effect/sql-pg"
 import { Effect } from "effect"
 import { Unavailable } from "../domain/Problem.js"
-import { migrationsDirectory } from "../platform/Database.js"
+import { latestMigrationId } from "../platform/Database.js"
 import { Api } from "./Api.js"
-
-const expectedMigration = Math.max(
-  0,
-  ...readdirSync(migrationsDirectory).map((file) => Number(/^(\d+)_/.exec(file)?.[1] ?? 0))
-)
 
 export const SystemHttpLive = HttpApiBuilder.group(Api, "system", (handlers) =>
   Effect.gen(function*() {
@@ -22,7 +16,7 @@ export const SystemHttpLive = HttpApiBuilder.group(Api, "system", (handlers) =>
           Effect.timeout("2 seconds"),
           Effect.mapError(() => notReady("The database is not reachable.")),
           Effect.flatMap(([row]) =>
-            (row?.latest ?? 0) >= expectedMigration
+            (row?.latest ?? 0) >= latestMigrationId
               ? Effect.succeed({ status: "ready" as const, database: "ok", migrations: row?.latest ?? 0 })
               : Effect.fail(notReady("Migrations are not all applied."))
           )

@@ -14,6 +14,8 @@ export interface AppConfigShape {
   readonly eventSigningKey: Option.Option<Redacted.Redacted>
   readonly humanRateLimitPerMinute: number
   readonly loadDemoData: boolean
+  /** Print the start-up banner (URL, docs, operator token location, a curl to paste). */
+  readonly banner: boolean
 }
 
 export class AppConfig extends Context.Tag("pv/AppConfig")<AppConfig, AppConfigShape>() {}
@@ -44,7 +46,8 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
     Config.validate({ message: "PV_HUMAN_RATE_LIMIT_PER_MINUTE must be positive", validation: (n) => n > 0 }),
     Config.withDefault(60)
   ),
-  loadDemoData: Config.boolean("PV_DEMO_DATA").pipe(Config.withDefault(true))
+  loadDemoData: Config.boolean("PV_DEMO_DATA").pipe(Config.withDefault(true)),
+  banner: Config.boolean("PV_BANNER").pipe(Config.withDefault(true))
 })
 
 export const AppConfigLive = Layer.effect(AppConfig, appConfig)

@@ -1,12 +1,12 @@
 import { mkdirSync } from "node:fs"
 import { resolve } from "node:path"
-import { fileURLToPath } from "node:url"
 import { NodeContext } from "@effect/platform-node"
 import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { SqlClient } from "@effect/sql"
 import { PGlite } from "@electric-sql/pglite"
 import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
 import { Context, Duration, Effect, Layer, Option } from "effect"
+import { migrations } from "../../migrations/index.js"
 import { AppConfig } from "./Config.js"
 
 /** Where the database lives: a real PostgreSQL from DATABASE_URL, or PGlite embedded in the data directory. */
@@ -15,7 +15,8 @@ export class DatabaseMode extends Context.Tag("pv/DatabaseMode")<
   { readonly kind: "postgres" } | { readonly kind: "embedded"; readonly dataDir: string }
 >() {}
 
-export const migrationsDirectory = fileURLToPath(new URL("../../migrations", import.meta.url))
+/** The highest migration id shipped: readiness requires the database to have reached it. */
+export const latestMigrationId = Math.max(...Object.keys(migrations).map((file) => Number(/^(\d+)_/.exec(file)?.[1] ?? 0)))
 
 /**
  * PGlite is single-connection: the socket server and the pool both allow exactly one connection, so
@@ -61,7 +62,7 @@ const clientLayer = Layer.unwrapScoped(
 )
 
 export const MigrationsLive = PgMigrator.layer({
-  loader: PgMigrator.fromFileSystem(migrationsDirectory)
+  loader: PgMigrator.fromGlob(migrations)
 }).pipe(Layer.provide(NodeContext.layer))
 
 /** SqlClient + PgClient with every migration applied before anything else can use them. */

@@ -1,0 +1,7 @@
+/**
+ * Every migration, in order. Add a line per new `NNNN_name.ts` file; a file is never edited after it lands.
+ * Static imports (rather than a directory scan) let the same list load under tsx, vitest and a bundle.
+ */
+export const migrations: Record<string, () => Promise<unknown>> = {
+  "0001_foundation.ts": () => import("./0001_foundation.js")
+}

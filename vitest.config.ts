@@ -1,0 +1,35 @@
+import { connect } from "node:net"
+import { defineConfig, type TestProjectConfiguration } from "vitest/config"
+
+const postgresUrl = process.env.PV_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
+
+const reachable = (url: string) =>
+  new Promise<boolean>((resolve) => {
+    const { hostname, port } = new URL(url)
+    const socket = connect({ host: hostname, port: Number(port || 5432) })
+    socket.setTimeout(1500)
+    socket.once("connect", () => (socket.destroy(), resolve(true)))
+    socket.once("error", () => resolve(false))
+    socket.once("timeout", () => (socket.destroy(), resolve(false)))
+  })
+
+/**
+ * Three projects: pure/unit tests once, and every HTTP suite (`*.http.test.ts`) once per database:
+ * embedded PGlite always, real PostgreSQL when it is reachable (required when PV_REQUIRE_POSTGRES=1, as in CI).
+ */
+export default defineConfig(async () => {
+  const postgres = await reachable(postgresUrl)
+  if (!postgres && process.env.PV_REQUIRE_POSTGRES === "1") {
+    throw new Error(`PostgreSQL is required (PV_REQUIRE_POSTGRES=1) but ${postgresUrl} is not reachable`)
+  }
+  if (!postgres) console.warn(`PostgreSQL not reachable at ${postgresUrl}: HTTP suites run on embedded PGlite only`)
+  const http = ["test/**/*.http.test.ts"]
+  const projects: Array<TestProjectConfiguration> = [
+    { extends: true, test: { name: "unit", include: ["test/**/*.test.ts"], exclude: http } },
+    { extends: true, test: { name: "pglite", include: http, env: { PV_TEST_DB: "pglite" } } }
+  ]
+  if (postgres) {
+    projects.push({ extends: true, test: { name: "postgres", include: http, env: { PV_TEST_DB: "postgres", PV_TEST_POSTGRES_URL: postgresUrl } } })
+  }
+  return { test: { testTimeout: 60_000, hookTimeout: 120_000, projects } }
+})
