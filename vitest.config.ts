@@ -31,5 +31,12 @@ export default defineConfig(async () => {
   if (postgres) {
     projects.push({ extends: true, test: { name: "postgres", include: http, env: { PV_TEST_DB: "postgres", PV_TEST_POSTGRES_URL: postgresUrl } } })
   }
-  return { test: { testTimeout: 60_000, hookTimeout: 120_000, projects } }
+  return {
+    test: {
+      testTimeout: 60_000,
+      hookTimeout: 120_000,
+      reporters: ["default", "./test/support/SummaryReporter.ts"],
+      projects
+    }
+  }
 })

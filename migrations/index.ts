@@ -3,5 +3,7 @@
  * Static imports (rather than a directory scan) let the same list load under tsx, vitest and a bundle.
  */
 export const migrations: Record<string, () => Promise<unknown>> = {
-  "0001_foundation.ts": () => import("./0001_foundation.js")
+  "0001_foundation.ts": () => import("./0001_foundation.js"),
+  "0002_receipts.ts": () => import("./0002_receipts.js"),
+  "0003_events.ts": () => import("./0003_events.js")
 }

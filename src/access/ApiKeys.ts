@@ -8,7 +8,7 @@ import {
   DefaultRateLimitPerMinute
 } from "../domain/AccessKey.js"
 import { displayPrefix, generateApiKey, hashApiKey, isWellFormedApiKey, type Scope } from "../domain/ApiKey.js"
-import { InsufficientScope, NotFound, Unauthorized, ValidationFailed } from "../domain/Problem.js"
+import { FieldError, InsufficientScope, NotFound, Unauthorized, ValidationFailed } from "../domain/Problem.js"
 import { Ids } from "../platform/Ids.js"
 import { KeyStore } from "./Repo.js"
 
@@ -48,7 +48,8 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("pv/ApiKeys", {
         if (request.expires_at !== undefined && Date.parse(request.expires_at) <= now) {
           return yield* Effect.fail(new ValidationFailed({
             detail: "The request body failed validation.",
-            errors: [{ pointer: "/expires_at", detail: "must be in the future" }]
+            // FieldError instances: the TaggedError constructor validates and rejects plain objects (a 500).
+            errors: [new FieldError({ pointer: "/expires_at", detail: "must be in the future" })]
           }))
         }
         const apiKey = generateApiKey()

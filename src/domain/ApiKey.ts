@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto"
 import { crc32 } from "node:zlib"
-import { Schema } from "effect"
 import { sha256Hex } from "./Canonical.js"
+import { OneOf } from "./Json.js"
 
 /** Contract section 2: `pv_live_` + 32 base62 (CSPRNG) + 6 base62 CRC32 of everything before it. */
 export const KeyPrefix = "pv_live_"
@@ -19,7 +19,7 @@ export const Scopes = [
   "actionability:read",
   "subscription:write"
 ] as const
-export const Scope = Schema.Literal(...Scopes).annotations({ identifier: "Scope" })
+export const Scope = OneOf("Scope", Scopes)
 export type Scope = typeof Scope.Type
 
 export const base62Checksum = (body: string): string => {

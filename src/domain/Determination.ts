@@ -1,8 +1,8 @@
 import { Schema } from "effect"
 import { LifecycleState } from "../trust/Freshness.js"
-import { JsonObject, NonEmptyText, SafeInt, Text, Timestamp } from "./Json.js"
+import { JsonObject, NonEmptyText, OneOf, SafeInt, Text, Timestamp } from "./Json.js"
 
-export const Tier = Schema.Literal("T0", "T1", "T2", "T3", "T4").annotations({ identifier: "Tier" })
+export const Tier = OneOf("Tier", ["T0", "T1", "T2", "T3", "T4"])
 export type Tier = typeof Tier.Type
 
 const Names = Schema.Array(Text).pipe(Schema.maxItems(256))

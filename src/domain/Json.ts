@@ -42,3 +42,10 @@ export const Timestamp = Schema.transformOrFail(Schema.String, Schema.String, {
   },
   encode: ParseResult.succeed
 }).annotations({ identifier: "Timestamp", description: "RFC 3339 UTC timestamp with milliseconds", jsonSchema: { type: "string", format: "date-time" } })
+
+/** A closed set of strings that reports one readable failure instead of one per alternative. */
+export const OneOf = <const L extends ReadonlyArray<string>>(identifier: string, values: L) =>
+  Schema.Literal(...values).annotations({
+    identifier,
+    message: () => ({ message: `must be one of ${values.join(", ")}`, override: true })
+  })

@@ -2,6 +2,7 @@ import { HttpApi, OpenApi } from "@effect/platform"
 import { ApiKeysApi } from "../access/Api.js"
 import { DeterminationsApi } from "../trust/DeterminationsApi.js"
 import { TrustApi } from "../trust/Api.js"
+import { ReceiptsApi } from "../receipts/Api.js"
 import { SystemApi } from "./SystemApi.js"
 import { problemJsonSpec } from "./OpenApiSpec.js"
 
@@ -11,6 +12,7 @@ export class Api extends HttpApi.make("pv-trust")
   .add(TrustApi)
   .add(DeterminationsApi)
   .add(ApiKeysApi)
+  .add(ReceiptsApi)
   .annotate(OpenApi.Title, "Trust Resolution and Reliance Receipt Service")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Description,

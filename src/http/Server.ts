@@ -11,6 +11,8 @@ import { DatabaseLive } from "../platform/Database.js"
 import { Determinations } from "../trust/Determinations.js"
 import { DeterminationsHttpLive } from "../trust/DeterminationsHttp.js"
 import { TrustHttpLive } from "../trust/Http.js"
+import { Receipts } from "../receipts/Receipts.js"
+import { ReceiptsHttpLive } from "../receipts/Http.js"
 import { TrustResolver } from "../trust/TrustResolver.js"
 import { Api } from "./Api.js"
 import { ProblemsLive } from "./Problems.js"
@@ -22,11 +24,12 @@ export const ServicesLive = Layer.mergeAll(
   TrustResolver.Default,
   Determinations.Default,
   ApiKeys.Default,
-  OperatorCredential.Default
+  OperatorCredential.Default,
+  Receipts.Default
 ).pipe(Layer.provideMerge(DatabaseLive))
 
 const ApiLive = HttpApiBuilder.api(Api).pipe(
-  Layer.provide([TrustHttpLive, DeterminationsHttpLive, ApiKeysHttpLive, SystemHttpLive]),
+  Layer.provide([TrustHttpLive, DeterminationsHttpLive, ApiKeysHttpLive, SystemHttpLive, ReceiptsHttpLive]),
   Layer.provide([ApiKeyAuthLive, OperatorAuthLive])
 )
 

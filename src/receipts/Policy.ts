@@ -28,6 +28,16 @@ export const PolicyDocument = Schema.Struct({
 }).annotations({ identifier: "PolicyDocument" })
 export type PolicyDocument = typeof PolicyDocument.Type
 
+/** GET /policy: the document as shipped plus its digest, so a client can check `policy_digest` itself. */
+export const PolicyView = Schema.Struct({
+  policy_id: Schema.String,
+  policy_version: Schema.String,
+  policy_digest: Schema.String.annotations({ description: "JCS SHA-256 of the document without policy_digest" }),
+  description: Schema.optional(Schema.String),
+  purposes: PolicyDocument.fields.purposes
+}).annotations({ identifier: "Policy" })
+export type PolicyView = typeof PolicyView.Type
+
 export const defaultPolicyPath = fileURLToPath(new URL("../../policy/policy.v1.json", import.meta.url))
 
 export interface LoadedPolicy {
@@ -39,6 +49,11 @@ export const loadPolicy = (document: PolicyDocument): LoadedPolicy => ({
   document,
   ref: { policy_id: document.policy_id, policy_version: document.policy_version, policy_digest: digestOf(document) }
 })
+
+export const policyView = ({ document, ref }: LoadedPolicy): PolicyView => {
+  const { policy_id, policy_version, ...rest } = document
+  return { policy_id, policy_version, policy_digest: ref.policy_digest, ...rest }
+}
 
 /** The policy shipped with the service, validated at start: a broken policy file stops the start. */
 export class Policy extends Effect.Service<Policy>()("pv/Policy", {

@@ -1,11 +1,11 @@
-import { Schema } from "effect"
+import { OneOf } from "../domain/Json.js"
 
 export const FreshnessStates = ["CURRENT", "APPROACHING_STALE", "STALE", "EXPIRED"] as const
-export const FreshnessState = Schema.Literal(...FreshnessStates)
+export const FreshnessState = OneOf("FreshnessState", FreshnessStates)
 export type FreshnessState = typeof FreshnessState.Type
 
 export const LifecycleStates = ["NOT_ISSUED", "ACTIVE", "SUSPENDED", "REVOKED", "EXPIRED", "SUPERSEDED"] as const
-export const LifecycleState = Schema.Literal(...LifecycleStates)
+export const LifecycleState = OneOf("LifecycleState", LifecycleStates)
 export type LifecycleState = typeof LifecycleState.Type
 
 /**

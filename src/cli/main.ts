@@ -1,0 +1,116 @@
+import { parseArgs } from "node:util"
+import { NodeRuntime } from "@effect/platform-node"
+import { Effect, Layer, Option } from "effect"
+import { ApiKeys } from "../access/ApiKeys.js"
+import type { CreateApiKeyRequest } from "../domain/AccessKey.js"
+import { CreateApiKeyRequest as CreateApiKeyRequestSchema } from "../domain/AccessKey.js"
+import { ServerLive, ServicesLive } from "../http/Server.js"
+import { AppConfigLive } from "../platform/Config.js"
+import { DatabaseLive } from "../platform/Database.js"
+import { Schema } from "effect"
+import { importDeterminations } from "./Import.js"
+
+const usage = `pv — Trust Resolution and Reliance Receipt Service
+
+Usage:
+  pv serve                                   start the HTTP service (same as npm start)
+  pv migrate                                 apply database migrations and exit
+  pv keys create --tenant T --name N --scopes s1,s2 [--rate-limit N] [--daily-quota N] [--expires-at ISO]
+  pv keys list [--tenant T]
+  pv keys revoke KEY_ID
+  pv import FILE.ndjson                      store determinations, one {"public_id", …PUT body} per line
+  pv verify-events (--base-url URL --api-key KEY --public-id ID | --file FEED.json)
+
+Environment: DATABASE_URL (PostgreSQL; unset = embedded PGlite in PV_DATA_DIR, default ./.pv-data),
+PORT, HOST, PV_OPERATOR_TOKEN. The keys and import commands talk to the database directly.`
+
+const fail = (message: string) => Effect.fail(new Error(message))
+
+const print = (value: unknown) => Effect.sync(() => console.log(typeof value === "string" ? value : JSON.stringify(value, null, 2)))
+
+/** Services without the HTTP server, for commands that work on the database directly. */
+const WithServices = <A, E>(program: Effect.Effect<A, E, any>) =>
+  program.pipe(Effect.provide(ServicesLive), Effect.provide(AppConfigLive)) as Effect.Effect<A, E | Error>
+
+const keysCommand = (args: ReadonlyArray<string>) => {
+  const [sub, ...rest] = args
+  const { values, positionals } = parseArgs({
+    args: rest as Array<string>,
+    allowPositionals: true,
+    options: {
+      tenant: { type: "string" },
+      name: { type: "string" },
+      scopes: { type: "string" },
+      "rate-limit": { type: "string" },
+      "daily-quota": { type: "string" },
+      "expires-at": { type: "string" }
+    }
+  })
+  switch (sub) {
+    case "create":
+      return Effect.gen(function*() {
+        const request = yield* Schema.decodeUnknown(CreateApiKeyRequestSchema)({
+          tenant_id: values.tenant,
+          name: values.name,
+          scopes: (values.scopes ?? "").split(",").map((s) => s.trim()).filter((s) => s.length > 0),
+          ...(values["rate-limit"] !== undefined ? { rate_limit_per_minute: Number(values["rate-limit"]) } : {}),
+          ...(values["daily-quota"] !== undefined ? { daily_quota: Number(values["daily-quota"]) } : {}),
+          ...(values["expires-at"] !== undefined ? { expires_at: values["expires-at"] } : {})
+        }).pipe(Effect.mapError((e) => new Error(`invalid key request:\n${e.message}`)))
+        const keys = yield* ApiKeys
+        const created = yield* keys.create(request as CreateApiKeyRequest)
+        yield* print(created)
+        yield* Effect.sync(() => console.error("The api_key above is shown once; only its SHA-256 is stored."))
+      })
+    case "list":
+      return Effect.flatMap(ApiKeys, (keys) => keys.list(Option.fromNullable(values.tenant))).pipe(
+        Effect.flatMap((list) => print({ keys: list }))
+      )
+    case "revoke":
+      return positionals[0] === undefined
+        ? fail("usage: pv keys revoke KEY_ID")
+        : Effect.flatMap(ApiKeys, (keys) => keys.revoke(positionals[0]!)).pipe(Effect.zipRight(print(`revoked ${positionals[0]}`)))
+    default:
+      return fail(`unknown keys command '${sub ?? ""}'\n\n${usage}`)
+  }
+}
+
+const program = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
+  const [command, ...args] = argv
+  switch (command) {
+    case "serve":
+      return Layer.launch(ServerLive.pipe(Layer.provide(AppConfigLive)))
+    case "migrate":
+      return Effect.gen(function*() {
+        yield* Layer.build(DatabaseLive)
+        yield* print("migrations applied")
+      }).pipe(Effect.scoped, Effect.provide(AppConfigLive))
+    case "keys":
+      return WithServices(keysCommand(args))
+    case "import":
+      return args[0] === undefined
+        ? fail("usage: pv import FILE.ndjson")
+        : WithServices(Effect.gen(function*() {
+          const summary = yield* importDeterminations(args[0]!)
+          yield* print(summary)
+          if (summary.failed.length > 0) return yield* fail(`${summary.failed.length} line(s) failed`)
+        }))
+    case undefined:
+    case "help":
+    case "--help":
+    case "-h":
+      return print(usage)
+    default:
+      return fail(`unknown command '${command}'\n\n${usage}`)
+  }
+}
+
+program(process.argv.slice(2)).pipe(
+  Effect.tapErrorCause(() => Effect.void),
+  Effect.catchAll((error) =>
+    Effect.sync(() => {
+      console.error(error instanceof Error ? error.message : typeof error === "object" && error !== null && "detail" in error ? (error as { detail: string }).detail : String(error))
+      process.exitCode = 1
+    })),
+  NodeRuntime.runMain({ disableErrorReporting: false })
+)

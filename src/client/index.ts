@@ -1,0 +1,27 @@
+/**
+ * What a client needs to check the service's answers without trusting it: the same digest recipes the
+ * server uses (RFC 8785 JCS, SHA-256, lowercase hex).
+ */
+import { digestOf } from "../domain/Canonical.js"
+import { receiptDigestOf, type ReceiptSnapshot, type RelianceReceipt } from "../domain/Receipt.js"
+
+export { trustStateDigestOf } from "../domain/MachineTrust.js"
+export type { MachineTrustResponse } from "../domain/MachineTrust.js"
+export type { CreatedRelianceReceipt, ReceiptSnapshot, RelianceReceipt } from "../domain/Receipt.js"
+export { receiptDigestOf }
+
+const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+/** True when `receipt_digest` is the SHA-256 of the JCS form of `snapshot_payload`. */
+export const verifyReceiptDigest = (receipt: Pick<RelianceReceipt, "snapshot_payload" | "receipt_digest">): boolean =>
+  typeof receipt.receipt_digest === "string" && isObject(receipt.snapshot_payload) &&
+  receiptDigestOf(receipt.snapshot_payload as ReceiptSnapshot) === receipt.receipt_digest
+
+/**
+ * The digest verifies and every top-level field agrees with the snapshot it covers, so a receipt whose
+ * `decision` was edited outside `snapshot_payload` is caught too.
+ */
+export const verifyReceipt = (receipt: RelianceReceipt): boolean =>
+  verifyReceiptDigest(receipt) &&
+  Object.entries(receipt.snapshot_payload).every(([field, value]) =>
+    Object.hasOwn(receipt, field) && digestOf((receipt as Record<string, unknown>)[field]) === digestOf(value))

@@ -1,0 +1,150 @@
+import { Either, ParseResult, Schema, SchemaAST } from "effect"
+import { FreshnessState, LifecycleState } from "../trust/Freshness.js"
+import { TenantId } from "./AccessKey.js"
+import { digestOf } from "./Canonical.js"
+import { Tier } from "./Determination.js"
+import { NonEmptyText } from "./Json.js"
+import { FieldError, ProhibitedField, ValidationFailed } from "./Problem.js"
+import { PublicId } from "./PublicId.js"
+
+export const ReceiptSchemaId = "pv-reliance-receipt-v1" as const
+
+/** Names the caller chooses; bounded so the idempotency key always fits one index entry. */
+const Name = NonEmptyText.pipe(Schema.maxLength(256))
+
+export const ClaimScope = Schema.Array(Name).pipe(
+  Schema.minItems(1),
+  Schema.maxItems(32),
+  Schema.annotations({ description: "Claim names relied upon (1..32); each must be allowed and not a prohibited inference" })
+)
+
+/** Contract section 8: exactly the seed's 7 caller fields, for receipts and for actionability. */
+export const RelianceRequest = Schema.Struct({
+  tenant_id: TenantId,
+  organization: Name,
+  principal: Name,
+  subject_public_id: PublicId,
+  purpose_id: Name,
+  requested_action: Name,
+  claim_scope: ClaimScope
+}).annotations({
+  identifier: "RelianceRequest",
+  description: "The caller's identity and intended use. Every decision field is derived by the server."
+})
+export type RelianceRequest = typeof RelianceRequest.Type
+
+/** Fields the server derives; a caller that sends one is refused with prohibited-field (the seed's list). */
+export const ProhibitedRequestFields = [
+  "decision",
+  "trust_state_digest",
+  "policy_version",
+  "policy_digest",
+  "tier",
+  "verdicts",
+  "authority_state",
+  "lifecycle_state",
+  "determination_id"
+] as const
+
+/**
+ * The endpoint payload: any JSON value reaches the handler, so the prohibited-field check sees the raw
+ * body before validation; OpenAPI still documents the 7-field body through the surrogate.
+ */
+export const RelianceRequestBody = Schema.Unknown.annotations({ [SchemaAST.SurrogateAnnotationId]: RelianceRequest.ast })
+
+/** RFC 6901 pointer of a decode issue path; the root is the empty pointer. */
+const pointerOf = (path: ReadonlyArray<PropertyKey>): string =>
+  path.map((segment) => "/" + String(segment).replace(/~/g, "~0").replace(/\//g, "~1")).join("")
+
+const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+const decodeStrict = Schema.decodeUnknownEither(RelianceRequest, { errors: "all", onExcessProperty: "error" })
+
+/** Raw body → request: prohibited fields first (one error each), then the 7-field schema with pointers. */
+export const decodeRelianceRequest = (body: unknown): Either.Either<RelianceRequest, ProhibitedField | ValidationFailed> => {
+  const prohibited = isObject(body)
+    ? Object.keys(body).filter((key) => (ProhibitedRequestFields as ReadonlyArray<string>).includes(key))
+    : []
+  if (prohibited.length > 0) {
+    return Either.left(new ProhibitedField({
+      detail: `The server derives ${prohibited.join(", ")}; a request must not send ${prohibited.length === 1 ? "it" : "them"}.`,
+      errors: prohibited.map((key) => new FieldError({ pointer: pointerOf([key]), detail: "is derived by the server and must not be sent" }))
+    }))
+  }
+  return Either.mapLeft(decodeStrict(body), (error) =>
+    new ValidationFailed({
+      detail: "The request body failed validation.",
+      errors: ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) =>
+        new FieldError({ pointer: pointerOf(issue.path), detail: issue.message }))
+    }))
+}
+
+export const Checks = ["freshness", "lifecycle", "authority", "tier", "eligibility", "claim_scope"] as const
+export type Check = typeof Checks[number]
+
+export const Verdict = Schema.Struct({
+  check: Schema.Literal(...Checks),
+  outcome: Schema.Literal("PASS", "FAIL"),
+  reason: Schema.String
+}).annotations({ identifier: "Verdict" })
+export type Verdict = typeof Verdict.Type
+
+export const Decision = Schema.Literal("ACTIONABLE", "NOT_ACTIONABLE").annotations({ identifier: "Decision" })
+export type Decision = typeof Decision.Type
+
+/** One evaluation of a request against the trust document and the policy; what POST /actionability returns. */
+export const ActionabilityEvaluation = Schema.Struct({
+  tenant_id: Schema.String,
+  organization: Schema.String,
+  principal: Schema.String,
+  subject_public_id: Schema.String,
+  purpose_id: Schema.String,
+  requested_action: Schema.String,
+  claim_scope: Schema.Array(Schema.String),
+  determination_id: Schema.String,
+  determination_digest: Schema.String,
+  trust_state_digest: Schema.String,
+  policy_version: Schema.String,
+  policy_digest: Schema.String,
+  tier: Tier,
+  lifecycle_state: LifecycleState,
+  freshness_state: FreshnessState,
+  decision: Decision,
+  verdicts: Schema.Array(Verdict),
+  authority_state: Schema.Literal("ISSUANCE_NOT_AUTHORIZED"),
+  credential_state: Schema.Literal("NOT_ISSUED")
+}).annotations({ identifier: "ActionabilityEvaluation", description: "Verdicts in contract order and the decision; nothing is stored" })
+export type ActionabilityEvaluation = typeof ActionabilityEvaluation.Type
+
+/** Everything a receipt states; receipt_digest covers exactly this object. */
+export const ReceiptSnapshot = Schema.Struct({
+  schema: Schema.Literal(ReceiptSchemaId),
+  receipt_id: Schema.String,
+  created_at: Schema.String,
+  ...ActionabilityEvaluation.fields
+}).annotations({ identifier: "ReceiptSnapshot" })
+export type ReceiptSnapshot = typeof ReceiptSnapshot.Type
+
+/** A stored receipt, as GET returns it: the snapshot's fields, the snapshot itself and its digest. */
+export const RelianceReceipt = Schema.Struct({
+  ...ReceiptSnapshot.fields,
+  snapshot_payload: ReceiptSnapshot,
+  receipt_digest: Schema.String
+}).annotations({ identifier: "RelianceReceipt", description: "Reliance receipt, schema pv-reliance-receipt-v1" })
+export type RelianceReceipt = typeof RelianceReceipt.Type
+
+/** What POST answers: the receipt plus whether it already existed. */
+export const CreatedRelianceReceipt = Schema.Struct({
+  ...RelianceReceipt.fields,
+  idempotent: Schema.Boolean
+}).annotations({ identifier: "CreatedRelianceReceipt" })
+export type CreatedRelianceReceipt = typeof CreatedRelianceReceipt.Type
+
+/** The receipt digest recipe: SHA-256 over the JCS form of snapshot_payload. */
+export const receiptDigestOf = (snapshot: ReceiptSnapshot): string => digestOf(snapshot)
+
+export const sealReceipt = (snapshot: ReceiptSnapshot): RelianceReceipt => ({
+  ...snapshot,
+  snapshot_payload: snapshot,
+  receipt_digest: receiptDigestOf(snapshot)
+})

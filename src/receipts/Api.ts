@@ -1,0 +1,71 @@
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { ApiKeyAuth } from "../access/Auth.js"
+import {
+  DeterminationNotFound,
+  Forbidden,
+  IdempotencyConflict,
+  InsufficientScope,
+  ProhibitedField,
+  ReceiptNotFound,
+  Unauthorized,
+  UnknownPurpose,
+  ValidationFailed
+} from "../domain/Problem.js"
+import { ActionabilityEvaluation, CreatedRelianceReceipt, RelianceReceipt, RelianceRequestBody } from "../domain/Receipt.js"
+import { PolicyView } from "./Policy.js"
+
+export class ReceiptsApi extends HttpApiGroup.make("receipts")
+  .add(
+    HttpApiEndpoint.post("create", "/reliance-receipts")
+      .setPayload(RelianceRequestBody)
+      .addSuccess(CreatedRelianceReceipt, { status: 201 })
+      .addSuccess(CreatedRelianceReceipt.annotations(HttpApiSchema.annotations({ status: 200 })))
+      .addError(ProhibitedField)
+      .addError(ValidationFailed)
+      .addError(Forbidden)
+      .addError(UnknownPurpose)
+      .addError(DeterminationNotFound)
+      .addError(IdempotencyConflict)
+      .annotate(OpenApi.Summary, "Create a reliance receipt (scope receipt:write)")
+      .annotate(OpenApi.Description,
+        "Send only the 7 caller fields; the server resolves canonical trust, evaluates the policy and derives every " +
+        "decision field. Sending a server-derived field (decision, trust_state_digest, policy_version, policy_digest, " +
+        "tier, verdicts, authority_state, lifecycle_state, determination_id) is refused with 422 prohibited-field. " +
+        "201 when stored; 200 with `idempotent: true` for the same (tenant_id, principal, subject_public_id, purpose_id, " +
+        "requested_action, determination_digest); 409 when that key exists with another organization or claim_scope. " +
+        "Verify `receipt_digest` = SHA-256 of the RFC 8785 form of `snapshot_payload`.")
+  )
+  .add(
+    HttpApiEndpoint.get("get", "/reliance-receipts/:receiptId")
+      .setPath(Schema.Struct({ receiptId: Schema.String.annotations({ description: "rr_ + ULID" }) }))
+      .addSuccess(RelianceReceipt)
+      .addError(ReceiptNotFound)
+      .annotate(OpenApi.Summary, "Read a stored reliance receipt (scope receipt:read)")
+      .annotate(OpenApi.Description, "Receipts are immutable and visible to their own tenant only; another tenant's id is 404.")
+  )
+  .add(
+    HttpApiEndpoint.post("evaluate", "/actionability")
+      .setPayload(RelianceRequestBody)
+      .addSuccess(ActionabilityEvaluation)
+      .addError(ProhibitedField)
+      .addError(ValidationFailed)
+      .addError(Forbidden)
+      .addError(UnknownPurpose)
+      .addError(DeterminationNotFound)
+      .annotate(OpenApi.Summary, "Evaluate actionability without storing anything (scope actionability:read)")
+      .annotate(OpenApi.Description,
+        "The same 7 fields, checks and verdicts as a receipt (freshness, lifecycle, authority, tier, eligibility, " +
+        "claim_scope); ACTIONABLE only when every verdict passes. Nothing is persisted.")
+  )
+  .add(
+    HttpApiEndpoint.get("policy", "/policy")
+      .addSuccess(PolicyView)
+      .annotate(OpenApi.Summary, "The current reliance policy (any API key)")
+      .annotate(OpenApi.Description, "policy_digest is the RFC 8785 SHA-256 of the document without policy_digest.")
+  )
+  .addError(Unauthorized)
+  .addError(InsufficientScope)
+  .middleware(ApiKeyAuth)
+  .prefix("/api/v1")
+  .annotate(OpenApi.Title, "Reliance receipts and actionability") {}

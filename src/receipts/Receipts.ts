@@ -1,0 +1,92 @@
+import { Clock, Effect, Option } from "effect"
+import { digestOf } from "../domain/Canonical.js"
+import {
+  DeterminationNotFound,
+  FieldError,
+  Forbidden,
+  IdempotencyConflict,
+  InvalidPublicId,
+  ProhibitedField,
+  ReceiptNotFound,
+  UnknownPurpose,
+  ValidationFailed
+} from "../domain/Problem.js"
+import {
+  type ActionabilityEvaluation,
+  type CreatedRelianceReceipt,
+  decodeRelianceRequest,
+  ReceiptSchemaId,
+  type RelianceReceipt,
+  sealReceipt
+} from "../domain/Receipt.js"
+import { Ids } from "../platform/Ids.js"
+import { TrustResolver } from "../trust/TrustResolver.js"
+import { evaluateActionability, requireRule } from "./Actionability.js"
+import { Policy, policyView } from "./Policy.js"
+import { ReceiptsRepo } from "./Repo.js"
+
+export type EvaluationError = ProhibitedField | ValidationFailed | Forbidden | UnknownPurpose | DeterminationNotFound
+
+/** Same idempotency key, same intent: only organization and claim_scope can still differ. */
+const sameIntent = (stored: RelianceReceipt, requested: RelianceReceipt) =>
+  stored.organization === requested.organization && digestOf(stored.claim_scope) === digestOf(requested.claim_scope)
+
+/**
+ * Actionability evaluations and durable reliance receipts. Callers pass the raw body and the tenant of
+ * the authenticated key; every decision field is derived here from the canonical trust document.
+ */
+export class Receipts extends Effect.Service<Receipts>()("pv/Receipts", {
+  effect: Effect.gen(function*() {
+    const resolver = yield* TrustResolver
+    const policy = yield* Policy
+    const repo = yield* ReceiptsRepo
+    const ids = yield* Ids
+
+    /** Prohibited fields, then the schema, then tenant, purpose and determination: nothing is stored. */
+    const evaluate = (tenantId: string, body: unknown): Effect.Effect<ActionabilityEvaluation, EvaluationError> =>
+      Effect.gen(function*() {
+        const request = yield* decodeRelianceRequest(body)
+        if (request.tenant_id !== tenantId) {
+          return yield* Effect.fail(new Forbidden({ detail: "tenant_id must be the tenant of the API key." }))
+        }
+        // The purpose is checked before resolving so an unknown purpose never depends on the determination.
+        yield* requireRule(policy, request)
+        const trust = yield* resolver.resolve(request.subject_public_id).pipe(
+          Effect.catchTag("InvalidPublicId", (e: InvalidPublicId) =>
+            Effect.fail(new ValidationFailed({ detail: e.detail, errors: [new FieldError({ pointer: "/subject_public_id", detail: e.detail })] })))
+        )
+        return yield* evaluateActionability(trust, policy, request)
+      })
+
+    const create = (tenantId: string, body: unknown): Effect.Effect<CreatedRelianceReceipt, EvaluationError | IdempotencyConflict> =>
+      Effect.gen(function*() {
+        const evaluation = yield* evaluate(tenantId, body)
+        const createdAt = new Date(yield* Clock.currentTimeMillis).toISOString()
+        const receipt = sealReceipt({
+          schema: ReceiptSchemaId,
+          receipt_id: yield* ids.make("rr"),
+          created_at: createdAt,
+          ...evaluation
+        })
+        const stored = yield* Effect.orDie(repo.insertOrFetch(receipt))
+        if (!stored.created && !sameIntent(stored.receipt, receipt)) {
+          return yield* Effect.fail(new IdempotencyConflict({
+            detail: "A receipt with this idempotency key (tenant_id, principal, subject_public_id, purpose_id, " +
+              "requested_action, determination_digest) exists with a different organization or claim_scope."
+          }))
+        }
+        return { ...stored.receipt, idempotent: !stored.created }
+      })
+
+    const get = (tenantId: string, receiptId: string): Effect.Effect<RelianceReceipt, ReceiptNotFound> =>
+      Effect.orDie(repo.find(tenantId, receiptId)).pipe(
+        Effect.flatMap(Option.match({
+          onNone: () => Effect.fail(new ReceiptNotFound({ detail: `no receipt ${receiptId.slice(0, 80)}` })),
+          onSome: Effect.succeed
+        }))
+      )
+
+    return { evaluate, create, get, policy: policyView(policy) } as const
+  }),
+  dependencies: [TrustResolver.Default, Policy.Default, ReceiptsRepo.Default, Ids.Default]
+}) {}

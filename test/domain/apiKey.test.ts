@@ -1,0 +1,271 @@
+import { createHash } from "node:crypto"
+import { crc32 } from "node:zlib"
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Either, FastCheck as fc, Layer, Option, TestClock } from "effect"
+import { decodeTime } from "ulid"
+import { ApiKeys } from "../../src/access/ApiKeys.js"
+import { KeyStore } from "../../src/access/Repo.js"
+import type { ApiKeyRecord } from "../../src/domain/AccessKey.js"
+import {
+  ApiKeyLength,
+  base62Checksum,
+  displayPrefix,
+  generateApiKey,
+  hashApiKey,
+  isWellFormedApiKey,
+  KeyPrefix
+} from "../../src/domain/ApiKey.js"
+import { Ids } from "../../src/platform/Ids.js"
+
+const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+const KeyShape = /^pv_live_[0-9A-Za-z]{38}$/
+const UlidShape = /^[0-9A-HJKMNP-TV-Z]{26}$/
+
+/** Contract section 2, computed independently: CRC32 of `pv_live_` + secret, as 6 big-endian base62 digits. */
+const expectedChecksum = (body: string): string => {
+  let n = BigInt(crc32(Buffer.from(body, "utf8")))
+  const digits: Array<string> = []
+  for (let i = 0; i < 6; i++) {
+    digits.unshift(BASE62[Number(n % 62n)]!)
+    n /= 62n
+  }
+  return digits.join("")
+}
+
+const base62Char = fc.constantFrom(...BASE62)
+const secret = fc.array(base62Char, { minLength: 32, maxLength: 32 }).map((chars) => chars.join(""))
+/** Keys built from arbitrary secrets with the contract's checksum: what a valid key looks like. */
+const validKey = secret.map((s) => KeyPrefix + s + expectedChecksum(KeyPrefix + s))
+
+/** Every key that differs from `key` in exactly one position, by any base62 character or a few outside it. */
+const singleCharacterChanges = function*(key: string) {
+  for (let i = 0; i < key.length; i++) {
+    for (const c of BASE62 + "_-+/= ") {
+      if (c !== key[i]) yield key.slice(0, i) + c + key.slice(i + 1)
+    }
+  }
+}
+
+describe("API key format", () => {
+  it("generates pv_live_ + 32 base62 + a 6-character base62 CRC32 checksum", () => {
+    for (let i = 0; i < 200; i++) {
+      const key = generateApiKey()
+      expect(key).toMatch(KeyShape)
+      expect(key).toHaveLength(46)
+      expect(ApiKeyLength).toBe(46)
+      expect(key.slice(-6)).toBe(expectedChecksum(key.slice(0, -6)))
+      expect(isWellFormedApiKey(key)).toBe(true)
+    }
+  })
+
+  it("draws the secret from all 62 characters and never repeats a key", () => {
+    const keys = Array.from({ length: 300 }, generateApiKey)
+    expect(new Set(keys).size).toBe(keys.length)
+    const seen = new Set(keys.flatMap((key) => [...key.slice(8, 40)]))
+    expect([...seen].sort().join("")).toBe([...BASE62].sort().join(""))
+  })
+
+  it.prop("computes the checksum the contract describes", [secret], ([s]) => {
+    expect(base62Checksum(KeyPrefix + s)).toBe(expectedChecksum(KeyPrefix + s))
+  })
+
+  it("pads small checksums with leading zeros", () => {
+    // A CRC32 of 0 must still print as 6 digits.
+    expect(base62Checksum("")).toBe("000000")
+    expect(base62Checksum("a")).toBe(expectedChecksum("a"))
+    expect(base62Checksum("a")).toHaveLength(6)
+  })
+
+  it.prop("accepts every key with a correct checksum", [validKey], ([key]) => {
+    expect(isWellFormedApiKey(key)).toBe(true)
+  })
+
+  it("detects every single-character change of a generated key", () => {
+    for (let k = 0; k < 5; k++) {
+      const key = generateApiKey()
+      let variants = 0
+      for (const changed of singleCharacterChanges(key)) {
+        variants++
+        if (isWellFormedApiKey(changed)) throw new Error(`checksum missed a change: ${key} → ${changed}`)
+      }
+      expect(variants).toBe(46 * 67)
+    }
+  })
+
+  it.prop("detects a change at any position to any other base62 character", [
+    validKey,
+    fc.nat({ max: 45 }),
+    base62Char
+  ], ([key, at, c]) => {
+    fc.pre(key[at] !== c)
+    expect(isWellFormedApiKey(key.slice(0, at) + c + key.slice(at + 1))).toBe(false)
+  }, { fastCheck: { numRuns: 2000 } })
+
+  it.prop("detects two swapped neighbouring characters", [validKey, fc.nat({ max: 44 })], ([key, at]) => {
+    fc.pre(key[at] !== key[at + 1])
+    const swapped = key.slice(0, at) + key[at + 1] + key[at] + key.slice(at + 2)
+    expect(isWellFormedApiKey(swapped)).toBe(false)
+  })
+
+  it("rejects wrong shapes before looking at the checksum", () => {
+    const key = generateApiKey()
+    for (const bad of [
+      "", "pv_live_", key.slice(0, -1), key + "0", key.replace("pv_live_", "pv_test_"), key.replace("pv_live_", "PV_LIVE_"),
+      ` ${key}`, `${key} `, `${key}\n`, key.toUpperCase() === key ? key.toLowerCase() : key.toUpperCase(),
+      "pv_live_" + "0".repeat(38), "op_test_0123456789abcdefghijklmnopqrstuvwxyz"
+    ]) {
+      expect(isWellFormedApiKey(bad), JSON.stringify(bad)).toBe(false)
+    }
+  })
+
+  it.prop("rejects arbitrary strings that are not built with the checksum", [fc.string({ maxLength: 60 })], ([s]) => {
+    fc.pre(!(KeyShape.test(s) && s.slice(-6) === expectedChecksum(s.slice(0, -6))))
+    expect(isWellFormedApiKey(s)).toBe(false)
+  })
+
+  it("shows the first 12 characters as the key prefix", () => {
+    const key = generateApiKey()
+    expect(displayPrefix(key)).toBe(key.slice(0, 12))
+    expect(displayPrefix(key).startsWith("pv_live_")).toBe(true)
+  })
+})
+
+describe("API key hashing", () => {
+  it("is SHA-256 as lowercase hex", () => {
+    // FIPS 180-2 test vector.
+    expect(hashApiKey("abc")).toBe("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+  })
+
+  it.prop("hashes the full key and nothing else", [validKey], ([key]) => {
+    const hash = hashApiKey(key)
+    expect(hash).toMatch(/^[0-9a-f]{64}$/)
+    expect(hash).toBe(createHash("sha256").update(key, "utf8").digest("hex"))
+    expect(hash).toBe(hashApiKey(key))
+    expect(hash).not.toContain(key.slice(8, 40))
+  })
+
+  it.prop("gives different keys different hashes", [validKey, validKey], ([a, b]) => {
+    fc.pre(a !== b)
+    expect(hashApiKey(a)).not.toBe(hashApiKey(b))
+  })
+})
+
+/** The key store in memory, counting lookups, so the service runs without a database. */
+const memoryKeyStore = () => {
+  const rows = new Map<string, ApiKeyRecord>()
+  const lookups: Array<string> = []
+  const layer = Layer.succeed(KeyStore, KeyStore.make({
+    findByHash: (keyHash: string) => Effect.sync(() => (lookups.push(keyHash), Option.fromNullable(rows.get(keyHash)))),
+    insert: (record: ApiKeyRecord) => Effect.sync(() => void rows.set(record.key_hash, record)),
+    list: (tenantId: Option.Option<string>) =>
+      Effect.sync(() => [...rows.values()].filter((r) => Option.isNone(tenantId) || r.tenant_id === tenantId.value)),
+    revoke: (keyId: string, at: Date) => Effect.sync(() => {
+      const found = [...rows.values()].find((r) => r.key_id === keyId)
+      if (found === undefined) return Option.none()
+      rows.set(found.key_hash, { ...found, revoked_at: found.revoked_at ?? at.toISOString() })
+      return Option.some(found.key_hash)
+    }),
+    touch: () => Effect.void
+  }))
+  return { rows, lookups, layer: ApiKeys.DefaultWithoutDependencies.pipe(Layer.provide(layer), Layer.provide(Ids.Default)) }
+}
+
+const T0 = Date.parse("2030-01-01T00:00:00.000Z")
+
+describe("ApiKeys service (test clock, in-memory store)", () => {
+  it.scoped("stamps created_at and the key_id ULID from the clock and stores only the hash", () => {
+    const store = memoryKeyStore()
+    return Effect.gen(function*() {
+      yield* TestClock.setTime(T0)
+      const keys = yield* ApiKeys
+      const created = yield* keys.create({ tenant_id: "t1", name: "k", scopes: ["trust:read"] })
+      expect(created.created_at).toBe("2030-01-01T00:00:00.000Z")
+      expect(created.key_id.startsWith("key_")).toBe(true)
+      expect(created.key_id.slice(4)).toMatch(UlidShape)
+      expect(decodeTime(created.key_id.slice(4))).toBe(T0)
+      expect(created.rate_limit_per_minute).toBe(600)
+      expect(created.daily_quota).toBe(100_000)
+      expect(created.expires_at).toBeNull()
+      expect(created.key_prefix).toBe(created.api_key.slice(0, 12))
+      expect(isWellFormedApiKey(created.api_key)).toBe(true)
+
+      yield* TestClock.adjust("90 minutes")
+      const later = yield* keys.create({ tenant_id: "t1", name: "k2", scopes: ["trust:read"] })
+      expect(later.created_at).toBe("2030-01-01T01:30:00.000Z")
+      expect(decodeTime(later.key_id.slice(4))).toBe(T0 + 90 * 60_000)
+      expect(later.key_id > created.key_id).toBe(true)
+
+      const stored = [...store.rows.values()]
+      expect(stored.map((r) => r.key_hash).sort()).toEqual([hashApiKey(created.api_key), hashApiKey(later.api_key)].sort())
+      expect(JSON.stringify(stored)).not.toContain(created.api_key.slice(8, 40))
+      expect(JSON.stringify(stored)).not.toContain(later.api_key.slice(8, 40))
+    }).pipe(Effect.provide(store.layer))
+  })
+
+  it.scoped("refuses an expires_at that is not in the future", () => {
+    const store = memoryKeyStore()
+    return Effect.gen(function*() {
+      yield* TestClock.setTime(T0)
+      const keys = yield* ApiKeys
+      for (const expires_at of ["2029-12-31T23:59:59.999Z", "2030-01-01T00:00:00.000Z"]) {
+        const result = yield* Effect.either(keys.create({ tenant_id: "t1", name: "k", scopes: ["trust:read"], expires_at }))
+        expect(Either.isLeft(result)).toBe(true)
+        if (Either.isLeft(result)) {
+          expect(result.left._tag).toBe("ValidationFailed")
+          expect(result.left.errors?.map((e) => e.pointer)).toEqual(["/expires_at"])
+        }
+      }
+      expect(store.rows.size).toBe(0)
+    }).pipe(Effect.provide(store.layer))
+  })
+
+  it.scoped("authenticates a key until it expires, and not after", () => {
+    const store = memoryKeyStore()
+    return Effect.gen(function*() {
+      yield* TestClock.setTime(T0)
+      const keys = yield* ApiKeys
+      const created = yield* keys.create({
+        tenant_id: "t1", name: "k", scopes: ["trust:read"], expires_at: new Date(T0 + 5_000).toISOString()
+      })
+      const first = yield* keys.authenticate(created.api_key)
+      expect(first.key_id).toBe(created.key_id)
+      yield* TestClock.adjust("4999 millis")
+      expect((yield* keys.authenticate(created.api_key)).key_id).toBe(created.key_id)
+      yield* TestClock.adjust("2 millis")
+      const expired = yield* Effect.flip(keys.authenticate(created.api_key))
+      expect(expired._tag).toBe("Unauthorized")
+    }).pipe(Effect.provide(store.layer))
+  })
+
+  it.scoped("stops authenticating a key as soon as it is revoked", () => {
+    const store = memoryKeyStore()
+    return Effect.gen(function*() {
+      yield* TestClock.setTime(T0)
+      const keys = yield* ApiKeys
+      const created = yield* keys.create({ tenant_id: "t1", name: "k", scopes: ["trust:read"] })
+      yield* keys.authenticate(created.api_key)
+      yield* TestClock.adjust("10 seconds")
+      yield* keys.revoke(created.key_id)
+      expect(store.rows.get(hashApiKey(created.api_key))?.revoked_at).toBe(new Date(T0 + 10_000).toISOString())
+      expect((yield* Effect.flip(keys.authenticate(created.api_key)))._tag).toBe("Unauthorized")
+      expect((yield* Effect.flip(keys.revoke("key_01ARZ3NDEKTSV4RRFFQ69G5FAV")))._tag).toBe("NotFound")
+    }).pipe(Effect.provide(store.layer))
+  })
+
+  it.scoped("rejects malformed keys and bad checksums without a store lookup", () => {
+    const store = memoryKeyStore()
+    return Effect.gen(function*() {
+      const keys = yield* ApiKeys
+      const created = yield* keys.create({ tenant_id: "t1", name: "k", scopes: ["trust:read"] })
+      const last = created.api_key.at(-1)!
+      const badChecksum = created.api_key.slice(0, -1) + (last === "0" ? "1" : "0")
+      for (const token of ["", "nope", badChecksum, created.api_key.slice(0, -1), created.api_key + "x"]) {
+        expect((yield* Effect.flip(keys.authenticate(token)))._tag).toBe("Unauthorized")
+      }
+      expect(store.lookups).toEqual([])
+      const unknown = generateApiKey()
+      expect((yield* Effect.flip(keys.authenticate(unknown)))._tag).toBe("Unauthorized")
+      expect(store.lookups).toEqual([hashApiKey(unknown)])
+    }).pipe(Effect.provide(store.layer))
+  })
+})
