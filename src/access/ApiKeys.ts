@@ -1,4 +1,4 @@
-import { Cache, Clock, Context, Duration, Effect, Option } from "effect"
+import { Cache, Clock, Context, Duration, Effect, Option, Schedule } from "effect"
 import {
   type ApiKeyRecord,
   type ApiKeyView,
@@ -14,6 +14,9 @@ import { KeyStore } from "./Repo.js"
 
 /** Revocation and expiry reach every instance within this bound (contract: 2 s). */
 export const KeyCacheTtl = Duration.seconds(1)
+
+/** How stale last_used_at may be. */
+export const UsageFlushInterval = Duration.seconds(30)
 
 export const toView = ({ key_hash: _, ...view }: ApiKeyRecord): ApiKeyView => view
 
@@ -98,7 +101,20 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("pv/ApiKeys", {
         return key
       })
 
-    return { create, list, revoke, authenticate } as const
+    // last_used_at is kept roughly current (to the flush interval) without a write per request.
+    const usedSince = new Set<string>()
+    const markUsed = (keyId: string) => Effect.sync(() => void usedSince.add(keyId))
+    const flushUsage = Effect.gen(function*() {
+      if (usedSince.size === 0) return
+      const ids = [...usedSince]
+      usedSince.clear()
+      const now = yield* Clock.currentTimeMillis
+      yield* store.touch(ids, new Date(now))
+    }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("could not record key usage", cause)))
+    yield* flushUsage.pipe(Effect.repeat(Schedule.spaced(UsageFlushInterval)), Effect.forkScoped)
+    yield* Effect.addFinalizer(() => flushUsage)
+
+    return { create, list, revoke, authenticate, markUsed, flushUsage } as const
   }),
   dependencies: [KeyStore.Default, Ids.Default]
 }) {}

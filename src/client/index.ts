@@ -25,3 +25,9 @@ export const verifyReceipt = (receipt: RelianceReceipt): boolean =>
   verifyReceiptDigest(receipt) &&
   Object.entries(receipt.snapshot_payload).every(([field, value]) =>
     Object.hasOwn(receipt, field) && digestOf((receipt as Record<string, unknown>)[field]) === digestOf(value))
+
+// Event feed: the hash recipe and the chain verifier (links, hashes, signatures against the JWKS).
+export { eventHashOf } from "../events/EventChain.js"
+export { keysFromJwks, verifyEventChain } from "../events/Verify.js"
+export type { ChainFailureReason, ChainVerdict, VerifyOptions } from "../events/Verify.js"
+export type { EventJwks, EventPage, TrustEvent } from "../domain/TrustEvent.js"

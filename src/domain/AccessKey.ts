@@ -30,7 +30,9 @@ export interface ApiKeyRecord extends ApiKeyView {
 export const CreateApiKeyRequest = Schema.Struct({
   tenant_id: TenantId,
   name: NonEmptyText.pipe(Schema.maxLength(200)),
-  scopes: Schema.NonEmptyArray(Scope).pipe(
+  // minItems rather than NonEmptyArray: an empty list is reported at /scopes, not at a missing /scopes/0.
+  scopes: Schema.Array(Scope).pipe(
+    Schema.minItems(1, { message: () => "must name at least one scope" }),
     Schema.filter((scopes) => new Set(scopes).size === scopes.length || "must not repeat a scope")
   ),
   rate_limit_per_minute: Schema.optional(Schema.Int.pipe(Schema.between(1, 1_000_000))),

@@ -34,6 +34,10 @@ export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", fields,
   HttpApiSchema.annotations({ status: 404 })) {}
 export class MethodNotAllowed extends Schema.TaggedError<MethodNotAllowed>()("MethodNotAllowed", fields,
   HttpApiSchema.annotations({ status: 405 })) {}
+export class NotAcceptable extends Schema.TaggedError<NotAcceptable>()("NotAcceptable", fields,
+  HttpApiSchema.annotations({ status: 406 })) {}
+export class UnsupportedProtocolVersion extends Schema.TaggedError<UnsupportedProtocolVersion>()("UnsupportedProtocolVersion",
+  fields, HttpApiSchema.annotations({ status: 400 })) {}
 export class IdempotencyConflict extends Schema.TaggedError<IdempotencyConflict>()("IdempotencyConflict", fields,
   HttpApiSchema.annotations({ status: 409 })) {}
 export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", fields,
@@ -59,6 +63,7 @@ export type ProblemError =
   | InvalidPublicId | MalformedJson | Unauthorized | InsufficientScope | Forbidden | DeterminationNotFound
   | ReceiptNotFound | NotFound | MethodNotAllowed | IdempotencyConflict | PayloadTooLarge | UnsupportedMediaType
   | ValidationFailed | ProhibitedField | UnknownPurpose | RateLimited | QuotaExceeded | Internal | Unavailable
+  | NotAcceptable | UnsupportedProtocolVersion
 
 /** Contract section 1: tag → (code, status, title). */
 export const problemCatalog: Record<ProblemError["_tag"], { readonly code: string; readonly status: number; readonly title: string }> = {
@@ -71,6 +76,8 @@ export const problemCatalog: Record<ProblemError["_tag"], { readonly code: strin
   ReceiptNotFound: { code: "receipt-not-found", status: 404, title: "Receipt not found" },
   NotFound: { code: "not-found", status: 404, title: "Not found" },
   MethodNotAllowed: { code: "method-not-allowed", status: 405, title: "Method not allowed" },
+  NotAcceptable: { code: "not-acceptable", status: 406, title: "Not acceptable" },
+  UnsupportedProtocolVersion: { code: "unsupported-protocol-version", status: 400, title: "Unsupported protocol version" },
   IdempotencyConflict: { code: "idempotency-conflict", status: 409, title: "Idempotency conflict" },
   PayloadTooLarge: { code: "payload-too-large", status: 413, title: "Payload too large" },
   UnsupportedMediaType: { code: "unsupported-media-type", status: 415, title: "Unsupported media type" },

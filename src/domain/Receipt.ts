@@ -21,11 +21,11 @@ export const ClaimScope = Schema.Array(Name).pipe(
 /** Contract section 8: exactly the seed's 7 caller fields, for receipts and for actionability. */
 export const RelianceRequest = Schema.Struct({
   tenant_id: TenantId,
-  organization: Name,
-  principal: Name,
+  organization: Name.annotations({ description: "Consuming organization" }),
+  principal: Name.annotations({ description: "Consuming principal" }),
   subject_public_id: PublicId,
-  purpose_id: Name,
-  requested_action: Name,
+  purpose_id: Name.annotations({ description: "Purpose of reliance, as named in the policy (GET /api/v1/policy)" }),
+  requested_action: Name.annotations({ description: "Action the caller wants to take, as named under the purpose in the policy" }),
   claim_scope: ClaimScope
 }).annotations({
   identifier: "RelianceRequest",

@@ -27,6 +27,7 @@ export const TrustEvent = Schema.Struct({
   signature: EventSignature
 }).annotations({ identifier: "TrustEvent" })
 export type TrustEvent = typeof TrustEvent.Type
+export type EventPayload = TrustEvent["payload"]
 
 /** The event without its hash and signature: exactly what the hash covers. */
 export type UnsignedEvent = Omit<TrustEvent, "eventHash" | "signature">

@@ -86,8 +86,9 @@ export class Signer extends Effect.Service<Signer>()("pv/Signer", {
     const config = yield* AppConfig
     const mode = yield* DatabaseMode
     if (Option.isSome(config.eventSigningKey)) {
+      const pem = Redacted.value(config.eventSigningKey.value)
       return yield* Effect.try({
-        try: () => signerFromPrivateKey(parsePem(Redacted.value(config.eventSigningKey.value)), "config"),
+        try: () => signerFromPrivateKey(parsePem(pem), "config"),
         catch: (error) => new Error(`PV_EVENT_SIGNING_KEY is not a usable Ed25519 PKCS#8 PEM key: ${String((error as Error).message ?? error)}`)
       }).pipe(Effect.orDie)
     }

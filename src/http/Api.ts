@@ -3,6 +3,8 @@ import { ApiKeysApi } from "../access/Api.js"
 import { DeterminationsApi } from "../trust/DeterminationsApi.js"
 import { TrustApi } from "../trust/Api.js"
 import { ReceiptsApi } from "../receipts/Api.js"
+import { EventsApi } from "../events/Api.js"
+import { McpApi } from "../mcp/Api.js"
 import { SystemApi } from "./SystemApi.js"
 import { problemJsonSpec } from "./OpenApiSpec.js"
 
@@ -13,6 +15,8 @@ export class Api extends HttpApi.make("pv-trust")
   .add(DeterminationsApi)
   .add(ApiKeysApi)
   .add(ReceiptsApi)
+  .add(McpApi)
+  .add(EventsApi)
   .annotate(OpenApi.Title, "Trust Resolution and Reliance Receipt Service")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Description,

@@ -48,7 +48,7 @@ export const problemResponse = (error: ProblemError, instance?: string): HttpSer
 
 const escapePointer = (segment: PropertyKey) => String(segment).replace(/~/g, "~0").replace(/\//g, "~1")
 
-export const toPointer = (path: ReadonlyArray<PropertyKey>): string => "/" + path.map(escapePointer).join("/")
+export const toPointer = (path: ReadonlyArray<PropertyKey>): string => path.map((segment) => "/" + escapePointer(segment)).join("")
 
 interface DecodeIssue {
   readonly path: ReadonlyArray<PropertyKey>
@@ -61,6 +61,21 @@ export const validationProblem = (issues: ReadonlyArray<DecodeIssue>): Validatio
     detail: "The request failed validation.",
     errors: issues.map((issue) => new FieldError({ pointer: toPointer(issue.path), detail: issue.message }))
   })
+
+/** Deeper documents are refused before any decoding work (no legitimate body nests this far). */
+export const MaxJsonDepth = 32
+
+/** Depth of a parsed JSON value, iteratively, stopping as soon as `limit` is passed. */
+export const exceedsDepth = (value: unknown, limit: number): boolean => {
+  const stack: Array<[unknown, number]> = [[value, 1]]
+  while (stack.length > 0) {
+    const [current, depth] = stack.pop()!
+    if (typeof current !== "object" || current === null) continue
+    if (depth > limit) return true
+    for (const child of Array.isArray(current) ? current : Object.values(current)) stack.push([child, depth + 1])
+  }
+  return false
+}
 
 const isJsonContentType = (value: string | undefined) =>
   value !== undefined && /^application\/([a-z0-9.+-]*\+)?json\s*(;.*)?$/i.test(value.trim())
@@ -108,10 +123,17 @@ export const ProblemsLive = HttpApiBuilder.middleware(
               HttpServerRequest.withMaxBodySize(Option.some(MaxBodyBytes)),
               Effect.mapError(() => new PayloadTooLarge({ detail: `Request bodies are limited to ${MaxBodyBytes} bytes.` }))
             )
+            let parsed: unknown
             try {
-              JSON.parse(text)
+              parsed = JSON.parse(text)
             } catch {
               return yield* Effect.fail(new MalformedJson({ detail: "The request body is not valid JSON." }))
+            }
+            if (exceedsDepth(parsed, MaxJsonDepth)) {
+              return yield* Effect.fail(new ValidationFailed({
+                detail: `JSON nesting deeper than ${MaxJsonDepth} levels is not accepted.`,
+                errors: [{ pointer: "", detail: `nesting deeper than ${MaxJsonDepth} levels` }]
+              }))
             }
           }
         }

@@ -6,6 +6,7 @@ import { ApiKeysHttpLive } from "../access/Http.js"
 import { ApiKeyAuthLive, OperatorAuthLive } from "../access/Auth.js"
 import { ApiKeys } from "../access/ApiKeys.js"
 import { OperatorCredential } from "../access/Operator.js"
+import { RateLimitsLive } from "../access/RateLimits.js"
 import { AppConfig } from "../platform/Config.js"
 import { DatabaseLive } from "../platform/Database.js"
 import { Determinations } from "../trust/Determinations.js"
@@ -13,7 +14,12 @@ import { DeterminationsHttpLive } from "../trust/DeterminationsHttp.js"
 import { TrustHttpLive } from "../trust/Http.js"
 import { Receipts } from "../receipts/Receipts.js"
 import { ReceiptsHttpLive } from "../receipts/Http.js"
+import { EventLog, EventSweeperLive } from "../events/EventLog.js"
+import { EventsHttpLive } from "../events/Http.js"
+import { Subscriptions } from "../events/Subscriptions.js"
 import { TrustResolver } from "../trust/TrustResolver.js"
+import { Mcp } from "../mcp/Mcp.js"
+import { McpHttpLive } from "../mcp/Http.js"
 import { Api } from "./Api.js"
 import { ProblemsLive } from "./Problems.js"
 import { SystemHttpLive } from "./SystemHttp.js"
@@ -25,11 +31,17 @@ export const ServicesLive = Layer.mergeAll(
   Determinations.Default,
   ApiKeys.Default,
   OperatorCredential.Default,
-  Receipts.Default
+  RateLimitsLive,
+  EventLog.Default,
+  Subscriptions.Default,
+  Receipts.Default,
+  Mcp.Default
 ).pipe(Layer.provideMerge(DatabaseLive))
 
 const ApiLive = HttpApiBuilder.api(Api).pipe(
   Layer.provide([TrustHttpLive, DeterminationsHttpLive, ApiKeysHttpLive, SystemHttpLive, ReceiptsHttpLive]),
+  Layer.provide(EventsHttpLive),
+  Layer.provide(McpHttpLive),
   Layer.provide([ApiKeyAuthLive, OperatorAuthLive])
 )
 
@@ -44,6 +56,7 @@ export const ServerLive = HttpApiBuilder.serve().pipe(
   Layer.provide(ProblemsLive),
   Layer.provide(ApiLive),
   Layer.provideMerge(StartupLive),
+  Layer.provide(EventSweeperLive),
   Layer.provideMerge(HttpServerLive),
   Layer.provideMerge(ServicesLive)
 )

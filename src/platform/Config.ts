@@ -13,6 +13,10 @@ export interface AppConfigShape {
   readonly internalToken: Option.Option<Redacted.Redacted>
   readonly eventSigningKey: Option.Option<Redacted.Redacted>
   readonly humanRateLimitPerMinute: number
+  readonly operatorRateLimitPerMinute: number
+  /** Failed authentications one address may make per minute before it is refused with 429. */
+  readonly authFailureLimitPerMinute: number
+  readonly redisUrl: Option.Option<Redacted.Redacted>
   readonly loadDemoData: boolean
   /** Print the start-up banner (URL, docs, operator token location, a curl to paste). */
   readonly banner: boolean
@@ -28,8 +32,18 @@ const operatorToken = Config.redacted("PV_OPERATOR_TOKEN").pipe(
   Config.option
 )
 
+const positive = (name: string, fallback: number) =>
+  Config.integer(name).pipe(
+    Config.validate({ message: `${name} must be a positive integer`, validation: (n) => n > 0 }),
+    Config.withDefault(fallback)
+  )
+
 export const appConfig: Config.Config<AppConfigShape> = Config.all({
-  port: Config.port("PORT").pipe(Config.withDefault(8080)),
+  // 0 asks the OS for a free port (the banner prints the one chosen).
+  port: Config.integer("PORT").pipe(
+    Config.validate({ message: "PORT must be an integer from 0 to 65535", validation: (n) => n >= 0 && n <= 65535 }),
+    Config.withDefault(8080)
+  ),
   host: Config.string("HOST").pipe(Config.withDefault("127.0.0.1")),
   databaseUrl: Config.redacted("DATABASE_URL").pipe(
     Config.validate({
@@ -42,9 +56,12 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   operatorToken,
   internalToken: Config.redacted("PV_INTERNAL_TOKEN").pipe(Config.option),
   eventSigningKey: Config.redacted("PV_EVENT_SIGNING_KEY").pipe(Config.option),
-  humanRateLimitPerMinute: Config.integer("PV_HUMAN_RATE_LIMIT_PER_MINUTE").pipe(
-    Config.validate({ message: "PV_HUMAN_RATE_LIMIT_PER_MINUTE must be positive", validation: (n) => n > 0 }),
-    Config.withDefault(60)
+  humanRateLimitPerMinute: positive("PV_HUMAN_RATE_LIMIT_PER_MINUTE", 60),
+  operatorRateLimitPerMinute: positive("PV_OPERATOR_RATE_LIMIT_PER_MINUTE", 120),
+  authFailureLimitPerMinute: positive("PV_AUTH_FAILURE_LIMIT_PER_MINUTE", 20),
+  redisUrl: Config.redacted("REDIS_URL").pipe(
+    Config.validate({ message: "REDIS_URL must be a redis:// URL", validation: (url) => /^rediss?:\/\//.test(Redacted.value(url)) }),
+    Config.option
   ),
   loadDemoData: Config.boolean("PV_DEMO_DATA").pipe(Config.withDefault(true)),
   banner: Config.boolean("PV_BANNER").pipe(Config.withDefault(true))

@@ -2,7 +2,7 @@ import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { ApiKeyAuth } from "../access/Auth.js"
 import { MachineTrustResponse } from "../domain/MachineTrust.js"
-import { DeterminationNotFound, InsufficientScope, InvalidPublicId, Unauthorized } from "../domain/Problem.js"
+import { DeterminationNotFound, InsufficientScope, InvalidPublicId, RateLimited, Unauthorized, Unavailable } from "../domain/Problem.js"
 
 const TrustPath = Schema.Struct({
   publicId: Schema.String.annotations({ description: "DET-V1-* or QUAL-V1-*" })
@@ -32,7 +32,9 @@ export class TrustApi extends HttpApiGroup.make("trust")
       .addSuccess(MachineTrustResponse)
       .addError(InvalidPublicId)
       .addError(DeterminationNotFound)
-      .annotate(OpenApi.Summary, "Resolve a determination for a browser (no key)")
+      .addError(RateLimited)
+      .addError(Unavailable)
+      .annotate(OpenApi.Summary, "Resolve a determination for a browser (no key, limited per client address)")
       .annotate(OpenApi.Description, "The identical canonical document the machine endpoint returns, for browser-side proxies.")
   )
   .prefix("/api/v1")

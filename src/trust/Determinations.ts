@@ -1,10 +1,11 @@
 import { Clock, Effect, Layer, Option } from "effect"
 import { digestOf } from "../domain/Canonical.js"
-import type { DeterminationBody, StoredDetermination } from "../domain/Determination.js"
+import type { DeterminationBody } from "../domain/Determination.js"
 import { DeterminationNotFound, InvalidPublicId } from "../domain/Problem.js"
 import { isPublicId } from "../domain/PublicId.js"
+import { EventLog } from "../events/EventLog.js"
 import { Ids } from "../platform/Ids.js"
-import { DeterminationsRepo } from "./Repo.js"
+import { type CurrentDetermination, DeterminationsRepo } from "./Repo.js"
 
 export type IngestOutcome = "created" | "updated" | "unchanged"
 
@@ -39,6 +40,7 @@ export class Determinations extends Effect.Service<Determinations>()("pv/Determi
   effect: Effect.gen(function*() {
     const repo = yield* DeterminationsRepo
     const ids = yield* Ids
+    const events = yield* EventLog
 
     const ingest = (publicIdInput: string, body: DeterminationBody) =>
       Effect.gen(function*() {
@@ -70,19 +72,29 @@ export class Determinations extends Effect.Service<Determinations>()("pv/Determi
             evidence_digest: digestOf(body.evidence),
             recorded_at: now
           })
-          // The event append for this change joins this transaction here (events issue).
+          const changed = changedFields(head.body, body)
+          // The one event of this change, in this transaction: committed together or not at all.
+          yield* events.recordChange({
+            public_id: publicId,
+            determination_id: determinationId,
+            version,
+            determination_digest: determinationDigest,
+            previous: head.body,
+            body,
+            changed_fields: changed
+          })
           return {
             outcome: version === 1 ? "created" : "updated",
             public_id: publicId,
             determination_id: determinationId,
             determination_digest: determinationDigest,
             version,
-            changed_fields: changedFields(head.body, body)
+            changed_fields: changed
           } satisfies IngestResult
         }))
       }).pipe(Effect.catchTag("SqlError", Effect.die))
 
-    const current = (publicIdInput: string): Effect.Effect<StoredDetermination, InvalidPublicId | DeterminationNotFound> =>
+    const current = (publicIdInput: string): Effect.Effect<CurrentDetermination, InvalidPublicId | DeterminationNotFound> =>
       requirePublicId(publicIdInput).pipe(
         Effect.flatMap((publicId) => Effect.orDie(repo.findCurrent(publicId))),
         Effect.flatMap(Option.match({
@@ -95,7 +107,7 @@ export class Determinations extends Effect.Service<Determinations>()("pv/Determi
 
     return { ingest, current, bySubject, count: Effect.orDie(repo.count) } as const
   }),
-  dependencies: [DeterminationsRepo.Default, Ids.Default]
+  dependencies: [DeterminationsRepo.Default, Ids.Default, EventLog.Default]
 }) {}
 
 export type DeterminationsLayer = Layer.Layer<Determinations>

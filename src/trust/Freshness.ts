@@ -36,3 +36,23 @@ export const nextFreshnessBoundary = (nowMs: number, asOfMs: number, validUntilM
   }
   return null
 }
+
+/**
+ * The states a determination enters as time passes after `as_of`, each with the instant it starts:
+ * what the event feed announces as freshness.changed. States the rule skips (a window too short for
+ * APPROACHING_STALE) are absent; lifecycle EXPIRED is EXPIRED from the start, so nothing is entered.
+ */
+export const freshnessTimeline = (
+  asOfMs: number,
+  validUntilMs: number,
+  lifecycle: LifecycleState
+): ReadonlyArray<{ readonly state: FreshnessState; readonly at: number }> => {
+  const entries: Array<{ state: FreshnessState; at: number }> = []
+  let state = freshnessAt(asOfMs, asOfMs, validUntilMs, lifecycle)
+  for (let t = nextFreshnessBoundary(asOfMs, asOfMs, validUntilMs); t !== null; t = nextFreshnessBoundary(t, asOfMs, validUntilMs)) {
+    const next = freshnessAt(t, asOfMs, validUntilMs, lifecycle)
+    if (next !== state) entries.push({ state: next, at: t })
+    state = next
+  }
+  return entries
+}

@@ -1,6 +1,8 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import { requireScope } from "../access/ApiKeys.js"
+import { clientAddress, RateLimits } from "../access/RateLimits.js"
+import { AppConfig } from "../platform/Config.js"
 import type { MachineTrustResponse } from "../domain/MachineTrust.js"
 import { Api } from "../http/Api.js"
 import { TrustResolver } from "./TrustResolver.js"
@@ -24,12 +26,17 @@ const conditional = (document: MachineTrustResponse, ifNoneMatch: string | undef
 export const TrustHttpLive = HttpApiBuilder.group(Api, "trust", (handlers) =>
   Effect.gen(function*() {
     const resolver = yield* TrustResolver
+    const limits = yield* RateLimits
+    const { humanRateLimitPerMinute } = yield* AppConfig
     return handlers
       .handle("machine", ({ path, headers }) =>
         requireScope("trust:read").pipe(
           Effect.zipRight(resolver.resolve(path.publicId)),
           Effect.map((document) => conditional(document, headers["if-none-match"]))
         ))
-      .handle("human", ({ path, headers }) =>
-        resolver.resolve(path.publicId).pipe(Effect.map((document) => conditional(document, headers["if-none-match"]))))
+      .handle("human", ({ path, headers, request }) =>
+        limits.consumeAddress("human", clientAddress(request), humanRateLimitPerMinute).pipe(
+          Effect.zipRight(resolver.resolve(path.publicId)),
+          Effect.map((document) => conditional(document, headers["if-none-match"]))
+        ))
   }))

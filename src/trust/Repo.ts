@@ -1,6 +1,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Option } from "effect"
 import type { DeterminationBody, StoredDetermination } from "../domain/Determination.js"
+import type { EventHead } from "../domain/MachineTrust.js"
 
 interface VersionRow {
   readonly public_id: string
@@ -10,16 +11,24 @@ interface VersionRow {
   readonly determination_digest: string
   readonly evidence_digest: string
   readonly recorded_at: Date
+  readonly head_sequence: number
+  readonly head_hash: string | null
 }
 
-const toStored = (row: VersionRow): StoredDetermination => ({
+/** The current version together with the head of its event chain, read in one query so they agree. */
+export interface CurrentDetermination extends StoredDetermination {
+  readonly event_head: EventHead
+}
+
+const toStored = (row: VersionRow): CurrentDetermination => ({
   public_id: row.public_id,
   determination_id: row.determination_id,
   version: row.version,
   body: row.body,
   determination_digest: row.determination_digest,
   evidence_digest: row.evidence_digest,
-  recorded_at: row.recorded_at.toISOString()
+  recorded_at: row.recorded_at.toISOString(),
+  event_head: { sequence: row.head_sequence, eventHash: row.head_hash }
 })
 
 export interface NewVersion {
@@ -39,13 +48,15 @@ export class DeterminationsRepo extends Effect.Service<DeterminationsRepo>()("pv
 
     const findCurrent = (publicId: string) =>
       sql<VersionRow>`
-        SELECT v.public_id, v.determination_id, v.version, v.body, v.determination_digest, v.evidence_digest, v.recorded_at
+        SELECT v.public_id, v.determination_id, v.version, v.body, v.determination_digest, v.evidence_digest, v.recorded_at,
+          d.head_sequence, d.head_hash
         FROM determinations d JOIN determination_versions v ON v.determination_id = d.current_version_id
         WHERE d.public_id = ${publicId}`.pipe(Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toStored)))
 
     const findBySubject = (subjectId: string) =>
       sql<VersionRow>`
-        SELECT v.public_id, v.determination_id, v.version, v.body, v.determination_digest, v.evidence_digest, v.recorded_at
+        SELECT v.public_id, v.determination_id, v.version, v.body, v.determination_digest, v.evidence_digest, v.recorded_at,
+          d.head_sequence, d.head_hash
         FROM determinations d JOIN determination_versions v ON v.determination_id = d.current_version_id
         WHERE d.subject_id = ${subjectId} ORDER BY d.public_id`.pipe(Effect.map((rows) => rows.map(toStored)))
 
@@ -59,11 +70,12 @@ export class DeterminationsRepo extends Effect.Service<DeterminationsRepo>()("pv
           INSERT INTO determinations (public_id, subject_id, current_version_id, current_version, created_at, updated_at)
           VALUES (${publicId}, ${subjectId}, NULL, 0, ${now}, ${now})
           ON CONFLICT (public_id) DO NOTHING`
+        // Read after the lock, in a statement of its own: under READ COMMITTED a locking join that waited
+        // re-checks the locked row but not the joined one, so it would miss the version committed meanwhile.
         const rows = yield* sql<{ current_version: number; determination_digest: string | null; body: DeterminationBody | null }>`
           SELECT d.current_version, v.determination_digest, v.body
           FROM determinations d LEFT JOIN determination_versions v ON v.determination_id = d.current_version_id
-          WHERE d.public_id = ${publicId}
-          FOR UPDATE OF d`
+          WHERE d.public_id = ${publicId} FOR UPDATE OF d`
         return rows[0]!
       })
 

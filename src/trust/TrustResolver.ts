@@ -1,10 +1,8 @@
 import { Clock, Effect } from "effect"
-import { buildMachineTrust, type EventHead, type MachineTrustResponse } from "../domain/MachineTrust.js"
+import { buildMachineTrust, type MachineTrustResponse } from "../domain/MachineTrust.js"
 import type { DeterminationNotFound, InvalidPublicId } from "../domain/Problem.js"
 import { Policy } from "../receipts/Policy.js"
 import { Determinations } from "./Determinations.js"
-
-const noEvents: EventHead = { sequence: 0, eventHash: null }
 
 /**
  * publicId → canonical trust document. Every surface (machine, human, MCP, receipts) resolves
@@ -19,7 +17,8 @@ export class TrustResolver extends Effect.Service<TrustResolver>()("pv/TrustReso
       Effect.gen(function*() {
         const stored = yield* determinations.current(publicId)
         const now = yield* Clock.currentTimeMillis
-        return buildMachineTrust(stored, policy.ref, noEvents, now)
+        // The head is read with the current version (one row), so the document and the feed agree.
+        return buildMachineTrust(stored, policy.ref, stored.event_head, now)
       })
 
     return { resolve } as const

@@ -17,6 +17,8 @@ export interface TestServer {
   readonly clock: ShiftableClock
   /** The database URL the server uses (postgres only), for a second process sharing it. */
   readonly databaseUrl: string | undefined
+  /** Run an effect against this server's own services (same database, clock and keys), e.g. a sweep. */
+  readonly run: <A, E>(effect: Effect.Effect<A, E, Layer.Layer.Success<typeof ServerLive>>) => Promise<A>
   readonly close: () => Promise<void>
 }
 
@@ -45,6 +47,10 @@ export const startTestServer = async (options: StartOptions = {}): Promise<TestS
     operatorToken: Option.some(Redacted.make(testOperatorToken)),
     loadDemoData: false,
     banner: false,
+    // Suites share 127.0.0.1; the per-address limits get their own tests with low values.
+    humanRateLimitPerMinute: 100_000,
+    operatorRateLimitPerMinute: 100_000,
+    authFailureLimitPerMinute: 100_000,
     ...options.config
   })
   const layer = ServerLive.pipe(Layer.provide(config), Layer.provide(Layer.setClock(clock)))
@@ -58,6 +64,7 @@ export const startTestServer = async (options: StartOptions = {}): Promise<TestS
     operatorToken: testOperatorToken,
     clock,
     databaseUrl,
+    run: (effect) => Effect.runPromise(effect.pipe(Effect.provide(context), Effect.withClock(clock))),
     close: async () => {
       await Effect.runPromise(Scope.close(scope, Exit.void))
       await scratch?.drop()

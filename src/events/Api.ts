@@ -1,0 +1,53 @@
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { ApiKeyAuth } from "../access/Auth.js"
+import { DeterminationNotFound, InsufficientScope, InvalidPublicId, Unauthorized, ValidationFailed } from "../domain/Problem.js"
+import { EventJwks, EventPage } from "../domain/TrustEvent.js"
+import { DefaultPageSize, MaxPageSize } from "./EventLog.js"
+
+/** A query integer with one readable failure message (instead of one per parse step). */
+const QueryInt = (message: string, description: string, bounded: (n: typeof Schema.Int) => Schema.Schema<number>) =>
+  Schema.optionalWith(
+    Schema.compose(Schema.NumberFromString, bounded(Schema.Int)).annotations({
+      description,
+      message: () => ({ message, override: true })
+    }),
+    { exact: true }
+  )
+
+const EventsQuery = Schema.Struct({
+  public_id: Schema.String.annotations({ description: "DET-V1-* or QUAL-V1-*" }),
+  after: QueryInt("must be an integer ≥ 0", "Return events with a greater sequence (default 0: from the start)",
+    (int) => int.pipe(Schema.greaterThanOrEqualTo(0))),
+  limit: QueryInt(`must be an integer between 1 and ${MaxPageSize}`, `Page size, default ${DefaultPageSize}, at most ${MaxPageSize}`,
+    (int) => int.pipe(Schema.between(1, MaxPageSize)))
+})
+
+export class EventsApi extends HttpApiGroup.make("events")
+  .add(
+    HttpApiEndpoint.get("list", "/events")
+      .setUrlParams(EventsQuery)
+      .addSuccess(EventPage)
+      .addError(InvalidPublicId)
+      .addError(Unauthorized)
+      .addError(InsufficientScope)
+      .addError(DeterminationNotFound)
+      .addError(ValidationFailed)
+      .middleware(ApiKeyAuth)
+      .annotate(OpenApi.Summary, "Signed event feed of a determination (scope trust:read)")
+      .annotate(OpenApi.Description,
+        "Events in ascending sequence after `after`. Each carries previousEventHash and eventHash " +
+        "(SHA-256 of \"pv-event-v1\\n\" + JCS of the event without eventHash and signature) and an Ed25519 " +
+        "signature over the raw hash bytes; keys are at /api/v1/events/keys. Follow `next_after` until it is null; " +
+        "`head` is the chain's last event, the same head the trust document reports in integrity.event_head.")
+  )
+  .add(
+    HttpApiEndpoint.get("keys", "/events/keys")
+      .addSuccess(EventJwks)
+      .annotate(OpenApi.Summary, "Event-signing public keys (JWKS, no key needed)")
+      .annotate(OpenApi.Description,
+        "Every Ed25519 key any instance has signed events with, retired ones included. kid = first 16 hex of " +
+        "SHA-256 of the raw public key. These are not credential-issuance keys.")
+  )
+  .prefix("/api/v1")
+  .annotate(OpenApi.Title, "Events") {}

@@ -1,0 +1,91 @@
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { ApiKeyAuth } from "../access/Auth.js"
+import {
+  InsufficientScope,
+  MethodNotAllowed,
+  NotAcceptable,
+  PayloadTooLarge,
+  Unauthorized,
+  UnsupportedMediaType,
+  UnsupportedProtocolVersion
+} from "../domain/Problem.js"
+
+const Id = Schema.Union(Schema.String, Schema.Number).annotations({ description: "Echoed unchanged in the response" })
+
+/** Documentation only: the handler reads the raw body, so malformed JSON reaches the JSON-RPC codec (-32700). */
+const JsonRpcMessage = Schema.Struct({
+  jsonrpc: Schema.Literal("2.0"),
+  id: Schema.optional(Id).annotations({ description: "Absent for a notification, which is never answered" }),
+  method: Schema.String.annotations({ examples: ["initialize", "ping", "tools/list", "tools/call", "notifications/initialized"] }),
+  params: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+}).annotations({ identifier: "JsonRpcMessage" })
+
+const JsonRpcResponse = Schema.Struct({
+  jsonrpc: Schema.Literal("2.0"),
+  id: Schema.NullOr(Id),
+  result: Schema.optional(Schema.Unknown),
+  error: Schema.optional(Schema.Struct({ code: Schema.Int, message: Schema.String, data: Schema.optional(Schema.Unknown) }))
+}).annotations({ identifier: "JsonRpcResponse" })
+
+const Body = Schema.Union(JsonRpcMessage, Schema.NonEmptyArray(JsonRpcMessage))
+const Answer = Schema.Union(JsonRpcResponse, Schema.NonEmptyArray(JsonRpcResponse))
+
+const TransportHeaders = Schema.Struct({
+  accept: Schema.optional(Schema.String.annotations({
+    description: "Must admit application/json (406 otherwise); MCP clients send `application/json, text/event-stream`"
+  })),
+  "mcp-protocol-version": Schema.optional(Schema.String.annotations({
+    description: "2025-11-25, 2025-06-18 or 2025-03-26; any other value is refused with 400"
+  }))
+})
+
+const noStream = "This server is stateless and answers every POST with JSON: it offers no SSE stream and no sessions."
+
+/** GET and DELETE never succeed here: drop the default 204 HttpApi documents for an endpoint. */
+const neverSucceeds = (operation: Record<string, any>) => {
+  const { "204": _, ...responses } = operation.responses ?? {}
+  return { ...operation, responses }
+}
+
+export class McpApi extends HttpApiGroup.make("mcp")
+  .add(
+    HttpApiEndpoint.post("call", "/mcp")
+      .setPayload(Body)
+      .setHeaders(TransportHeaders)
+      .addSuccess(Answer)
+      .addSuccess(HttpApiSchema.Empty(202))
+      .addError(Unauthorized)
+      .addError(InsufficientScope)
+      .addError(UnsupportedProtocolVersion)
+      .addError(NotAcceptable)
+      .addError(PayloadTooLarge)
+      .addError(UnsupportedMediaType)
+      .middleware(ApiKeyAuth)
+      .annotate(OpenApi.Summary, "MCP (Streamable HTTP) and JSON-RPC 2.0 tool calls (scope mcp:call)")
+      .annotate(OpenApi.Description,
+        "Methods: initialize (protocol versions 2025-11-25, 2025-06-18, 2025-03-26), notifications/initialized, ping, " +
+        "tools/list and tools/call with the 8 tools resolve_trust, resolve_subject, evaluate_actionability, " +
+        "create_reliance_receipt, get_reliance_receipt, compare_current, resolve_lifecycle, subscribe_trust_changes; " +
+        "each tool also needs its own scope. Batches (arrays) are answered per JSON-RPC 2.0. A body holding only " +
+        "notifications or responses is accepted with 202 and no body. Unparseable JSON (-32700), an empty batch or a " +
+        "single message that is not JSON-RPC (-32600) answer 400 with a JSON-RPC error (id null when unknown). " +
+        "Tool failures: -32601 unknown tool, -32602 arguments outside the inputSchema, -32000 with error.data = the " +
+        "REST problem object, -32603 internal. " + noStream)
+  )
+  .add(
+    HttpApiEndpoint.get("stream", "/mcp")
+      .addError(MethodNotAllowed)
+      .annotate(OpenApi.Summary, "No server-sent event stream: always 405 (Allow: POST)")
+      .annotate(OpenApi.Description, noStream)
+      .annotate(OpenApi.Transform, neverSucceeds)
+  )
+  .add(
+    HttpApiEndpoint.del("endSession", "/mcp")
+      .addError(MethodNotAllowed)
+      .annotate(OpenApi.Summary, "No sessions to end: always 405 (Allow: POST)")
+      .annotate(OpenApi.Description, noStream)
+      .annotate(OpenApi.Transform, neverSucceeds)
+  )
+  .prefix("/api/v1")
+  .annotate(OpenApi.Title, "MCP tools (JSON-RPC 2.0)") {}

@@ -1,0 +1,340 @@
+import { Data, Effect, Either, JSONSchema, ParseResult, Schema } from "effect"
+import { Caller, requireScope } from "../access/ApiKeys.js"
+import type { ApiKeyRecord } from "../domain/AccessKey.js"
+import type { Scope } from "../domain/ApiKey.js"
+import { DigestPattern } from "../domain/Canonical.js"
+import { Subject } from "../domain/Determination.js"
+import { NonEmptyText } from "../domain/Json.js"
+import { MachineTrustResponse } from "../domain/MachineTrust.js"
+import { FieldError, NotFound, type ProblemError, type ProhibitedField, ValidationFailed } from "../domain/Problem.js"
+import { PublicId } from "../domain/PublicId.js"
+import {
+  ActionabilityEvaluation,
+  CreatedRelianceReceipt,
+  decodeRelianceRequest,
+  RelianceReceipt,
+  RelianceRequest
+} from "../domain/Receipt.js"
+import { Subscription, Subscriptions } from "../events/Subscriptions.js"
+import { toPointer } from "../http/Problems.js"
+import { Receipts } from "../receipts/Receipts.js"
+import { compareWithDigest, compareWithReceipt } from "../trust/Compare.js"
+import { Determinations } from "../trust/Determinations.js"
+import { TrustResolver } from "../trust/TrustResolver.js"
+
+/** MCP tool annotations: hints for a client deciding whether to ask its user first. */
+export interface ToolAnnotations {
+  readonly readOnlyHint: boolean
+  readonly destructiveHint: boolean
+  readonly idempotentHint: boolean
+  readonly openWorldHint: boolean
+}
+
+/** The services tools call: the same ones, and the same functions, as the REST handlers. */
+export type ToolServices = TrustResolver | Determinations | Receipts | Subscriptions
+
+export type ArgumentsProblem = ValidationFailed | ProhibitedField
+
+/** The arguments do not satisfy the tool's inputSchema (JSON-RPC -32602). */
+export class InvalidArguments extends Data.TaggedError("InvalidArguments")<{ readonly problem: ArgumentsProblem }> {}
+
+export interface ToolSpec<I, II, O, OI> {
+  readonly name: string
+  readonly title: string
+  readonly description: string
+  readonly scope: Scope
+  readonly annotations: ToolAnnotations
+  readonly input: Schema.Schema<I, II>
+  readonly output: Schema.Schema<O, OI>
+  /** Replaces the default argument check (the input schema, unknown members refused). */
+  readonly decode?: (args: unknown) => Either.Either<I, ArgumentsProblem>
+  readonly run: (input: I, caller: ApiKeyRecord) => Effect.Effect<O, ProblemError, ToolServices>
+}
+
+export type JsonSchemaObject = { readonly type: "object" } & Record<string, unknown>
+
+/** A declared tool with its schemas rendered; `call` checks scope, then arguments, then runs. */
+export interface Tool {
+  readonly name: string
+  readonly title: string
+  readonly description: string
+  readonly scope: Scope
+  readonly annotations: ToolAnnotations
+  readonly inputSchema: JsonSchemaObject
+  readonly outputSchema: JsonSchemaObject
+  /** Resolves to the encoded result (the JSON value of `structuredContent`). */
+  readonly call: (args: unknown) => Effect.Effect<unknown, InvalidArguments | ProblemError, ToolServices | Caller>
+}
+
+type JsonSchemaNode = Record<string, unknown>
+
+/**
+ * JSONSchema.make, with the root made a plain object schema as MCP requires: a top-level `$ref` is
+ * inlined, and a union of object schemas (`anyOf`) gets `type: "object"` beside it.
+ */
+export const objectJsonSchema = <A, I>(schema: Schema.Schema<A, I>): JsonSchemaObject => {
+  const { $schema, $defs, ...root } = JSONSchema.make(schema) as unknown as JsonSchemaNode & { $defs?: Record<string, JsonSchemaNode> }
+  const deref = (node: JsonSchemaNode): JsonSchemaNode => {
+    const ref = node.$ref
+    if (typeof ref !== "string" || !ref.startsWith("#/$defs/")) return node
+    const target = $defs?.[ref.slice("#/$defs/".length)]
+    return target === undefined ? node : deref(target)
+  }
+  const body = Object.keys(root).length === 1 ? deref(root) : root
+  const isObject = body.type === "object" ||
+    (Array.isArray(body.anyOf) && body.anyOf.every((branch: JsonSchemaNode) => deref(branch).type === "object"))
+  if (!isObject) throw new TypeError(`a tool schema must describe a JSON object, not ${JSON.stringify(body).slice(0, 200)}`)
+  // Keep only the definitions still referenced once the root is inlined (a recursive root keeps its own).
+  const document = { $schema, ...body, type: "object" } as JsonSchemaNode
+  const definitions = Object.entries($defs ?? {})
+  const used = (defs: ReadonlyArray<readonly [string, JsonSchemaNode]>) => {
+    const text = JSON.stringify([document, defs.map(([, d]) => d)])
+    return defs.filter(([name]) => text.includes(JSON.stringify(`#/$defs/${name}`)))
+  }
+  let kept = used(definitions)
+  for (let next = used(kept); next.length < kept.length; next = used(kept)) kept = next
+  return (kept.length === 0 ? document : { ...document, $defs: Object.fromEntries(kept) }) as JsonSchemaObject
+}
+
+const argumentsProblem = (error: ParseResult.ParseError): ValidationFailed =>
+  new ValidationFailed({
+    detail: "The arguments do not match the tool's inputSchema.",
+    errors: ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) =>
+      new FieldError({ pointer: toPointer(issue.path), detail: issue.message }))
+  })
+
+/** One declaration → one registry entry; the JSON Schemas are rendered once, here. */
+export const defineTool = <I, II, O, OI>(spec: ToolSpec<I, II, O, OI>): Tool => {
+  const decodeStrict = Schema.decodeUnknownEither(spec.input, { errors: "all", onExcessProperty: "error" })
+  const decode = spec.decode ?? ((args: unknown) => Either.mapLeft(decodeStrict(args), argumentsProblem))
+  // A result that does not fit the declared outputSchema is a bug: a defect, never a partial answer.
+  const encode = Schema.encode(spec.output, { onExcessProperty: "error" })
+  return {
+    name: spec.name,
+    title: spec.title,
+    description: spec.description,
+    scope: spec.scope,
+    annotations: spec.annotations,
+    inputSchema: objectJsonSchema(spec.input),
+    outputSchema: objectJsonSchema(spec.output),
+    call: (args) =>
+      Effect.gen(function*() {
+        const caller = yield* requireScope(spec.scope)
+        const input = yield* Either.mapLeft(decode(args), (problem) => new InvalidArguments({ problem }))
+        const output = yield* spec.run(input, caller)
+        return yield* Effect.orDie(encode(output))
+      })
+  }
+}
+
+const readOnly: ToolAnnotations = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false }
+
+const reliance =
+  "A successful resolution is not permission to rely: check freshness.state (CURRENT), lifecycle.state, authority " +
+  "and the claim scope, or call evaluate_actionability. Issuance is NOT_AUTHORIZED: never infer an issued credential."
+
+const PublicIdArgument = Schema.Struct({ public_id: PublicId })
+
+const TrustStateDigest = Schema.String.pipe(
+  Schema.pattern(DigestPattern, { message: () => "must be 64 lowercase hex characters" }),
+  Schema.annotations({ description: "trust_state_digest of an earlier resolution (64 lowercase hex)" })
+)
+
+const ReceiptId = NonEmptyText.pipe(
+  Schema.maxLength(256),
+  Schema.annotations({ description: "A reliance receipt id (rr_ + ULID) of your tenant" })
+)
+
+const resolveTrust = defineTool({
+  name: "resolve_trust",
+  title: "Resolve trust",
+  description:
+    "Resolve a determination (public_id DET-V1-* or QUAL-V1-*) into its canonical pv.machine-trust.v1 document: " +
+    "tier, claims, evidence, freshness, lifecycle, authority and trust_state_digest. Same document as " +
+    "GET /api/v1/trust/{publicId}/machine. Keep trust_state_digest to detect changes later with compare_current. " +
+    reliance + " Scope: trust:read.",
+  scope: "trust:read",
+  annotations: readOnly,
+  input: PublicIdArgument,
+  output: MachineTrustResponse,
+  run: ({ public_id }) => Effect.flatMap(TrustResolver, (resolver) => resolver.resolve(public_id))
+})
+
+const SubjectDeterminations = Schema.Struct({
+  subject: Subject,
+  determinations: Schema.Array(MachineTrustResponse)
+})
+
+const resolveSubject = defineTool({
+  name: "resolve_subject",
+  title: "Resolve a subject",
+  description:
+    "Find the subject of a determination and every current determination of that subject. Pass exactly one of " +
+    "{ public_id } (a determination of the subject) or { subject_id }. Returns { subject, determinations }, each " +
+    "determination a full pv.machine-trust.v1 document, ordered by public id. " + reliance + " Scope: trust:read.",
+  scope: "trust:read",
+  annotations: readOnly,
+  input: Schema.Union(PublicIdArgument, Schema.Struct({ subject_id: NonEmptyText })),
+  output: SubjectDeterminations,
+  run: (input) =>
+    Effect.gen(function*() {
+      const resolver = yield* TrustResolver
+      const determinations = yield* Determinations
+      const named = "public_id" in input ? yield* resolver.resolve(input.public_id) : undefined
+      const subjectId = named?.subject.subject_id ?? ("subject_id" in input ? input.subject_id : "")
+      const stored = yield* determinations.bySubject(subjectId)
+      const documents = yield* Effect.forEach(stored, (record) => resolver.resolve(record.public_id))
+      const subject = named?.subject ?? documents[0]?.subject
+      if (subject === undefined) {
+        return yield* Effect.fail(new NotFound({ detail: `no determinations for subject ${subjectId.slice(0, 80)}` }))
+      }
+      return { subject, determinations: documents }
+    })
+})
+
+const resolveLifecycle = defineTool({
+  name: "resolve_lifecycle",
+  title: "Resolve lifecycle and freshness",
+  description:
+    "The lifecycle, freshness and authority state of one determination (public_id), without claims or evidence: " +
+    "the checks a client makes before relying. Rely only when freshness.state is CURRENT and lifecycle.state fits " +
+    "the intended use; authority stays NOT_AUTHORIZED (no credential is ever issued). Scope: trust:read.",
+  scope: "trust:read",
+  annotations: readOnly,
+  input: PublicIdArgument,
+  output: Schema.Struct({
+    public_id: Schema.String,
+    determination_id: Schema.String,
+    trust_state_digest: Schema.String,
+    lifecycle: MachineTrustResponse.fields.lifecycle,
+    freshness: MachineTrustResponse.fields.freshness,
+    authority: MachineTrustResponse.fields.authority
+  }),
+  run: ({ public_id }) =>
+    Effect.flatMap(TrustResolver, (resolver) => resolver.resolve(public_id)).pipe(
+      Effect.map((document) => ({
+        public_id,
+        determination_id: document.determination.determination_id,
+        trust_state_digest: document.trust_state_digest,
+        lifecycle: document.lifecycle,
+        freshness: document.freshness,
+        authority: document.authority
+      }))
+    )
+})
+
+const TrustComparison = Schema.Struct({
+  changed: Schema.Boolean,
+  current_trust_state_digest: Schema.String,
+  compared_trust_state_digest: Schema.String,
+  changes: Schema.Array(Schema.Struct({ field: Schema.String, previous: Schema.String, current: Schema.String }))
+})
+
+const compareCurrent = defineTool({
+  name: "compare_current",
+  title: "Compare with the current trust state",
+  description:
+    "Has the trust state moved since you looked? Pass { public_id, trust_state_digest } from an earlier " +
+    "resolve_trust, or { receipt_id } of one of your reliance receipts. changed is true when the current " +
+    "trust_state_digest differs; changes lists { field, previous, current } for what moved (with a receipt: " +
+    "determination, tier, lifecycle_state, freshness_state, policy and the digest). Re-evaluate before relying " +
+    "again when changed is true. Scope: trust:read.",
+  scope: "trust:read",
+  annotations: readOnly,
+  input: Schema.Union(
+    Schema.Struct({ public_id: PublicId, trust_state_digest: TrustStateDigest }),
+    Schema.Struct({ receipt_id: ReceiptId })
+  ),
+  output: TrustComparison,
+  run: (input, caller) =>
+    Effect.gen(function*() {
+      const resolver = yield* TrustResolver
+      if ("public_id" in input) {
+        return compareWithDigest(input.trust_state_digest, yield* resolver.resolve(input.public_id))
+      }
+      const receipts = yield* Receipts
+      const receipt = yield* receipts.get(caller.tenant_id, input.receipt_id)
+      return compareWithReceipt(receipt, yield* resolver.resolve(receipt.subject_public_id))
+    })
+})
+
+const relianceFields =
+  "Arguments: the 7 caller fields tenant_id (your key's tenant), organization, principal, subject_public_id, " +
+  "purpose_id and requested_action (see GET /api/v1/policy), claim_scope (1..32 claim names). Never send " +
+  "server-derived fields (decision, tier, verdicts, trust_state_digest, …)."
+
+const evaluateActionabilityTool = defineTool({
+  name: "evaluate_actionability",
+  title: "Evaluate actionability",
+  description:
+    "Evaluate whether an intended use of a determination is actionable under the current policy, without storing " +
+    "anything. Returns verdicts (freshness, lifecycle, authority, tier, eligibility, claim_scope) and decision " +
+    "ACTIONABLE only when every verdict passes. Actions that need an issued credential always fail authority " +
+    "(issuance is NOT_AUTHORIZED). " + relianceFields + " Scope: actionability:read.",
+  scope: "actionability:read",
+  annotations: readOnly,
+  input: RelianceRequest,
+  decode: decodeRelianceRequest,
+  output: ActionabilityEvaluation,
+  run: (request, caller) => Effect.flatMap(Receipts, (receipts) => receipts.evaluate(caller.tenant_id, request))
+})
+
+const createRelianceReceipt = defineTool({
+  name: "create_reliance_receipt",
+  title: "Create a reliance receipt",
+  description:
+    "Record, durably, that you evaluated a determination for an intended use: the server resolves canonical trust, " +
+    "evaluates the policy and stores a pv-reliance-receipt-v1 receipt (also when the decision is NOT_ACTIONABLE). " +
+    "A receipt is evidence of the evaluation, not permission: act only when decision is ACTIONABLE. Repeating the " +
+    "same request for the same determination returns the stored receipt with idempotent: true. " + relianceFields +
+    " Verify receipt_digest = SHA-256 of the RFC 8785 form of snapshot_payload. Scope: receipt:write.",
+  scope: "receipt:write",
+  annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  input: RelianceRequest,
+  decode: decodeRelianceRequest,
+  output: CreatedRelianceReceipt,
+  run: (request, caller) => Effect.flatMap(Receipts, (receipts) => receipts.create(caller.tenant_id, request))
+})
+
+const getRelianceReceipt = defineTool({
+  name: "get_reliance_receipt",
+  title: "Get a reliance receipt",
+  description:
+    "Read one stored reliance receipt of your tenant by receipt_id (rr_ + ULID), exactly as stored. Receipts are " +
+    "immutable; to see whether the trust state has moved since, call compare_current with the receipt_id. " +
+    "Scope: receipt:read.",
+  scope: "receipt:read",
+  annotations: readOnly,
+  input: Schema.Struct({ receipt_id: ReceiptId }),
+  output: RelianceReceipt,
+  run: ({ receipt_id }, caller) => Effect.flatMap(Receipts, (receipts) => receipts.get(caller.tenant_id, receipt_id))
+})
+
+const subscribeTrustChanges = defineTool({
+  name: "subscribe_trust_changes",
+  title: "Subscribe to trust changes",
+  description:
+    "Subscribe to changes of one determination (public_id). Delivery is pull: the answer names events_url " +
+    "(GET /api/v1/events?public_id=…&after=…, scope trust:read) and `after`, the chain head when you subscribed; " +
+    "poll it and follow next_after for signed, hash-chained events (recorded, updated, lifecycle and freshness " +
+    "changes). Subscribing again with the same API key returns the same subscription. Scope: subscription:write.",
+  scope: "subscription:write",
+  annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  input: PublicIdArgument,
+  output: Subscription,
+  run: ({ public_id }, caller) =>
+    Effect.flatMap(Subscriptions, (subscriptions) =>
+      subscriptions.subscribe({ key_id: caller.key_id, tenant_id: caller.tenant_id }, public_id))
+})
+
+/** The registry: each tool declared once; tools/list and tools/call both read it. */
+export const tools: ReadonlyArray<Tool> = [
+  resolveTrust,
+  resolveSubject,
+  evaluateActionabilityTool,
+  createRelianceReceipt,
+  getRelianceReceipt,
+  compareCurrent,
+  resolveLifecycle,
+  subscribeTrustChanges
+]
