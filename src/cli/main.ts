@@ -8,6 +8,7 @@ import { ServerLive, ServicesLive } from "../http/Server.js"
 import { AppConfigLive } from "../platform/Config.js"
 import { DatabaseLive } from "../platform/Database.js"
 import { Schema } from "effect"
+import { verifyEventsCommand } from "../events/VerifyCommand.js"
 import { importDeterminations } from "./Import.js"
 
 const usage = `pv — Trust Resolution and Reliance Receipt Service
@@ -95,6 +96,23 @@ const program = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
           yield* print(summary)
           if (summary.failed.length > 0) return yield* fail(`${summary.failed.length} line(s) failed`)
         }))
+    case "verify-events": {
+      const { values } = parseArgs({
+        args: args as Array<string>,
+        options: {
+          "base-url": { type: "string" },
+          "api-key": { type: "string" },
+          "public-id": { type: "string" },
+          file: { type: "string" }
+        }
+      })
+      return verifyEventsCommand({
+        ...(values["base-url"] !== undefined ? { baseUrl: values["base-url"] } : {}),
+        ...(values["api-key"] !== undefined ? { apiKey: values["api-key"] } : {}),
+        ...(values["public-id"] !== undefined ? { publicId: values["public-id"] } : {}),
+        ...(values.file !== undefined ? { file: values.file } : {})
+      }).pipe(Effect.asVoid)
+    }
     case undefined:
     case "help":
     case "--help":

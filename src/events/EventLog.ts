@@ -163,6 +163,10 @@ export class EventLog extends Effect.Service<EventLog>()("pv/EventLog", {
         return entered.length
       }))
 
+    /** Announce what is due for one determination now (the resolver calls this before it answers). */
+    const announceFreshness = (publicId: string): Effect.Effect<number> =>
+      sweepDetermination(publicId).pipe(Effect.catchTag("SqlError", Effect.die))
+
     /** Announce every freshness transition that is due; returns how many events were appended. */
     const sweepOnce: Effect.Effect<number> = Effect.gen(function*() {
       let appended = 0
@@ -215,7 +219,7 @@ export class EventLog extends Effect.Service<EventLog>()("pv/EventLog", {
       }))
     )
 
-    return { append, recordChange, sweepOnce, head, page, jwks, signer } as const
+    return { append, recordChange, announceFreshness, sweepOnce, head, page, jwks, signer } as const
   }),
   dependencies: [EventsRepo.Default, Signer.Default, Ids.Default]
 }) {}

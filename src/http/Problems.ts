@@ -1,4 +1,5 @@
-import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { NodeHttpServerRequest } from "@effect/platform-node"
 import { timingSafeEqual, createHash } from "node:crypto"
 import { Cause, Effect, Option, Redacted } from "effect"
 import {
@@ -84,6 +85,50 @@ const hasJsonBody = (method: string) => method === "POST" || method === "PUT" ||
 
 const tokenDigest = (value: string) => createHash("sha256").update(value).digest()
 
+const tooLarge = () => new PayloadTooLarge({ detail: `Request bodies are limited to ${MaxBodyBytes} bytes.` })
+
+/**
+ * Reads the body, at most MaxBodyBytes, without destroying the socket when a (chunked) body runs over,
+ * so the client still gets its 413; the connection is closed after that answer. The text is handed to
+ * the platform's body cache so HttpApi's decoder and the MCP handler reuse it: `textEffect` is the
+ * field @effect/platform-node caches `request.text` in (covered by the chunked-body tests).
+ */
+const readBoundedBody = (request: HttpServerRequest.HttpServerRequest) =>
+  Effect.async<string, PayloadTooLarge | MalformedJson>((resume) => {
+    const incoming = NodeHttpServerRequest.toIncomingMessage(request)
+    const chunks: Array<Buffer> = []
+    let bytes = 0
+    const cleanup = () => {
+      incoming.off("data", onData)
+      incoming.off("end", onEnd)
+      incoming.off("error", onError)
+    }
+    const onData = (chunk: Buffer) => {
+      bytes += chunk.length
+      if (bytes > MaxBodyBytes) {
+        cleanup()
+        incoming.pause()
+        resume(Effect.zipRight(
+          HttpApp.appendPreResponseHandler((_req, response) => Effect.succeed(HttpServerResponse.setHeader(response, "connection", "close"))),
+          Effect.fail(tooLarge())
+        ))
+      } else chunks.push(chunk)
+    }
+    const onEnd = () => {
+      cleanup()
+      const text = Buffer.concat(chunks).toString("utf8")
+      ;(request as unknown as { textEffect?: Effect.Effect<string> }).textEffect = Effect.succeed(text)
+      resume(Effect.succeed(text))
+    }
+    const onError = () => {
+      cleanup()
+      resume(Effect.fail(new MalformedJson({ detail: "The request body could not be read." })))
+    }
+    incoming.on("data", onData)
+    incoming.once("end", onEnd)
+    incoming.once("error", onError)
+  })
+
 /** Paths whose bodies are parsed by their own protocol (JSON-RPC answers parse errors itself). */
 const rawBodyPaths = new Set(["/api/v1/mcp"])
 
@@ -112,17 +157,13 @@ export const ProblemsLive = HttpApiBuilder.middleware(
         }
         if (hasJsonBody(request.method)) {
           const length = Number(request.headers["content-length"] ?? "0")
-          if (length > MaxBodyBytes) {
-            return yield* Effect.fail(new PayloadTooLarge({ detail: `Request bodies are limited to ${MaxBodyBytes} bytes.` }))
+          if (length > MaxBodyBytes) return yield* Effect.fail(tooLarge())
+          const raw = rawBodyPaths.has(path)
+          if (!raw && !isJsonContentType(request.headers["content-type"])) {
+            return yield* Effect.fail(new UnsupportedMediaType({ detail: "Send the request body as application/json." }))
           }
-          if (!rawBodyPaths.has(path)) {
-            if (!isJsonContentType(request.headers["content-type"])) {
-              return yield* Effect.fail(new UnsupportedMediaType({ detail: "Send the request body as application/json." }))
-            }
-            const text = yield* request.text.pipe(
-              HttpServerRequest.withMaxBodySize(Option.some(MaxBodyBytes)),
-              Effect.mapError(() => new PayloadTooLarge({ detail: `Request bodies are limited to ${MaxBodyBytes} bytes.` }))
-            )
+          const text = yield* readBoundedBody(request)
+          if (!raw) {
             let parsed: unknown
             try {
               parsed = JSON.parse(text)
@@ -132,7 +173,7 @@ export const ProblemsLive = HttpApiBuilder.middleware(
             if (exceedsDepth(parsed, MaxJsonDepth)) {
               return yield* Effect.fail(new ValidationFailed({
                 detail: `JSON nesting deeper than ${MaxJsonDepth} levels is not accepted.`,
-                errors: [{ pointer: "", detail: `nesting deeper than ${MaxJsonDepth} levels` }]
+                errors: [new FieldError({ pointer: "", detail: `nesting deeper than ${MaxJsonDepth} levels` })]
               }))
             }
           }

@@ -1,12 +1,14 @@
 import { Effect, Either, Option, ParseResult, Schema } from "effect"
 import type { Caller } from "../access/ApiKeys.js"
 import {
+  FieldError,
   NotAcceptable,
   problemCatalog,
   type ProblemError,
   toProblemDocument,
   UnsupportedMediaType,
-  UnsupportedProtocolVersion
+  UnsupportedProtocolVersion,
+  ValidationFailed
 } from "../domain/Problem.js"
 import { Subscriptions } from "../events/Subscriptions.js"
 import { exceedsDepth, MaxJsonDepth, toPointer } from "../http/Problems.js"
@@ -102,16 +104,16 @@ const CallToolParams = Schema.Struct({
   arguments: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
 })
 
+/** -32602, with the same validation problem object (pointers in `errors`) as a tool's bad arguments. */
 const invalidParams = (method: string, error: ParseResult.ParseError) =>
   new JsonRpc.RpcFailure({
     code: JsonRpc.ErrorCode.InvalidParams,
     message: `Invalid params for ${method}.`,
-    data: {
-      errors: ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => ({
-        pointer: toPointer(issue.path),
-        detail: issue.message
-      }))
-    }
+    data: toProblemDocument(new ValidationFailed({
+      detail: `The params of ${method} do not match what the method takes.`,
+      errors: ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) =>
+        new FieldError({ pointer: toPointer(issue.path), detail: issue.message }))
+    }))
   })
 
 const decodeParams = <A, I>(method: string, schema: Schema.Schema<A, I>, params: JsonRpc.Params | undefined) =>

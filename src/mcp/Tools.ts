@@ -68,32 +68,47 @@ export interface Tool {
 
 type JsonSchemaNode = Record<string, unknown>
 
+const DefsPrefix = "#/$defs/"
+
+/** Names of the definitions a schema node refers to, at any depth. */
+const referencedDefinitions = (node: unknown): Array<string> =>
+  typeof node !== "object" || node === null
+    ? []
+    : Object.entries(node).flatMap(([key, value]) =>
+      key === "$ref" && typeof value === "string" && value.startsWith(DefsPrefix)
+        ? [value.slice(DefsPrefix.length)]
+        : referencedDefinitions(value))
+
 /**
  * JSONSchema.make, with the root made a plain object schema as MCP requires: a top-level `$ref` is
- * inlined, and a union of object schemas (`anyOf`) gets `type: "object"` beside it.
+ * inlined, and a union of object schemas (`anyOf`) gets `type: "object"` beside it. Only definitions
+ * still reachable from the root are kept.
  */
 export const objectJsonSchema = <A, I>(schema: Schema.Schema<A, I>): JsonSchemaObject => {
-  const { $schema, $defs, ...root } = JSONSchema.make(schema) as unknown as JsonSchemaNode & { $defs?: Record<string, JsonSchemaNode> }
+  const { $schema, $defs = {}, ...root } = JSONSchema.make(schema) as unknown as JsonSchemaNode & {
+    $defs?: Record<string, JsonSchemaNode>
+  }
+  // A node that is only a reference stands for its definition.
   const deref = (node: JsonSchemaNode): JsonSchemaNode => {
-    const ref = node.$ref
-    if (typeof ref !== "string" || !ref.startsWith("#/$defs/")) return node
-    const target = $defs?.[ref.slice("#/$defs/".length)]
+    const ref = Object.keys(node).length === 1 ? node.$ref : undefined
+    const target = typeof ref === "string" && ref.startsWith(DefsPrefix) ? $defs[ref.slice(DefsPrefix.length)] : undefined
     return target === undefined ? node : deref(target)
   }
-  const body = Object.keys(root).length === 1 ? deref(root) : root
+  const body = deref(root)
   const isObject = body.type === "object" ||
     (Array.isArray(body.anyOf) && body.anyOf.every((branch: JsonSchemaNode) => deref(branch).type === "object"))
   if (!isObject) throw new TypeError(`a tool schema must describe a JSON object, not ${JSON.stringify(body).slice(0, 200)}`)
-  // Keep only the definitions still referenced once the root is inlined (a recursive root keeps its own).
-  const document = { $schema, ...body, type: "object" } as JsonSchemaNode
-  const definitions = Object.entries($defs ?? {})
-  const used = (defs: ReadonlyArray<readonly [string, JsonSchemaNode]>) => {
-    const text = JSON.stringify([document, defs.map(([, d]) => d)])
-    return defs.filter(([name]) => text.includes(JSON.stringify(`#/$defs/${name}`)))
+  const reachable = new Set<string>()
+  const visit = (node: unknown): void => {
+    for (const name of referencedDefinitions(node)) {
+      if (reachable.has(name)) continue
+      reachable.add(name)
+      visit($defs[name])
+    }
   }
-  let kept = used(definitions)
-  for (let next = used(kept); next.length < kept.length; next = used(kept)) kept = next
-  return (kept.length === 0 ? document : { ...document, $defs: Object.fromEntries(kept) }) as JsonSchemaObject
+  visit(body)
+  const kept = Object.entries($defs).filter(([name]) => reachable.has(name))
+  return { $schema, ...body, type: "object", ...(kept.length === 0 ? {} : { $defs: Object.fromEntries(kept) }) } as JsonSchemaObject
 }
 
 const argumentsProblem = (error: ParseResult.ParseError): ValidationFailed =>

@@ -13,11 +13,14 @@ interface VersionRow {
   readonly recorded_at: Date
   readonly head_sequence: number
   readonly head_hash: string | null
+  readonly freshness_due_at: Date | null
 }
 
 /** The current version together with the head of its event chain, read in one query so they agree. */
 export interface CurrentDetermination extends StoredDetermination {
   readonly event_head: EventHead
+  /** When the chain next has a freshness transition to announce (epoch ms), null when none is left. */
+  readonly freshness_due_ms: number | null
 }
 
 const toStored = (row: VersionRow): CurrentDetermination => ({
@@ -28,7 +31,8 @@ const toStored = (row: VersionRow): CurrentDetermination => ({
   determination_digest: row.determination_digest,
   evidence_digest: row.evidence_digest,
   recorded_at: row.recorded_at.toISOString(),
-  event_head: { sequence: row.head_sequence, eventHash: row.head_hash }
+  event_head: { sequence: row.head_sequence, eventHash: row.head_hash },
+  freshness_due_ms: row.freshness_due_at === null ? null : row.freshness_due_at.getTime()
 })
 
 export interface NewVersion {
@@ -49,14 +53,14 @@ export class DeterminationsRepo extends Effect.Service<DeterminationsRepo>()("pv
     const findCurrent = (publicId: string) =>
       sql<VersionRow>`
         SELECT v.public_id, v.determination_id, v.version, v.body, v.determination_digest, v.evidence_digest, v.recorded_at,
-          d.head_sequence, d.head_hash
+          d.head_sequence, d.head_hash, d.freshness_due_at
         FROM determinations d JOIN determination_versions v ON v.determination_id = d.current_version_id
         WHERE d.public_id = ${publicId}`.pipe(Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toStored)))
 
     const findBySubject = (subjectId: string) =>
       sql<VersionRow>`
         SELECT v.public_id, v.determination_id, v.version, v.body, v.determination_digest, v.evidence_digest, v.recorded_at,
-          d.head_sequence, d.head_hash
+          d.head_sequence, d.head_hash, d.freshness_due_at
         FROM determinations d JOIN determination_versions v ON v.determination_id = d.current_version_id
         WHERE d.subject_id = ${subjectId} ORDER BY d.public_id`.pipe(Effect.map((rows) => rows.map(toStored)))
 
@@ -70,12 +74,13 @@ export class DeterminationsRepo extends Effect.Service<DeterminationsRepo>()("pv
           INSERT INTO determinations (public_id, subject_id, current_version_id, current_version, created_at, updated_at)
           VALUES (${publicId}, ${subjectId}, NULL, 0, ${now}, ${now})
           ON CONFLICT (public_id) DO NOTHING`
+        yield* sql`SELECT 1 FROM determinations WHERE public_id = ${publicId} FOR UPDATE`
         // Read after the lock, in a statement of its own: under READ COMMITTED a locking join that waited
         // re-checks the locked row but not the joined one, so it would miss the version committed meanwhile.
         const rows = yield* sql<{ current_version: number; determination_digest: string | null; body: DeterminationBody | null }>`
           SELECT d.current_version, v.determination_digest, v.body
           FROM determinations d LEFT JOIN determination_versions v ON v.determination_id = d.current_version_id
-          WHERE d.public_id = ${publicId} FOR UPDATE OF d`
+          WHERE d.public_id = ${publicId}`
         return rows[0]!
       })
 

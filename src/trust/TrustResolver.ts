@@ -1,6 +1,7 @@
 import { Clock, Effect } from "effect"
 import { buildMachineTrust, type MachineTrustResponse } from "../domain/MachineTrust.js"
 import type { DeterminationNotFound, InvalidPublicId } from "../domain/Problem.js"
+import { EventLog } from "../events/EventLog.js"
 import { Policy } from "../receipts/Policy.js"
 import { Determinations } from "./Determinations.js"
 
@@ -12,16 +13,24 @@ export class TrustResolver extends Effect.Service<TrustResolver>()("pv/TrustReso
   effect: Effect.gen(function*() {
     const determinations = yield* Determinations
     const policy = yield* Policy
+    const events = yield* EventLog
 
     const resolve = (publicId: string): Effect.Effect<MachineTrustResponse, InvalidPublicId | DeterminationNotFound> =>
       Effect.gen(function*() {
-        const stored = yield* determinations.current(publicId)
-        const now = yield* Clock.currentTimeMillis
+        let stored = yield* determinations.current(publicId)
+        let now = yield* Clock.currentTimeMillis
+        if (stored.freshness_due_ms !== null && stored.freshness_due_ms <= now) {
+          // A boundary passed and the sweep has not announced it yet: announce it first, so a document
+          // never shows a freshness state its event head does not, and its digest moves once per transition.
+          yield* events.announceFreshness(stored.public_id)
+          stored = yield* determinations.current(publicId)
+          now = yield* Clock.currentTimeMillis
+        }
         // The head is read with the current version (one row), so the document and the feed agree.
         return buildMachineTrust(stored, policy.ref, stored.event_head, now)
       })
 
     return { resolve } as const
   }),
-  dependencies: [Determinations.Default, Policy.Default]
+  dependencies: [Determinations.Default, Policy.Default, EventLog.Default]
 }) {}

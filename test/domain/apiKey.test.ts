@@ -172,11 +172,18 @@ const memoryKeyStore = () => {
 
 const T0 = Date.parse("2030-01-01T00:00:00.000Z")
 
+/**
+ * Runs `body` against an ApiKeys service built on the test clock at T0. The clock is set before the service
+ * starts: its periodic usage flush sleeps on the test clock, and jumping decades past a running schedule
+ * would replay every tick.
+ */
+const atT0 = <A, E>(store: ReturnType<typeof memoryKeyStore>, body: Effect.Effect<A, E, ApiKeys>) =>
+  Effect.zipRight(TestClock.setTime(T0), Effect.provide(body, store.layer))
+
 describe("ApiKeys service (test clock, in-memory store)", () => {
-  it.scoped("stamps created_at and the key_id ULID from the clock and stores only the hash", () => {
+  it.effect("stamps created_at and the key_id ULID from the clock and stores only the hash", () => {
     const store = memoryKeyStore()
-    return Effect.gen(function*() {
-      yield* TestClock.setTime(T0)
+    return atT0(store, Effect.gen(function*() {
       const keys = yield* ApiKeys
       const created = yield* keys.create({ tenant_id: "t1", name: "k", scopes: ["trust:read"] })
       expect(created.created_at).toBe("2030-01-01T00:00:00.000Z")
@@ -199,13 +206,12 @@ describe("ApiKeys service (test clock, in-memory store)", () => {
       expect(stored.map((r) => r.key_hash).sort()).toEqual([hashApiKey(created.api_key), hashApiKey(later.api_key)].sort())
       expect(JSON.stringify(stored)).not.toContain(created.api_key.slice(8, 40))
       expect(JSON.stringify(stored)).not.toContain(later.api_key.slice(8, 40))
-    }).pipe(Effect.provide(store.layer))
+    }))
   })
 
-  it.scoped("refuses an expires_at that is not in the future", () => {
+  it.effect("refuses an expires_at that is not in the future", () => {
     const store = memoryKeyStore()
-    return Effect.gen(function*() {
-      yield* TestClock.setTime(T0)
+    return atT0(store, Effect.gen(function*() {
       const keys = yield* ApiKeys
       for (const expires_at of ["2029-12-31T23:59:59.999Z", "2030-01-01T00:00:00.000Z"]) {
         const result = yield* Effect.either(keys.create({ tenant_id: "t1", name: "k", scopes: ["trust:read"], expires_at }))
@@ -216,13 +222,12 @@ describe("ApiKeys service (test clock, in-memory store)", () => {
         }
       }
       expect(store.rows.size).toBe(0)
-    }).pipe(Effect.provide(store.layer))
+    }))
   })
 
-  it.scoped("authenticates a key until it expires, and not after", () => {
+  it.effect("authenticates a key until it expires, and not after", () => {
     const store = memoryKeyStore()
-    return Effect.gen(function*() {
-      yield* TestClock.setTime(T0)
+    return atT0(store, Effect.gen(function*() {
       const keys = yield* ApiKeys
       const created = yield* keys.create({
         tenant_id: "t1", name: "k", scopes: ["trust:read"], expires_at: new Date(T0 + 5_000).toISOString()
@@ -234,13 +239,12 @@ describe("ApiKeys service (test clock, in-memory store)", () => {
       yield* TestClock.adjust("2 millis")
       const expired = yield* Effect.flip(keys.authenticate(created.api_key))
       expect(expired._tag).toBe("Unauthorized")
-    }).pipe(Effect.provide(store.layer))
+    }))
   })
 
-  it.scoped("stops authenticating a key as soon as it is revoked", () => {
+  it.effect("stops authenticating a key as soon as it is revoked", () => {
     const store = memoryKeyStore()
-    return Effect.gen(function*() {
-      yield* TestClock.setTime(T0)
+    return atT0(store, Effect.gen(function*() {
       const keys = yield* ApiKeys
       const created = yield* keys.create({ tenant_id: "t1", name: "k", scopes: ["trust:read"] })
       yield* keys.authenticate(created.api_key)
@@ -249,12 +253,12 @@ describe("ApiKeys service (test clock, in-memory store)", () => {
       expect(store.rows.get(hashApiKey(created.api_key))?.revoked_at).toBe(new Date(T0 + 10_000).toISOString())
       expect((yield* Effect.flip(keys.authenticate(created.api_key)))._tag).toBe("Unauthorized")
       expect((yield* Effect.flip(keys.revoke("key_01ARZ3NDEKTSV4RRFFQ69G5FAV")))._tag).toBe("NotFound")
-    }).pipe(Effect.provide(store.layer))
+    }))
   })
 
-  it.scoped("rejects malformed keys and bad checksums without a store lookup", () => {
+  it.effect("rejects malformed keys and bad checksums without a store lookup", () => {
     const store = memoryKeyStore()
-    return Effect.gen(function*() {
+    return atT0(store, Effect.gen(function*() {
       const keys = yield* ApiKeys
       const created = yield* keys.create({ tenant_id: "t1", name: "k", scopes: ["trust:read"] })
       const last = created.api_key.at(-1)!
@@ -266,6 +270,6 @@ describe("ApiKeys service (test clock, in-memory store)", () => {
       const unknown = generateApiKey()
       expect((yield* Effect.flip(keys.authenticate(unknown)))._tag).toBe("Unauthorized")
       expect(store.lookups).toEqual([hashApiKey(unknown)])
-    }).pipe(Effect.provide(store.layer))
+    }))
   })
 })

@@ -110,7 +110,7 @@ describe(`event feed (${testDatabaseKind()})`, () => {
     // Ten identical bodies at once: one stored change, one event; the rest are unchanged.
     const same = await Promise.all(Array.from({ length: 10 }, () =>
       putDetermination(server, id, determinationBody(asOf, { why_this_tier: ["one more"] }))))
-    expect(same.map((r) => r.body.outcome).sort()).toEqual(["updated", ...Array(9).fill("unchanged")])
+    expect(same.map((r) => r.body.outcome).sort()).toEqual([...Array(9).fill("unchanged"), "updated"])
     expect((await feedPage(id)).body.head.sequence).toBe(52)
   })
 
@@ -232,6 +232,13 @@ describe(`event feed (${testDatabaseKind()})`, () => {
     try {
       expect(await sweepTwiceAtOnce()).toEqual([0, 0])
       server.clock.setTo(start + 80 * DAY_MS + 1000)
+      // Reading the document right at the boundary announces the transition first, so its head already
+      // holds the freshness.changed event for the state it shows.
+      const atBoundary = await trustDocument(ids[0]!)
+      expect(atBoundary.freshness.state).toBe("APPROACHING_STALE")
+      const announced = (await feedPage(ids[0]!)).body
+      expect(atBoundary.integrity.event_head).toEqual(announced.head)
+      expect(announced.events[announced.events.length - 1]).toMatchObject({ type: "freshness.changed", payload: { freshness_state: "APPROACHING_STALE" } })
       await sweepTwiceAtOnce()
       for (const id of ids) {
         expect(await freshnessEvents(id)).toEqual([["CURRENT", "APPROACHING_STALE", iso(start + 80 * DAY_MS)]])

@@ -469,7 +469,8 @@ describe(`MCP transport and JSON-RPC over raw HTTP (${process.env.PV_TEST_DB ?? 
   it("serves tools/call without an initialize (stateless) and checks tools/call params", async () => {
     const reply = await post(rpc(1, "tools/call", { name: "resolve_lifecycle", arguments: { public_id: first } }))
     expect(reply.body.result.structuredContent.public_id).toBe(first)
-    expect((await post(rpc(2, "tools/call", { arguments: {} }))).body.error.code).toBe(-32602)
+    const nameless = (await post(rpc(2, "tools/call", { arguments: {} }))).body.error
+    expect(nameless).toMatchObject({ code: -32602, data: { code: "validation-failed", errors: [{ pointer: "/name" }] } })
     expect((await post(rpc(3, "tools/call", [1, 2]))).body.error.code).toBe(-32602)
     expect((await post(rpc(4, "tools/call", { name: "resolve_trust", arguments: "DET" }))).body.error.code).toBe(-32602)
   })
@@ -489,6 +490,7 @@ describe(`MCP transport and JSON-RPC over raw HTTP (${process.env.PV_TEST_DB ?? 
   it("documents the endpoint in OpenAPI", async () => {
     const spec = await request(server, "GET", "/openapi.json")
     expect(spec.body.paths["/api/v1/mcp"].post).toBeDefined()
-    expect(spec.body.paths["/api/v1/mcp"].get).toBeDefined()
+    expect(spec.body.paths["/api/v1/mcp"].get.responses["405"]).toBeDefined()
+    expect(spec.body.paths["/api/v1/mcp"].get.responses["204"]).toBeUndefined()
   })
 })

@@ -1,0 +1,132 @@
+import { type ChildProcess, spawn } from "node:child_process"
+import { readFileSync } from "node:fs"
+import { fileURLToPath } from "node:url"
+
+export const root = fileURLToPath(new URL("..", import.meta.url))
+
+export interface Process {
+  readonly child: ChildProcess
+  readonly baseUrl: string
+  readonly output: () => string
+  readonly stop: () => Promise<void>
+}
+
+/** Starts a TypeScript entry point as its own process and waits for "listening on http://…". */
+export const startProcess = (entry: string, env: Record<string, string> = {}, args: Array<string> = []): Promise<Process> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", entry, ...args], {
+      cwd: root,
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let output = ""
+    const timer = setTimeout(() => (child.kill("SIGKILL"), reject(new Error(`${entry} did not start:\n${output}`))), 120_000)
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString()
+      const match = /listening on (http:\/\/[\d.]+:\d+)/.exec(output)
+      if (match && timer) {
+        clearTimeout(timer)
+        resolve({
+          child,
+          baseUrl: match[1]!,
+          output: () => output,
+          stop: () => new Promise<void>((done) => {
+            if (child.exitCode !== null) return done()
+            child.once("exit", () => done())
+            child.kill("SIGTERM")
+            setTimeout(() => child.kill("SIGKILL"), 5_000).unref()
+          })
+        })
+      }
+    }
+    child.stdout!.on("data", onData)
+    child.stderr!.on("data", onData)
+    child.once("exit", (code) => (clearTimeout(timer), reject(new Error(`${entry} exited (${code}):\n${output}`))))
+  })
+
+/** Runs a script to completion and returns its stdout. */
+export const runScript = (entry: string, args: Array<string>, env: Record<string, string> = {}): Promise<string> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", entry, ...args], { cwd: root, env: { ...process.env, ...env } })
+    let out = ""
+    let err = ""
+    child.stdout.on("data", (c) => (out += c))
+    child.stderr.on("data", (c) => (err += c))
+    child.once("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`${entry} failed (${code}): ${err}`))))
+  })
+
+/** Peak resident set size of a process so far (VmHWM), in MB; Linux only. */
+export const peakRssMb = (pid: number): number | null => {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, "utf8")
+    const kb = /VmHWM:\s+(\d+) kB/.exec(status)?.[1]
+    return kb === undefined ? null : Number(kb) / 1024
+  } catch {
+    return null
+  }
+}
+
+export interface LoadResult {
+  readonly requestsPerSecond: number
+  readonly p50: number
+  readonly p99: number
+  readonly non2xx: number
+  readonly errors: number
+  readonly total: number
+  readonly statusCodes: Record<string, number>
+}
+
+export interface LoadOptions {
+  readonly url: string
+  readonly connections: number
+  readonly seconds: number
+  readonly method?: string
+  readonly headers?: Record<string, string>
+  readonly body?: string
+  /** Replace `[<id>]` in the body with a fresh id per request. */
+  readonly idReplacement?: boolean
+}
+
+/** autocannon in its own process (so the load generator never shares the server's event loop). */
+export const load = (options: LoadOptions): Promise<LoadResult> =>
+  new Promise((resolve, reject) => {
+    const args = [
+      "node_modules/autocannon/autocannon.js", "-j", "-n", "--renderStatusCodes",
+      "-c", String(options.connections), "-d", String(options.seconds), "-m", options.method ?? "GET"
+    ]
+    for (const [k, v] of Object.entries(options.headers ?? {})) args.push("-H", `${k}=${v}`)
+    if (options.body !== undefined) args.push("-b", options.body)
+    if (options.idReplacement) args.push("-I")
+    args.push(options.url)
+    const child = spawn(process.execPath, args, { cwd: root })
+    let out = ""
+    let err = ""
+    child.stdout.on("data", (c) => (out += c))
+    child.stderr.on("data", (c) => (err += c))
+    child.once("exit", (code) => {
+      if (code !== 0) return reject(new Error(`autocannon failed: ${err}`))
+      const r = JSON.parse(out)
+      resolve({
+        requestsPerSecond: r.requests.average,
+        p50: r.latency.p50,
+        p99: r.latency.p99,
+        non2xx: r.non2xx,
+        errors: r.errors,
+        total: r.requests.total,
+        statusCodes: r.statusCodeStats ? Object.fromEntries(Object.entries(r.statusCodeStats).map(([k, v]: [string, any]) => [k, v.count])) : {}
+      })
+    })
+  })
+
+/** Bounded-concurrency map, for seeding. */
+export const mapConcurrent = async <A, B>(items: ReadonlyArray<A>, concurrency: number, f: (a: A, i: number) => Promise<B>): Promise<Array<B>> => {
+  const out: Array<B> = new Array(items.length)
+  let next = 0
+  await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, async () => {
+    while (next < items.length) {
+      const i = next++
+      out[i] = await f(items[i]!, i)
+    }
+  }))
+  return out
+}
