@@ -200,7 +200,7 @@ export class Mcp extends Effect.Service<Mcp>()("pv/Mcp", {
     const answer = (body: string): Effect.Effect<JsonRpc.Reply, never, Caller> =>
       JsonRpc.answer(body, {
         request: (method, params) =>
-          request(method, params).pipe(Effect.tapDefect((cause) => Effect.logError(`MCP ${method} failed`, cause))),
+          request(method, params).pipe(Effect.tapDefect((cause) => Effect.logError(`MCP ${method.slice(0, 100)} failed`, cause))),
         // Stateless: notifications/initialized, cancelled and the rest change nothing here.
         notification: () => Effect.void
       }, messageLimits)
