@@ -59,9 +59,14 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   humanRateLimitPerMinute: positive("PV_HUMAN_RATE_LIMIT_PER_MINUTE", 60),
   operatorRateLimitPerMinute: positive("PV_OPERATOR_RATE_LIMIT_PER_MINUTE", 120),
   authFailureLimitPerMinute: positive("PV_AUTH_FAILURE_LIMIT_PER_MINUTE", 20),
+  // An empty REDIS_URL means "no Redis", as environment files often leave it.
   redisUrl: Config.redacted("REDIS_URL").pipe(
-    Config.validate({ message: "REDIS_URL must be a redis:// URL", validation: (url) => /^rediss?:\/\//.test(Redacted.value(url)) }),
-    Config.option
+    Config.validate({
+      message: "REDIS_URL must be a redis:// or rediss:// URL",
+      validation: (url) => Redacted.value(url) === "" || /^rediss?:\/\//.test(Redacted.value(url))
+    }),
+    Config.option,
+    Config.map(Option.filter((url) => Redacted.value(url) !== ""))
   ),
   loadDemoData: Config.boolean("PV_DEMO_DATA").pipe(Config.withDefault(true)),
   banner: Config.boolean("PV_BANNER").pipe(Config.withDefault(true))

@@ -1,0 +1,247 @@
+// `npm run bench`: starts the service, seeds it, drives load with autocannon from a separate process and
+// prints a markdown table of absolute figures and of ratios against baselines measured in the same run.
+//   npm run bench [-- --embedded] [--seconds 10] [--determinations 10000] [--growth 100000] [--chain 100000]
+// Without --embedded it uses PostgreSQL: a fresh database on DATABASE_URL's server (default
+// postgres://postgres@127.0.0.1:5432/postgres), dropped afterwards.
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { Agent, request as httpRequest } from "node:http"
+import { cpus, tmpdir, totalmem } from "node:os"
+import { join } from "node:path"
+import { parseArgs } from "node:util"
+import { generateKeyPairSync, randomBytes } from "node:crypto"
+import pg from "pg"
+import { benchPublicId, chainPublicId } from "./data.js"
+import { load, type LoadResult, peakRssMb, type Process, root, runScript, startProcess } from "./lib.js"
+
+const { values } = parseArgs({
+  options: {
+    embedded: { type: "boolean", default: false },
+    seconds: { type: "string", default: "10" },
+    connections: { type: "string", default: "32" },
+    determinations: { type: "string", default: "10000" },
+    growth: { type: "string", default: "100000" },
+    chain: { type: "string", default: "100000" }
+  }
+})
+const seconds = Number(values.seconds)
+const connections = Number(values.connections)
+const embedded = values.embedded!
+const operatorToken = `bench_${randomBytes(24).toString("hex")}`
+const signingKey = generateKeyPairSync("ed25519").privateKey.export({ format: "pem", type: "pkcs8" }).toString()
+const log = (line: string) => console.error(`[bench] ${line}`)
+
+// ---- database ------------------------------------------------------------------------------------
+const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
+const dbName = `pv_bench_${Date.now()}`
+const dataDir = mkdtempSync(join(tmpdir(), "pv-bench-"))
+const databaseEnv = async (): Promise<Record<string, string>> => {
+  if (embedded) return { PV_DATA_DIR: join(dataDir, "service") }
+  const admin = new pg.Client({ connectionString: adminUrl })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE ${dbName}`)
+  await admin.end()
+  const url = new URL(adminUrl)
+  url.pathname = `/${dbName}`
+  return { DATABASE_URL: url.toString() }
+}
+const dropDatabase = async () => {
+  if (embedded) return
+  const admin = new pg.Client({ connectionString: adminUrl })
+  await admin.connect()
+  await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`)
+  await admin.end()
+}
+
+// ---- service ---------------------------------------------------------------------------------------
+let dbEnv: Record<string, string> = {}
+const serviceEnv = () => ({
+  ...dbEnv,
+  NODE_ENV: "production",
+  PORT: "0",
+  HOST: "127.0.0.1",
+  PV_BANNER: "true",
+  PV_DEMO_DATA: "false",
+  PV_OPERATOR_TOKEN: operatorToken,
+  PV_EVENT_SIGNING_KEY: signingKey,
+  PV_HUMAN_RATE_LIMIT_PER_MINUTE: "1000000",
+  PV_OPERATOR_RATE_LIMIT_PER_MINUTE: "1000000",
+  PV_AUTH_FAILURE_LIMIT_PER_MINUTE: "1000000",
+  REDIS_URL: ""
+})
+const startService = () => startProcess("src/main.ts", serviceEnv())
+const seed = (args: Array<string>) => runScript("bench/seed.ts", args, serviceEnv()).then((out) => JSON.parse(out.trim().split("\n").pop()!))
+
+const createKey = async (service: Process): Promise<string> => {
+  const response = await fetch(`${service.baseUrl}/api/v1/api-keys`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${operatorToken}`, "content-type": "application/json" },
+    body: JSON.stringify({
+      tenant_id: "bench",
+      name: "bench",
+      scopes: ["trust:read", "receipt:read", "receipt:write", "mcp:call", "actionability:read", "subscription:write"],
+      rate_limit_per_minute: 1_000_000,
+      daily_quota: 1_000_000_000
+    })
+  })
+  if (response.status !== 201) throw new Error(`key creation failed: ${response.status} ${await response.text()}`)
+  return ((await response.json()) as { api_key: string }).api_key
+}
+
+/** Sequential keep-alive requests: a latency probe with microsecond resolution (autocannon reports whole ms). */
+const probe = async (url: string, headers: Record<string, string>, n = 2000): Promise<{ p50: number; p99: number }> => {
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 })
+  const once = () => new Promise<number>((resolve, reject) => {
+    const start = process.hrtime.bigint()
+    const req = httpRequest(url, { agent, headers }, (res) => {
+      res.resume()
+      res.on("end", () => (res.statusCode === 200 ? resolve(Number(process.hrtime.bigint() - start) / 1e6) : reject(new Error(`status ${res.statusCode}`))))
+    })
+    req.on("error", reject)
+    req.end()
+  })
+  for (let i = 0; i < 200; i++) await once()
+  const samples: Array<number> = []
+  for (let i = 0; i < n; i++) samples.push(await once())
+  agent.destroy()
+  samples.sort((a, b) => a - b)
+  return { p50: samples[Math.floor(n * 0.5)]!, p99: samples[Math.floor(n * 0.99)]! }
+}
+
+const ok = (name: string, r: LoadResult) => {
+  if (r.non2xx > 0 || r.errors > 0) throw new Error(`${name}: ${r.non2xx} non-2xx, ${r.errors} errors (${JSON.stringify(r.statusCodes)})`)
+  log(`${name}: ${r.requestsPerSecond.toFixed(0)} req/s, p50 ${r.p50} ms, p99 ${r.p99} ms`)
+  return r
+}
+
+// ---- run ---------------------------------------------------------------------------------------------
+const main = async () => {
+  const results: Record<string, unknown> = {}
+  dbEnv = await databaseEnv()
+  const auth = (key: string) => ({ authorization: `Bearer ${key}` })
+  const machinePath = (i: number) => `/api/v1/trust/${benchPublicId(i)}/machine`
+  const shortChain = chainPublicId("SHORT")
+  const pageChain = chainPublicId("PAGE")
+  const longChain = chainPublicId("LONG")
+  try {
+    // Phase A: small data set, for the growth comparison.
+    log("seeding 1,000 determinations and a 10-event chain")
+    await seed(["--determinations", "1000", "--chain", "SHORT:10"])
+    let service = await startService()
+    let key = await createKey(service)
+    const smallMachine = await probe(service.baseUrl + machinePath(500), auth(key))
+    const smallEvents = await probe(`${service.baseUrl}/api/v1/events?public_id=${shortChain}&after=0&limit=10`, auth(key))
+    await service.stop()
+
+    // Phase B: the default data set; every throughput scenario and the baselines.
+    log(`seeding ${values.determinations} determinations`)
+    results.seed = await seed(["--determinations", values.determinations!, "--chain", "PAGE:150"])
+    service = await startService()
+    key = await createKey(service)
+    const base = service.baseUrl
+    const id = benchPublicId(1)
+    const receiptBody = (principal: string) => JSON.stringify({
+      tenant_id: "bench", organization: "Bench Org", principal, subject_public_id: id,
+      purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"]
+    })
+    const json = { ...auth(key), "content-type": "application/json" }
+    const etag = (await fetch(base + machinePath(1), { headers: auth(key) })).headers.get("etag")!
+    const run = (name: string, options: Omit<Parameters<typeof load>[0], "connections" | "seconds">) =>
+      load({ connections, seconds, ...options }).then((r) => ok(name, r))
+
+    const machine = await run("GET /machine warm", { url: base + machinePath(1), headers: auth(key) })
+    const notModified = await load({ connections, seconds, url: base + machinePath(1), headers: { ...auth(key), "if-none-match": etag } })
+    if (notModified.statusCodes["304"] !== notModified.total) throw new Error(`If-None-Match: ${JSON.stringify(notModified.statusCodes)}`)
+    log(`GET /machine 304: ${notModified.requestsPerSecond.toFixed(0)} req/s`)
+    const human = await run("GET /human", { url: `${base}/api/v1/trust/${id}/human` })
+    const mcp = await run("MCP tools/call resolve_trust", {
+      url: `${base}/api/v1/mcp`, method: "POST",
+      headers: { ...json, accept: "application/json, text/event-stream" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "resolve_trust", arguments: { public_id: id } } })
+    })
+    const events = await run("GET /events page of 100", { url: `${base}/api/v1/events?public_id=${pageChain}&after=0&limit=100`, headers: auth(key) })
+    const created = await run("POST receipts (new)", { url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, body: receiptBody("p-[<id>]"), idReplacement: true })
+    await fetch(`${base}/api/v1/reliance-receipts`, { method: "POST", headers: json, body: receiptBody("replay") })
+    const replayed = await run("POST receipts (replayed)", { url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, body: receiptBody("replay") })
+    const serverRss = peakRssMb(service.child.pid!)
+    await service.stop()
+
+    log("baselines")
+    const nodeHttp = await startProcess("bench/baselines/nodeHttp.ts")
+    const baselineA = ok("baseline (a) node:http", await load({ url: nodeHttp.baseUrl + "/", connections, seconds }))
+    await nodeHttp.stop()
+    const httpApi = await startProcess("bench/baselines/httpApi.ts")
+    const baselineB = ok("baseline (b) HttpApi", await load({ url: httpApi.baseUrl + "/fixed", connections, seconds }))
+    await httpApi.stop()
+    const insertEnv = embedded ? { PV_DATA_DIR: join(dataDir, "baseline-c") } : { DATABASE_URL: dbEnv.DATABASE_URL! }
+    const baselineC = JSON.parse((await runScript("bench/baselines/insertLoop.ts", [String(connections), String(seconds)], insertEnv)).trim())
+    log(`baseline (c) INSERT loop: ${baselineC.rows_per_second.toFixed(0)} rows/s`)
+
+    // Phase C: growth to the large data set and a long chain.
+    log(`seeding up to ${values.growth} determinations and a ${values.chain}-event chain`)
+    results.growthSeed = await seed(["--determinations", values.growth!, "--chain", `LONG:${values.chain}`])
+    service = await startService()
+    key = await createKey(service)
+    const largeMachine = await probe(service.baseUrl + machinePath(500), auth(key))
+    const head = Number(values.chain)
+    const largeEvents = await probe(`${service.baseUrl}/api/v1/events?public_id=${longChain}&after=${head - 10}&limit=10`, auth(key))
+    // verify-events: save the whole chain, then time `pv verify-events --file` (one process, one core).
+    const feed: Array<unknown> = []
+    let after = 0
+    for (;;) {
+      const page = (await (await fetch(`${service.baseUrl}/api/v1/events?public_id=${longChain}&after=${after}&limit=1000`, { headers: auth(key) })).json()) as { events: Array<unknown>; next_after: number | null }
+      feed.push(...page.events)
+      if (page.next_after === null) break
+      after = page.next_after
+    }
+    const jwks: unknown = await (await fetch(`${service.baseUrl}/api/v1/events/keys`)).json()
+    const feedFile = join(dataDir, "chain.json")
+    writeFileSync(feedFile, JSON.stringify({ events: feed, jwks }))
+    const largeRss = peakRssMb(service.child.pid!)
+    await service.stop()
+    const verifyStart = process.hrtime.bigint()
+    await runScript("src/cli/main.ts", ["verify-events", "--file", feedFile])
+    const verifySeconds = Number(process.hrtime.bigint() - verifyStart) / 1e9
+    const verifyRate = feed.length / verifySeconds
+
+    const rows: Array<[string, string, string, string]> = [
+      ["baseline (a) node:http fixed 1 KB JSON", fmt(baselineA.requestsPerSecond), `${baselineA.p50} / ${baselineA.p99}`, ""],
+      ["baseline (b) HttpApi fixed 1 KB JSON", fmt(baselineB.requestsPerSecond), `${baselineB.p50} / ${baselineB.p99}`, ""],
+      ["baseline (c) durable INSERT loop (rows/s)", fmt(baselineC.rows_per_second), "", ""],
+      ["GET /machine warm", fmt(machine.requestsPerSecond), `${machine.p50} / ${machine.p99}`, ratio(machine.requestsPerSecond / baselineB.requestsPerSecond, 0.8, `× (b); p99 ${machine.p99} ms ${machine.p99 <= 25 ? "≤" : ">"} 25`)],
+      ["GET /machine, If-None-Match → 304", fmt(notModified.requestsPerSecond), `${notModified.p50} / ${notModified.p99}`, `${(notModified.requestsPerSecond / baselineB.requestsPerSecond).toFixed(2)} × (b)`],
+      ["GET /human", fmt(human.requestsPerSecond), `${human.p50} / ${human.p99}`, `${(human.requestsPerSecond / baselineB.requestsPerSecond).toFixed(2)} × (b)`],
+      ["MCP tools/call resolve_trust", fmt(mcp.requestsPerSecond), `${mcp.p50} / ${mcp.p99}`, ratio(mcp.requestsPerSecond / machine.requestsPerSecond, 0.7, "× GET /machine")],
+      ["POST reliance-receipts (new)", fmt(created.requestsPerSecond), `${created.p50} / ${created.p99}`, ratio(created.requestsPerSecond / baselineC.rows_per_second, 0.5, "× (c)")],
+      ["POST reliance-receipts (replayed)", fmt(replayed.requestsPerSecond), `${replayed.p50} / ${replayed.p99}`, ratio(replayed.requestsPerSecond / machine.requestsPerSecond, 0.7, "× GET /machine")],
+      ["GET /events page of 100", fmt(events.requestsPerSecond), `${events.p50} / ${events.p99}`, `${(events.requestsPerSecond / baselineB.requestsPerSecond).toFixed(2)} × (b)`],
+      [`pv verify-events, ${feed.length} events (events/s)`, fmt(verifyRate), "", ratio(verifyRate / 10_000, 1, "× 10,000 events/s")],
+      ["server peak RSS under load (MB)", (serverRss ?? NaN).toFixed(0), "", atMost(serverRss ?? Infinity, 250, ` MB (≤ 250); ${(largeRss ?? NaN).toFixed(0)} MB in the ${values.growth} run`)],
+      [`growth: GET /machine p50, 1k → ${values.growth} determinations`, `${smallMachine.p50.toFixed(3)} → ${largeMachine.p50.toFixed(3)} ms`, "", atMost(largeMachine.p50 / smallMachine.p50, 1.2, "× (≤ 1.2×)")],
+      [`growth: events head page p50, 10 → ${values.chain} events`, `${smallEvents.p50.toFixed(3)} → ${largeEvents.p50.toFixed(3)} ms`, "", atMost(largeEvents.p50 / smallEvents.p50, 1.2, "× (≤ 1.2×)")]
+    ]
+    const table = [
+      `Run ${new Date().toISOString()} · ${embedded ? "embedded PGlite" : "PostgreSQL"} · node ${process.version} · ${cpus().length} × ${cpus()[0]?.model ?? "cpu"} · ${(totalmem() / 2 ** 30).toFixed(0)} GiB · ${connections} connections, ${seconds} s per scenario`,
+      "",
+      "| scenario | req/s | p50 / p99 ms | ratio (target) |",
+      "|---|---:|---:|---|",
+      ...rows.map((r) => `| ${r.join(" | ")} |`)
+    ].join("\n")
+    console.log(table)
+    Object.assign(results, {
+      at: new Date().toISOString(), embedded, seconds, connections, baselineA, baselineB, baselineC, machine, notModified, human, mcp,
+      events, created, replayed, verify: { events: feed.length, seconds: verifySeconds, perSecond: verifyRate },
+      rssMb: serverRss, largeRssMb: largeRss, growth: { smallMachine, largeMachine, smallEvents, largeEvents }, table
+    })
+    mkdirSync(join(root, "bench/results"), { recursive: true })
+    writeFileSync(join(root, "bench/results", `${new Date().toISOString().replace(/[:.]/g, "-")}.json`), JSON.stringify(results, null, 2))
+  } finally {
+    await dropDatabase()
+    rmSync(dataDir, { recursive: true, force: true })
+  }
+}
+
+const fmt = (n: number) => Math.round(n).toLocaleString("en-US")
+const ratio = (value: number, target: number, label: string) => `${value.toFixed(2)} ${label} (≥ ${target}) ${value >= target ? "✅" : "❌"}`
+const atMost = (value: number, limit: number, label: string) => `${value.toFixed(2)}${label} ${value <= limit ? "✅" : "❌"}`
+
+main().then(() => process.exit(0), (e) => (console.error(e), process.exit(1)))
