@@ -90,14 +90,7 @@ export interface LoadOptions {
 /** autocannon in its own process (so the load generator never shares the server's event loop). */
 export const load = (options: LoadOptions): Promise<LoadResult> =>
   new Promise((resolve, reject) => {
-    const args = [
-      "node_modules/autocannon/autocannon.js", "-j", "-n", "--renderStatusCodes",
-      "-c", String(options.connections), "-d", String(options.seconds), "-m", options.method ?? "GET"
-    ]
-    for (const [k, v] of Object.entries(options.headers ?? {})) args.push("-H", `${k}=${v}`)
-    if (options.body !== undefined) args.push("-b", options.body)
-    if (options.idReplacement) args.push("-I")
-    args.push(options.url)
+    const args = ["--import", "tsx", "bench/loadWorker.ts", JSON.stringify(options)]
     const child = spawn(process.execPath, args, { cwd: root })
     let out = ""
     let err = ""

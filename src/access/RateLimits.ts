@@ -6,6 +6,7 @@ import type { ApiKeyRecord } from "../domain/AccessKey.js"
 import { QuotaExceeded, RateLimited, Unavailable } from "../domain/Problem.js"
 import { AppConfig } from "../platform/Config.js"
 import { DatabaseMode } from "../platform/Database.js"
+import { leasedStore } from "./LeasedStore.js"
 import { PgRateLimitStoreLive } from "./PgRateLimitStore.js"
 
 const MINUTE = Duration.minutes(1)
@@ -140,23 +141,29 @@ export const wholeMillisecondRefill = (store: RateLimiter.RateLimiterStore["Type
   })
 }
 
-/** The counter store this deployment shares: Redis when REDIS_URL is set, else PostgreSQL, else memory. */
+const leased = <E, R>(store: Layer.Layer<RateLimiter.RateLimiterStore, E, R>) =>
+  Layer.effect(RateLimiter.RateLimiterStore, Effect.map(RateLimiter.RateLimiterStore, leasedStore)).pipe(Layer.provide(store))
+
+/**
+ * The counter store this deployment shares: Redis when REDIS_URL is set, else PostgreSQL (both behind a
+ * local lease, see LeasedStore.ts), else memory (the embedded database has one instance).
+ */
 export const RateLimitStoreLive = Layer.unwrapEffect(
   Effect.gen(function*() {
     const config = yield* AppConfig
     const mode = yield* DatabaseMode
     if (Option.isSome(config.redisUrl)) {
       const url = new URL(Redacted.value(config.redisUrl.value))
-      return Layer.effect(RateLimiter.RateLimiterStore, Effect.map(RateLimiter.RateLimiterStore, wholeMillisecondRefill)).pipe(Layer.provide(RedisStore.layerStore({
+      return leased(Layer.effect(RateLimiter.RateLimiterStore, Effect.map(RateLimiter.RateLimiterStore, wholeMillisecondRefill)).pipe(Layer.provide(RedisStore.layerStore({
         host: url.hostname,
         port: Number(url.port || 6379),
         ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
         ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
         db: Number(url.pathname.slice(1) || 0),
         prefix: "pv:ratelimit:"
-      })))
+      }))))
     }
-    return mode.kind === "postgres" ? PgRateLimitStoreLive : RateLimiter.layerStoreMemory
+    return mode.kind === "postgres" ? leased(PgRateLimitStoreLive) : RateLimiter.layerStoreMemory
   })
 )
 

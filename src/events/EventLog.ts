@@ -5,6 +5,7 @@ import { DeterminationNotFound, InvalidPublicId, ValidationFailed } from "../dom
 import { isPublicId } from "../domain/PublicId.js"
 import type { EventJwks, EventPage, EventPayload, EventType, TrustEvent } from "../domain/TrustEvent.js"
 import { Ids } from "../platform/Ids.js"
+import { TrustCache } from "../trust/TrustCache.js"
 import { freshnessAt, FreshnessStates, freshnessTimeline, type FreshnessState } from "../trust/Freshness.js"
 import { sealEvent } from "./EventChain.js"
 import { EventsRepo } from "./Repo.js"
@@ -93,8 +94,13 @@ export class EventLog extends Effect.Service<EventLog>()("pv/EventLog", {
     const repo = yield* EventsRepo
     const signer = yield* Signer
     const ids = yield* Ids
+    const cache = yield* TrustCache
     // Every key that ever signs is recorded first, so the JWKS of every instance lists it.
     yield* Effect.orDie(repo.recordKey(signer.jwk, new Date(yield* Clock.currentTimeMillis)))
+
+    /** After the transaction commits: this instance's cached document of `publicId` is gone. */
+    const withEviction = <E, R>(publicId: string, work: Effect.Effect<number, E, R>) =>
+      Effect.tap(work, (appended) => (appended > 0 ? cache.invalidate(publicId) : Effect.void))
 
     /** Inside the caller's transaction: seal and store the next event of `publicId`'s chain. */
     const append = (publicId: string, type: EventType, payload: EventPayload) =>
@@ -112,6 +118,7 @@ export class EventLog extends Effect.Service<EventLog>()("pv/EventLog", {
           previousEventHash: head.value.eventHash
         }, signer)
         yield* repo.insertEvent(event)
+        yield* cache.announce(publicId)
         return event
       })
 
@@ -136,7 +143,7 @@ export class EventLog extends Effect.Service<EventLog>()("pv/EventLog", {
      * entered since the last announced one. A second sweeper waiting on the lock then finds nothing left.
      */
     const sweepDetermination = (publicId: string) =>
-      repo.withTransaction(Effect.gen(function*() {
+      withEviction(publicId, repo.withTransaction(Effect.gen(function*() {
         const locked = yield* repo.lockFreshness(publicId)
         if (Option.isNone(locked)) return 0
         const row = locked.value
@@ -161,7 +168,7 @@ export class EventLog extends Effect.Service<EventLog>()("pv/EventLog", {
         }
         yield* repo.setFreshness(publicId, announced, nextDue(timeline, announced))
         return entered.length
-      }))
+      })))
 
     /** Announce what is due for one determination now (the resolver calls this before it answers). */
     const announceFreshness = (publicId: string): Effect.Effect<number> =>
@@ -221,7 +228,7 @@ export class EventLog extends Effect.Service<EventLog>()("pv/EventLog", {
 
     return { append, recordChange, announceFreshness, sweepOnce, head, page, jwks, signer } as const
   }),
-  dependencies: [EventsRepo.Default, Signer.Default, Ids.Default]
+  dependencies: [EventsRepo.Default, Signer.Default, Ids.Default, TrustCache.Default]
 }) {}
 
 /**

@@ -28,8 +28,17 @@ import { ReceiptsRepo } from "./Repo.js"
 export type EvaluationError = ProhibitedField | ValidationFailed | Forbidden | UnknownPurpose | DeterminationNotFound
 
 /** Same idempotency key, same intent: only organization and claim_scope can still differ. */
-const sameIntent = (stored: RelianceReceipt, requested: RelianceReceipt) =>
+const sameIntent = (stored: RelianceReceipt, requested: Pick<RelianceReceipt, "organization" | "claim_scope">) =>
   stored.organization === requested.organization && digestOf(stored.claim_scope) === digestOf(requested.claim_scope)
+
+const idempotencyKeyOf = (r: Pick<RelianceReceipt, "tenant_id" | "principal" | "subject_public_id" | "purpose_id" | "requested_action" | "determination_digest">) =>
+  JSON.stringify([r.tenant_id, r.principal, r.subject_public_id, r.purpose_id, r.requested_action, r.determination_digest])
+
+const conflict = () =>
+  new IdempotencyConflict({
+    detail: "A receipt with this idempotency key (tenant_id, principal, subject_public_id, purpose_id, " +
+      "requested_action, determination_digest) exists with a different organization or claim_scope."
+  })
 
 /**
  * Actionability evaluations and durable reliance receipts. Callers pass the raw body and the tenant of
@@ -41,6 +50,16 @@ export class Receipts extends Effect.Service<Receipts>()("pv/Receipts", {
     const policy = yield* Policy
     const repo = yield* ReceiptsRepo
     const ids = yield* Ids
+    // Stored receipts never change, so a replay or a read can be answered from memory on any instance:
+    // by idempotency key (replays) and by id (reads). Bounded; the oldest entries go first.
+    const byIdempotencyKey = new Map<string, RelianceReceipt>()
+    const byId = new Map<string, RelianceReceipt>()
+    const remember = (receipt: RelianceReceipt) => {
+      for (const [map, key] of [[byIdempotencyKey, idempotencyKeyOf(receipt)], [byId, receipt.receipt_id]] as const) {
+        if (map.size >= 100_000) map.delete(map.keys().next().value!)
+        map.set(key, receipt)
+      }
+    }
 
     /** Prohibited fields, then the schema, then tenant, purpose and determination: nothing is stored. */
     const evaluate = (tenantId: string, body: unknown): Effect.Effect<ActionabilityEvaluation, EvaluationError> =>
@@ -61,6 +80,11 @@ export class Receipts extends Effect.Service<Receipts>()("pv/Receipts", {
     const create = (tenantId: string, body: unknown): Effect.Effect<CreatedRelianceReceipt, EvaluationError | IdempotencyConflict> =>
       Effect.gen(function*() {
         const evaluation = yield* evaluate(tenantId, body)
+        const replayed = byIdempotencyKey.get(idempotencyKeyOf(evaluation))
+        if (replayed !== undefined) {
+          if (!sameIntent(replayed, evaluation)) return yield* Effect.fail(conflict())
+          return { ...replayed, idempotent: true }
+        }
         const createdAt = new Date(yield* Clock.currentTimeMillis).toISOString()
         const receipt = sealReceipt({
           schema: ReceiptSchemaId,
@@ -69,22 +93,22 @@ export class Receipts extends Effect.Service<Receipts>()("pv/Receipts", {
           ...evaluation
         })
         const stored = yield* Effect.orDie(repo.insertOrFetch(receipt))
-        if (!stored.created && !sameIntent(stored.receipt, receipt)) {
-          return yield* Effect.fail(new IdempotencyConflict({
-            detail: "A receipt with this idempotency key (tenant_id, principal, subject_public_id, purpose_id, " +
-              "requested_action, determination_digest) exists with a different organization or claim_scope."
-          }))
-        }
+        remember(stored.receipt)
+        if (!stored.created && !sameIntent(stored.receipt, receipt)) return yield* Effect.fail(conflict())
         return { ...stored.receipt, idempotent: !stored.created }
       })
 
-    const get = (tenantId: string, receiptId: string): Effect.Effect<RelianceReceipt, ReceiptNotFound> =>
-      Effect.orDie(repo.find(tenantId, receiptId)).pipe(
+    const get = (tenantId: string, receiptId: string): Effect.Effect<RelianceReceipt, ReceiptNotFound> => {
+      const known = byId.get(receiptId)
+      if (known !== undefined && known.tenant_id === tenantId) return Effect.succeed(known)
+      return Effect.orDie(repo.find(tenantId, receiptId)).pipe(
+        Effect.tap(Option.match({ onNone: () => Effect.void, onSome: (receipt) => Effect.sync(() => remember(receipt)) })),
         Effect.flatMap(Option.match({
           onNone: () => Effect.fail(new ReceiptNotFound({ detail: `no receipt ${receiptId.slice(0, 80)}` })),
           onSome: Effect.succeed
         }))
       )
+    }
 
     return { evaluate, create, get, policy: policyView(policy) } as const
   }),

@@ -14,12 +14,13 @@ export class ReceiptsRepo extends Effect.Service<ReceiptsRepo>()("pv/ReceiptsRep
     const sql = yield* PgClient.PgClient
 
     /**
-     * Insert-or-fetch on the idempotency key in one transaction. ON CONFLICT waits for a concurrent
+     * Insert-or-fetch on the idempotency key, enforced by the unique constraint. The INSERT is one
+     * atomic statement (one round trip, committed when it answers); ON CONFLICT waits for a concurrent
      * insert of the same key to commit, and the following SELECT (a new snapshot under READ COMMITTED)
      * then sees that row: concurrent identical requests store exactly one receipt.
      */
     const insertOrFetch = (receipt: RelianceReceipt) =>
-      sql.withTransaction(Effect.gen(function*() {
+      Effect.gen(function*() {
         const inserted = yield* sql<{ receipt_id: string }>`
           INSERT INTO reliance_receipts
             (receipt_id, tenant_id, principal, subject_public_id, purpose_id, requested_action,
@@ -41,7 +42,7 @@ export class ReceiptsRepo extends Effect.Service<ReceiptsRepo>()("pv/ReceiptsRep
         const row = existing[0]
         if (row === undefined) return yield* Effect.dieMessage("idempotency key conflicted but no receipt holds it")
         return { receipt: row.receipt, created: false } satisfies StoredOutcome
-      }))
+      })
 
     /** A receipt of this tenant only: another tenant's id reads as absent. */
     const find = (tenantId: string, receiptId: string) =>

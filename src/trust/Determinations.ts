@@ -6,6 +6,7 @@ import { isPublicId } from "../domain/PublicId.js"
 import { EventLog } from "../events/EventLog.js"
 import { Ids } from "../platform/Ids.js"
 import { type CurrentDetermination, DeterminationsRepo } from "./Repo.js"
+import { TrustCache } from "./TrustCache.js"
 
 export type IngestOutcome = "created" | "updated" | "unchanged"
 
@@ -41,6 +42,7 @@ export class Determinations extends Effect.Service<Determinations>()("pv/Determi
     const repo = yield* DeterminationsRepo
     const ids = yield* Ids
     const events = yield* EventLog
+    const cache = yield* TrustCache
 
     const ingest = (publicIdInput: string, body: DeterminationBody) =>
       Effect.gen(function*() {
@@ -92,7 +94,11 @@ export class Determinations extends Effect.Service<Determinations>()("pv/Determi
             changed_fields: changed
           } satisfies IngestResult
         }))
-      }).pipe(Effect.catchTag("SqlError", Effect.die))
+      }).pipe(
+        // After the commit, so no reader on this instance can cache the state from before it.
+        Effect.tap((result) => result.outcome === "unchanged" ? Effect.void : cache.invalidate(result.public_id)),
+        Effect.catchTag("SqlError", Effect.die)
+      )
 
     const current = (publicIdInput: string): Effect.Effect<CurrentDetermination, InvalidPublicId | DeterminationNotFound> =>
       requirePublicId(publicIdInput).pipe(
@@ -107,7 +113,7 @@ export class Determinations extends Effect.Service<Determinations>()("pv/Determi
 
     return { ingest, current, bySubject, count: Effect.orDie(repo.count) } as const
   }),
-  dependencies: [DeterminationsRepo.Default, Ids.Default, EventLog.Default]
+  dependencies: [DeterminationsRepo.Default, Ids.Default, EventLog.Default, TrustCache.Default]
 }) {}
 
 export type DeterminationsLayer = Layer.Layer<Determinations>

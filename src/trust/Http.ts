@@ -3,8 +3,8 @@ import { Effect } from "effect"
 import { requireScope } from "../access/ApiKeys.js"
 import { clientAddress, RateLimits } from "../access/RateLimits.js"
 import { AppConfig } from "../platform/Config.js"
-import type { MachineTrustResponse } from "../domain/MachineTrust.js"
 import { Api } from "../http/Api.js"
+import type { CachedTrust } from "./TrustCache.js"
 import { TrustResolver } from "./TrustResolver.js"
 
 /** `If-None-Match` per RFC 9110: a list of (weak or strong) tags, or `*`. */
@@ -15,12 +15,13 @@ export const etagMatches = (header: string | undefined, etag: string): boolean =
     return tag === "*" || tag === etag
   })
 
-const conditional = (document: MachineTrustResponse, ifNoneMatch: string | undefined) => {
-  const etag = `"${document.trust_state_digest}"`
+/** The cached serialisation is sent as-is: no per-request JSON encoding of the document. */
+const conditional = (trust: CachedTrust, ifNoneMatch: string | undefined) => {
+  const etag = `"${trust.document.trust_state_digest}"`
   const headers = { etag, "cache-control": "no-cache" }
   return etagMatches(ifNoneMatch, etag)
     ? HttpServerResponse.empty({ status: 304, headers })
-    : HttpServerResponse.unsafeJson(document, { headers })
+    : HttpServerResponse.text(trust.json, { contentType: "application/json", headers })
 }
 
 export const TrustHttpLive = HttpApiBuilder.group(Api, "trust", (handlers) =>
@@ -31,12 +32,12 @@ export const TrustHttpLive = HttpApiBuilder.group(Api, "trust", (handlers) =>
     return handlers
       .handle("machine", ({ path, headers }) =>
         requireScope("trust:read").pipe(
-          Effect.zipRight(resolver.resolve(path.publicId)),
-          Effect.map((document) => conditional(document, headers["if-none-match"]))
+          Effect.zipRight(resolver.resolveCached(path.publicId)),
+          Effect.map((trust) => conditional(trust, headers["if-none-match"]))
         ))
       .handle("human", ({ path, headers, request }) =>
         limits.consumeAddress("human", clientAddress(request), humanRateLimitPerMinute).pipe(
-          Effect.zipRight(resolver.resolve(path.publicId)),
-          Effect.map((document) => conditional(document, headers["if-none-match"]))
+          Effect.zipRight(resolver.resolveCached(path.publicId)),
+          Effect.map((trust) => conditional(trust, headers["if-none-match"]))
         ))
   }))

@@ -1,5 +1,7 @@
 import { Clock, Effect } from "effect"
 import { buildMachineTrust, type MachineTrustResponse } from "../domain/MachineTrust.js"
+import { nextFreshnessBoundary } from "./Freshness.js"
+import { type CachedTrust, TrustCache } from "./TrustCache.js"
 import type { DeterminationNotFound, InvalidPublicId } from "../domain/Problem.js"
 import { EventLog } from "../events/EventLog.js"
 import { Policy } from "../receipts/Policy.js"
@@ -14,8 +16,31 @@ export class TrustResolver extends Effect.Service<TrustResolver>()("pv/TrustReso
     const determinations = yield* Determinations
     const policy = yield* Policy
     const events = yield* EventLog
+    const cache = yield* TrustCache
+
+    /** The document and its serialised form, from the cache when it is still exact. */
+    const resolveCached = (publicId: string): Effect.Effect<CachedTrust, InvalidPublicId | DeterminationNotFound> =>
+      Effect.gen(function*() {
+        const hit = cache.get(publicId, yield* Clock.currentTimeMillis)
+        if (hit !== undefined) return hit
+        const seen = cache.generation(publicId)
+        const document = yield* load(publicId)
+        const builtAtMs = yield* Clock.currentTimeMillis
+        const next = nextFreshnessBoundary(builtAtMs, Date.parse(document.freshness.as_of), Date.parse(document.freshness.valid_until))
+        const entry: CachedTrust = {
+          document,
+          json: JSON.stringify(document),
+          builtAtMs,
+          validUntilMs: document.lifecycle.state === "EXPIRED" || next === null ? Number.POSITIVE_INFINITY : next
+        }
+        cache.put(publicId, seen, entry)
+        return entry
+      })
 
     const resolve = (publicId: string): Effect.Effect<MachineTrustResponse, InvalidPublicId | DeterminationNotFound> =>
+      Effect.map(resolveCached(publicId), (entry) => entry.document)
+
+    const load = (publicId: string): Effect.Effect<MachineTrustResponse, InvalidPublicId | DeterminationNotFound> =>
       Effect.gen(function*() {
         let stored = yield* determinations.current(publicId)
         let now = yield* Clock.currentTimeMillis
@@ -30,7 +55,7 @@ export class TrustResolver extends Effect.Service<TrustResolver>()("pv/TrustReso
         return buildMachineTrust(stored, policy.ref, stored.event_head, now)
       })
 
-    return { resolve } as const
+    return { resolve, resolveCached } as const
   }),
-  dependencies: [Determinations.Default, Policy.Default, EventLog.Default]
+  dependencies: [Determinations.Default, Policy.Default, EventLog.Default, TrustCache.Default]
 }) {}

@@ -1,0 +1,75 @@
+import { RateLimiter } from "@effect/experimental"
+import { Clock, Effect } from "effect"
+
+type Store = RateLimiter.RateLimiterStore["Type"]
+
+/**
+ * Tokens taken from the shared store per round trip: 1 below 64 per window (so small limits stay exact
+ * across instances), else 1/32 of the limit, at most 1,000.
+ */
+export const leaseSize = (limit: number): number => (limit < 64 ? 1 : Math.min(1000, Math.floor(limit / 32)))
+
+interface Lease {
+  /** Tokens this instance took from the store and has not spent yet. */
+  unspent: number
+  /** The store's count after the lease was taken. */
+  readonly count: number
+  /** When the store's window for those tokens ends; unspent tokens die with it. */
+  readonly expiresAt: number
+}
+
+/**
+ * A shared store (PostgreSQL, Redis) behind a local lease, so most requests cost no round trip: an
+ * instance takes a block of tokens at once and spends them locally. The store still caps the total, so
+ * the limit is never exceeded; a single instance stays exact (every token it leased is spent by it); with
+ * several instances, tokens leased but unspent by one may make another refuse up to one lease early.
+ * Tokens never outlive the store window they were taken in.
+ */
+export const leasedStore = (inner: Store, size: (limit: number) => number = leaseSize): Store => {
+  const leases = new Map<string, Lease>()
+  const locks = new Map<string, Effect.Semaphore>()
+  const lockFor = (key: string) => {
+    let lock = locks.get(key)
+    if (lock === undefined) {
+      if (locks.size > 100_000) locks.clear()
+      lock = Effect.unsafeMakeSemaphore(1)
+      locks.set(key, lock)
+    }
+    return lock
+  }
+  const spend = (key: string, now: number): readonly [number, number] | undefined => {
+    const lease = leases.get(key)
+    if (lease === undefined || lease.unspent <= 0 || now >= lease.expiresAt) return undefined
+    lease.unspent--
+    return [lease.count - lease.unspent, lease.expiresAt - now]
+  }
+
+  const fixedWindow: Store["fixedWindow"] = (options) => {
+    const limit = options.limit
+    if (limit === undefined || options.tokens !== 1 || size(limit) <= 1) return inner.fixedWindow(options)
+    return Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      const local = spend(options.key, now)
+      if (local !== undefined) return Effect.succeed(local)
+      // One lease request per key at a time; whoever waited may find the fresh lease already there.
+      return lockFor(options.key).withPermits(1)(Effect.gen(function*() {
+        const waited = spend(options.key, yield* Clock.currentTimeMillis)
+        if (waited !== undefined) return waited
+        let tokens = size(limit)
+        let [count, ttl] = yield* inner.fixedWindow({ ...options, tokens })
+        if (count > limit) {
+          // Not a whole lease left: take a single token if there is one.
+          tokens = 1
+          ;[count, ttl] = yield* inner.fixedWindow({ ...options, tokens })
+          if (count > limit) return [count, ttl] as const
+        }
+        const at = yield* Clock.currentTimeMillis
+        leases.delete(options.key)
+        if (leases.size > 100_000) leases.clear()
+        leases.set(options.key, { unspent: tokens - 1, count, expiresAt: at + ttl })
+        return [count - (tokens - 1), ttl] as const
+      }))
+    })
+  }
+
+  return RateLimiter.RateLimiterStore.of({ fixedWindow, tokenBucket: inner.tokenBucket })
+}

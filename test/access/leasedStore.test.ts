@@ -1,0 +1,54 @@
+import { RateLimiter } from "@effect/experimental"
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, FastCheck as fc, TestClock } from "effect"
+import { leasedStore, leaseSize } from "../../src/access/LeasedStore.js"
+
+/** `n` requests through a limiter built on `store`; how many were let through. */
+const admitted = (limiter: RateLimiter.RateLimiter, key: string, limit: number, n: number) =>
+  Effect.forEach(
+    Array.from({ length: n }),
+    () => limiter.consume({ key, limit, window: "1 minute", onExceeded: "fail" }).pipe(Effect.as(1), Effect.orElseSucceed(() => 0)),
+    { concurrency: 8 }
+  ).pipe(Effect.map((results) => results.reduce((a, b) => a + b, 0)))
+
+/** A shared store (the library's memory store standing in for Redis or PostgreSQL) and `instances` leasing views of it. */
+const instances = (count: number) =>
+  Effect.gen(function*() {
+    const shared = yield* RateLimiter.RateLimiterStore
+    return yield* Effect.forEach(Array.from({ length: count }), () =>
+      RateLimiter.make.pipe(Effect.provideService(RateLimiter.RateLimiterStore, leasedStore(shared))))
+  }).pipe(Effect.provide(RateLimiter.layerStoreMemory))
+
+describe("leased rate-limit store", () => {
+  it.effect.prop("one instance lets exactly the limit through a window, whatever the lease size",
+    [fc.integer({ min: 1, max: 3000 }), fc.integer({ min: 1, max: 6000 })],
+    ([limit, requests]) =>
+      Effect.gen(function*() {
+        const [limiter] = yield* instances(1)
+        expect(yield* admitted(limiter!, "k", limit, requests)).toBe(Math.min(limit, requests))
+      }),
+    { fastCheck: { numRuns: 40 } })
+
+  it.effect.prop("several instances never let more than the limit through, and strand at most a lease each",
+    [fc.integer({ min: 1, max: 3000 }), fc.integer({ min: 2, max: 4 })],
+    ([limit, count]) =>
+      Effect.gen(function*() {
+        const limiters = yield* instances(count)
+        const perInstance = limit // together: count × the limit is asked for
+        const totals = yield* Effect.forEach(limiters, (limiter) => admitted(limiter, "k", limit, perInstance), { concurrency: "unbounded" })
+        const total = totals.reduce((a, b) => a + b, 0)
+        expect(total).toBeLessThanOrEqual(limit)
+        expect(total).toBeGreaterThanOrEqual(limit - count * (leaseSize(limit) - 1))
+        if (leaseSize(limit) === 1) expect(total).toBe(limit)
+      }),
+    { fastCheck: { numRuns: 40 } })
+
+  it.effect("unspent leased tokens do not carry into the next window", () =>
+    Effect.gen(function*() {
+      const limit = 6400 // lease of 200
+      const [limiter] = yield* instances(1)
+      expect(yield* admitted(limiter!, "k", limit, 10)).toBe(10)
+      yield* TestClock.adjust("2 minutes")
+      expect(yield* admitted(limiter!, "k", limit, limit + 50)).toBe(limit)
+    }))
+})
