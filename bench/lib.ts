@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process"
-import { readFileSync } from "node:fs"
+import { readdirSync, readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 
 export const root = fileURLToPath(new URL("..", import.meta.url))
@@ -12,9 +12,14 @@ export interface Process {
 }
 
 /** Starts a TypeScript entry point as its own process and waits for "listening on http://…". */
-export const startProcess = (entry: string, env: Record<string, string> = {}, args: Array<string> = []): Promise<Process> =>
+export const startProcess = (
+  entry: string,
+  env: Record<string, string> = {},
+  args: Array<string> = [],
+  nodeArgs: Array<string> = []
+): Promise<Process> =>
   new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", entry, ...args], {
+    const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", entry, ...args], {
       cwd: root,
       env: { ...process.env, ...env },
       stdio: ["ignore", "pipe", "pipe"]
@@ -54,6 +59,20 @@ export const runScript = (entry: string, args: Array<string>, env: Record<string
     child.stderr.on("data", (c) => (err += c))
     child.once("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`${entry} failed (${code}): ${err}`))))
   })
+
+/** A process and its descendants (the cluster primary and its workers), Linux only. */
+export const processTree = (pid: number): Array<number> => {
+  const out = [pid]
+  try {
+    for (const task of readdirSync(`/proc/${pid}/task`)) {
+      const children = readFileSync(`/proc/${pid}/task/${task}/children`, "utf8").trim()
+      for (const child of children === "" ? [] : children.split(" ")) out.push(...processTree(Number(child)))
+    }
+  } catch {
+    // Not Linux, or the process is gone.
+  }
+  return out
+}
 
 /** Peak resident set size of a process so far (VmHWM), in MB; Linux only. */
 export const peakRssMb = (pid: number): number | null => {

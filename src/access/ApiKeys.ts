@@ -1,4 +1,4 @@
-import { Cache, Clock, Context, Duration, Effect, Option, Schedule } from "effect"
+import { Clock, Context, Duration, Effect, Option, Schedule } from "effect"
 import {
   type ApiKeyRecord,
   type ApiKeyView,
@@ -38,12 +38,25 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("pv/ApiKeys", {
   scoped: Effect.gen(function*() {
     const store = yield* KeyStore
     const ids = yield* Ids
-    // Verification never waits on the database for a key seen within the last second.
-    const byHash = yield* Cache.make({
-      capacity: 100_000,
-      timeToLive: KeyCacheTtl,
-      lookup: (keyHash: string) => Effect.orDie(store.findByHash(keyHash))
-    })
+    // Verification never waits on the database for a key seen within the last second (found or not).
+    const ttlMs = Duration.toMillis(KeyCacheTtl)
+    const known = new Map<string, { readonly key: Option.Option<ApiKeyRecord>; readonly at: number }>()
+    const byHash = {
+      get: (keyHash: string) =>
+        Effect.clockWith((clock) => {
+          const now = clock.unsafeCurrentTimeMillis()
+          const hit = known.get(keyHash)
+          if (hit !== undefined && hit.at <= now && now - hit.at < ttlMs) return Effect.succeed(hit.key)
+          return Effect.orDie(store.findByHash(keyHash)).pipe(
+            Effect.tap((key) =>
+              Effect.sync(() => {
+                if (known.size >= 100_000) known.delete(known.keys().next().value!)
+                known.set(keyHash, { key, at: now })
+              }))
+          )
+        }),
+      invalidate: (keyHash: string) => Effect.sync(() => void known.delete(keyHash))
+    }
 
     const create = (request: CreateApiKeyRequest) =>
       Effect.gen(function*() {
@@ -89,17 +102,16 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("pv/ApiKeys", {
 
     /** Shape and checksum first (no database), then the cached record, then revocation and expiry. */
     const authenticate = (token: string): Effect.Effect<ApiKeyRecord, Unauthorized> =>
-      Effect.gen(function*() {
-        if (!isWellFormedApiKey(token)) return yield* Effect.fail(invalidKey)
-        const found = yield* byHash.get(hashApiKey(token))
-        if (Option.isNone(found)) return yield* Effect.fail(invalidKey)
-        const key = found.value
-        const now = yield* Clock.currentTimeMillis
-        if (key.revoked_at !== null || (key.expires_at !== null && Date.parse(key.expires_at) <= now)) {
-          return yield* Effect.fail(invalidKey)
-        }
-        return key
-      })
+      Effect.suspend(() =>
+        isWellFormedApiKey(token)
+          ? Effect.flatMap(byHash.get(hashApiKey(token)), (found) =>
+            Effect.clockWith((clock) => {
+              if (Option.isNone(found)) return Effect.fail(invalidKey)
+              const key = found.value
+              const expired = key.expires_at !== null && Date.parse(key.expires_at) <= clock.unsafeCurrentTimeMillis()
+              return key.revoked_at !== null || expired ? Effect.fail(invalidKey) : Effect.succeed(key)
+            }))
+          : Effect.fail(invalidKey))
 
     // last_used_at is kept roughly current (to the flush interval) without a write per request.
     const usedSince = new Set<string>()

@@ -3,6 +3,13 @@ import { Clock, Effect } from "effect"
 
 type Store = RateLimiter.RateLimiterStore["Type"]
 
+/** A store plus, where it has one, a synchronous way to take one token from local state. */
+export interface CounterBackend {
+  readonly store: Store
+  /** One token from local state, or undefined when only the store can answer. */
+  readonly trySpend: (key: string, limit: number, refillMs: number, now: number) => readonly [number, number] | undefined
+}
+
 /**
  * Tokens taken from the shared store per round trip: 1 below 64 per window (so small limits stay exact
  * across instances), else 1/32 of the limit, at most 1,000.
@@ -25,7 +32,9 @@ interface Lease {
  * several instances, tokens leased but unspent by one may make another refuse up to one lease early.
  * Tokens never outlive the store window they were taken in.
  */
-export const leasedStore = (inner: Store, size: (limit: number) => number = leaseSize): Store => {
+export const leasedStore = (inner: Store, size: (limit: number) => number = leaseSize): Store => leased(inner, size).store
+
+export const leased = (inner: Store, size: (limit: number) => number = leaseSize): CounterBackend => {
   const leases = new Map<string, Lease>()
   const locks = new Map<string, Effect.Semaphore>()
   const lockFor = (key: string) => {
@@ -71,5 +80,8 @@ export const leasedStore = (inner: Store, size: (limit: number) => number = leas
     })
   }
 
-  return RateLimiter.RateLimiterStore.of({ fixedWindow, tokenBucket: inner.tokenBucket })
+  return {
+    store: RateLimiter.RateLimiterStore.of({ fixedWindow, tokenBucket: inner.tokenBucket }),
+    trySpend: (key, limit, _refillMs, now) => (size(limit) <= 1 ? undefined : spend(key, now))
+  }
 }

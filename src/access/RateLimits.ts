@@ -1,15 +1,15 @@
 import { RateLimiter } from "@effect/experimental"
-import * as RedisStore from "@effect/experimental/RateLimiter/Redis"
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Clock, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import type { ApiKeyRecord } from "../domain/AccessKey.js"
 import { QuotaExceeded, RateLimited, Unavailable } from "../domain/Problem.js"
 import { AppConfig } from "../platform/Config.js"
 import { DatabaseMode } from "../platform/Database.js"
-import { leasedStore } from "./LeasedStore.js"
+import { WindowCounters, memoryStore } from "./Counters.js"
+import { type CounterBackend, leased } from "./LeasedStore.js"
 import { PgRateLimitStoreLive } from "./PgRateLimitStore.js"
 
-const MINUTE = Duration.minutes(1)
+const MINUTE_MS = 60_000
 const DAY_MS = 86_400_000
 
 /** Seconds until the next UTC midnight: when a daily quota comes back. */
@@ -29,61 +29,82 @@ export const clientAddress = (request: HttpServerRequest.HttpServerRequest): str
 
 const storeUnavailable = new Unavailable({ detail: "Rate limiting is unavailable; retry shortly." })
 
-const retrySeconds = (e: RateLimiter.RateLimitExceeded) => Math.max(1, Math.ceil(Duration.toMillis(e.retryAfter) / 1000))
+/** The counter backend this deployment uses (see RateLimitStoreLive). */
+export class RateLimitBackend extends Context.Tag("pv/RateLimitBackend")<RateLimitBackend, CounterBackend>() {}
 
-/** The library's two errors share one tag; `reason` tells an exceeded limit from a failed store. */
-const onLimiterError = <E>(onExceeded: (e: RateLimiter.RateLimitExceeded) => Effect.Effect<never, E>) =>
-  (error: RateLimiter.RateLimiterError): Effect.Effect<never, E | Unavailable> =>
-    error.reason === "Exceeded"
-      ? onExceeded(error)
-      : Effect.zipRight(Effect.logWarning("rate-limit store failed", error), Effect.fail(storeUnavailable))
+interface Allowed {
+  readonly remaining: number
+  readonly resetMs: number
+}
+
+class Exceeded {
+  readonly _tag = "Exceeded"
+  constructor(readonly retryMs: number) {}
+}
+
+const seconds = (ms: number) => Math.max(1, Math.ceil(ms / 1000))
 
 /**
  * Per-key limits (requests per minute, requests per UTC day), per-address limits for unauthenticated
- * and operator traffic, and throttling of failed authentications per address. Counters live in the
- * store the deployment shares: memory (embedded, one instance), Redis (REDIS_URL) or PostgreSQL.
- * A store failure refuses the request (503) rather than letting unlimited traffic through.
+ * and operator traffic, and throttling of failed authentications per address. Counters live where the
+ * deployment keeps them: in this process (embedded, one instance), or in Redis (REDIS_URL) or PostgreSQL
+ * behind a local lease. A request whose counters are local is decided without waiting on anything; a
+ * store failure refuses the request (503) rather than letting unlimited traffic through.
  */
 export class RateLimits extends Effect.Service<RateLimits>()("pv/RateLimits", {
   effect: Effect.gen(function*() {
-    const limiter = yield* RateLimiter.make
+    const backend = yield* RateLimitBackend
     const config = yield* AppConfig
 
-    const take = (key: string, limit: number, window: Duration.DurationInput) =>
-      limiter.consume({ key, limit, window, algorithm: "fixed-window", onExceeded: "fail" })
-
-    /** Counts one request of `key`; sets the RateLimit fields on whatever response follows. */
-    const consumeKey = (key: ApiKeyRecord): Effect.Effect<void, RateLimited | QuotaExceeded | Unavailable> =>
-      Effect.gen(function*() {
-        const minute = yield* take(`min:${key.key_id}`, key.rate_limit_per_minute, MINUTE).pipe(
-          Effect.catchAll(onLimiterError((e) =>
-            setHeaders(rateLimitHeaders(key, 0, retrySeconds(e))).pipe(
-              Effect.zipRight(Effect.fail(new RateLimited({
-                detail: `This key allows ${key.rate_limit_per_minute} requests per minute.`,
-                retry_after: retrySeconds(e)
-              })))
-            )))
-        )
-        yield* setHeaders(rateLimitHeaders(key, minute.remaining, Math.ceil(Duration.toMillis(minute.resetAfter) / 1000)))
-        const now = yield* Clock.currentTimeMillis
-        yield* take(`day:${key.key_id}:${utcDay(now)}`, key.daily_quota, Duration.days(1)).pipe(
-          Effect.catchAll(onLimiterError(() =>
-            Effect.fail(new QuotaExceeded({
-              detail: `This key's daily quota of ${key.daily_quota} requests is used up until 00:00 UTC.`,
-              retry_after: secondsUntilUtcMidnight(now)
-            }))))
+    /** One request against `limit` per `windowMs` (fixed-window semantics of the library's stores). */
+    const take = (key: string, limit: number, windowMs: number): Effect.Effect<Allowed, Exceeded | Unavailable> =>
+      Effect.clockWith((clock) => {
+        const refillMs = windowMs / limit
+        const local = backend.trySpend(key, limit, refillMs, clock.unsafeCurrentTimeMillis())
+        if (local !== undefined) return judge(local, limit)
+        return backend.store.fixedWindow({ key, tokens: 1, refillRate: Duration.millis(refillMs), limit }).pipe(
+          Effect.catchAll((error) => Effect.zipRight(Effect.logWarning("rate-limit store failed", error), Effect.fail(storeUnavailable))),
+          Effect.flatMap((taken) => judge(taken, limit))
         )
       })
 
+    const judge = ([count, ttl]: readonly [number, number], limit: number): Effect.Effect<Allowed, Exceeded> =>
+      count > limit ? Effect.fail(new Exceeded(ttl)) : Effect.succeed({ remaining: limit - count, resetMs: ttl })
+
+    /** Counts one request of `key`; sets the RateLimit fields on whatever response follows. */
+    const consumeKey = (key: ApiKeyRecord): Effect.Effect<void, RateLimited | QuotaExceeded | Unavailable> =>
+      take(`min:${key.key_id}`, key.rate_limit_per_minute, MINUTE_MS).pipe(
+        Effect.catchTag("Exceeded", (e) =>
+          Effect.zipRight(
+            setHeaders(rateLimitHeaders(key, 0, seconds(e.retryMs))),
+            Effect.fail(new RateLimited({
+              detail: `This key allows ${key.rate_limit_per_minute} requests per minute.`,
+              retry_after: seconds(e.retryMs)
+            }))
+          )),
+        Effect.tap((minute) => setHeaders(rateLimitHeaders(key, minute.remaining, Math.ceil(minute.resetMs / 1000)))),
+        Effect.zipRight(Effect.clockWith((clock) => {
+          const now = clock.unsafeCurrentTimeMillis()
+          return take(`day:${key.key_id}:${utcDay(now)}`, key.daily_quota, DAY_MS).pipe(
+            Effect.catchTag("Exceeded", () =>
+              Effect.fail(new QuotaExceeded({
+                detail: `This key's daily quota of ${key.daily_quota} requests is used up until 00:00 UTC.`,
+                retry_after: secondsUntilUtcMidnight(now)
+              })))
+          )
+        })),
+        Effect.asVoid
+      )
+
     /** Per-address limit for traffic without a key (the human endpoint) and for operator endpoints. */
     const consumeAddress = (bucket: "human" | "operator", address: string, limitPerMinute: number) =>
-      take(`${bucket}:${address}`, limitPerMinute, MINUTE).pipe(
+      take(`${bucket}:${address}`, limitPerMinute, MINUTE_MS).pipe(
         Effect.asVoid,
-        Effect.catchAll(onLimiterError((e) =>
+        Effect.catchTag("Exceeded", (e) =>
           Effect.fail(new RateLimited({
             detail: `At most ${limitPerMinute} requests per minute from one address.`,
-            retry_after: retrySeconds(e)
-          }))))
+            retry_after: seconds(e.retryMs)
+          })))
       )
 
     const failureLimit = config.authFailureLimitPerMinute
@@ -94,7 +115,8 @@ export class RateLimits extends Effect.Service<RateLimits>()("pv/RateLimits", {
 
     /** Refuses an address that has failed authentication too often this minute, before any key lookup. */
     const guardAuthentication = (address: string): Effect.Effect<void, RateLimited> =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      blockedUntil.size === 0 ? Effect.void : Effect.clockWith((clock) => {
+        const now = clock.unsafeCurrentTimeMillis()
         const until = blockedUntil.get(address)
         if (until === undefined) return Effect.void
         if (until <= now) {
@@ -103,22 +125,23 @@ export class RateLimits extends Effect.Service<RateLimits>()("pv/RateLimits", {
         }
         return Effect.fail(new RateLimited({
           detail: "Too many failed authentications from this address; slow down.",
-          retry_after: Math.ceil((until - now) / 1000)
+          retry_after: seconds(until - now)
         }))
       })
 
     const block = (address: string, forMs: number) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Effect.clockWith((clock) =>
         Effect.sync(() => {
           if (blockedUntil.size > 100_000) blockedUntil.clear()
-          blockedUntil.set(address, now + forMs)
+          blockedUntil.set(address, clock.unsafeCurrentTimeMillis() + forMs)
         }))
 
     /** The failure that uses up the address's budget blocks it for the rest of the window. */
     const recordAuthenticationFailure = (address: string) =>
-      take(`authfail:${address}`, failureLimit, MINUTE).pipe(
-        Effect.flatMap((state) => state.remaining <= 0 ? block(address, Duration.toMillis(state.resetAfter)) : Effect.void),
-        Effect.catchAll((e) => e.reason === "Exceeded" ? block(address, Duration.toMillis(e.retryAfter)) : Effect.void)
+      take(`authfail:${address}`, failureLimit, MINUTE_MS).pipe(
+        Effect.flatMap((state) => state.remaining <= 0 ? block(address, state.resetMs) : Effect.void),
+        Effect.catchTag("Exceeded", (e) => block(address, e.retryMs)),
+        Effect.ignore
       )
 
     return { consumeKey, consumeAddress, guardAuthentication, recordAuthenticationFailure } as const
@@ -141,12 +164,20 @@ export const wholeMillisecondRefill = (store: RateLimiter.RateLimiterStore["Type
   })
 }
 
-const leased = <E, R>(store: Layer.Layer<RateLimiter.RateLimiterStore, E, R>) =>
-  Layer.effect(RateLimiter.RateLimiterStore, Effect.map(RateLimiter.RateLimiterStore, leasedStore)).pipe(Layer.provide(store))
+const leasedBackend = <E, R>(store: Layer.Layer<RateLimiter.RateLimiterStore, E, R>) =>
+  Layer.effect(RateLimitBackend, Effect.map(RateLimiter.RateLimiterStore, (shared) => leased(shared))).pipe(Layer.provide(store))
+
+const memoryBackend = Layer.sync(RateLimitBackend, () => {
+  const counters = new WindowCounters()
+  return {
+    store: memoryStore(counters),
+    trySpend: (key, limit, refillMs, now) => counters.take(key, 1, refillMs, limit, now)
+  }
+})
 
 /**
- * The counter store this deployment shares: Redis when REDIS_URL is set, else PostgreSQL (both behind a
- * local lease, see LeasedStore.ts), else memory (the embedded database has one instance).
+ * Where the counters live: Redis when REDIS_URL is set, else PostgreSQL (both behind a local lease, see
+ * LeasedStore.ts), else this process (the embedded database has one instance).
  */
 export const RateLimitStoreLive = Layer.unwrapEffect(
   Effect.gen(function*() {
@@ -154,16 +185,19 @@ export const RateLimitStoreLive = Layer.unwrapEffect(
     const mode = yield* DatabaseMode
     if (Option.isSome(config.redisUrl)) {
       const url = new URL(Redacted.value(config.redisUrl.value))
-      return leased(Layer.effect(RateLimiter.RateLimiterStore, Effect.map(RateLimiter.RateLimiterStore, wholeMillisecondRefill)).pipe(Layer.provide(RedisStore.layerStore({
+      // Loaded only with REDIS_URL: other deployments never load ioredis.
+      const RedisStore = yield* Effect.promise(() => import("@effect/experimental/RateLimiter/Redis"))
+      const redis = RedisStore.layerStore({
         host: url.hostname,
         port: Number(url.port || 6379),
         ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
         ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
         db: Number(url.pathname.slice(1) || 0),
         prefix: "pv:ratelimit:"
-      }))))
+      })
+      return leasedBackend(Layer.effect(RateLimiter.RateLimiterStore, Effect.map(RateLimiter.RateLimiterStore, wholeMillisecondRefill)).pipe(Layer.provide(redis)))
     }
-    return mode.kind === "postgres" ? leased(PgRateLimitStoreLive) : RateLimiter.layerStoreMemory
+    return mode.kind === "postgres" ? leasedBackend(PgRateLimitStoreLive) : memoryBackend
   })
 )
 

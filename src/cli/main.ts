@@ -4,17 +4,18 @@ import { Effect, Layer, Option } from "effect"
 import { ApiKeys } from "../access/ApiKeys.js"
 import type { CreateApiKeyRequest } from "../domain/AccessKey.js"
 import { CreateApiKeyRequest as CreateApiKeyRequestSchema } from "../domain/AccessKey.js"
-import { ServerLive, ServicesLive } from "../http/Server.js"
+import { ServicesLive } from "../http/Server.js"
 import { AppConfigLive } from "../platform/Config.js"
 import { DatabaseLive } from "../platform/Database.js"
 import { Schema } from "effect"
 import { verifyEventsCommand } from "../events/VerifyCommand.js"
+import { launch, workersFromEnv } from "../http/Launch.js"
 import { importDeterminations } from "./Import.js"
 
 const usage = `pv — Trust Resolution and Reliance Receipt Service
 
 Usage:
-  pv serve                                   start the HTTP service (same as npm start)
+  pv serve [--workers N]                     start the HTTP service (N processes need DATABASE_URL)
   pv migrate                                 apply database migrations and exit
   pv keys create --tenant T --name N --scopes s1,s2 [--rate-limit N] [--daily-quota N] [--expires-at ISO]
   pv keys list [--tenant T]
@@ -79,8 +80,6 @@ const keysCommand = (args: ReadonlyArray<string>) => {
 const program = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
   const [command, ...args] = argv
   switch (command) {
-    case "serve":
-      return Layer.launch(ServerLive.pipe(Layer.provide(AppConfigLive)))
     case "migrate":
       return Effect.gen(function*() {
         yield* Layer.build(DatabaseLive)
@@ -123,12 +122,22 @@ const program = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
   }
 }
 
-program(process.argv.slice(2)).pipe(
-  Effect.tapErrorCause(() => Effect.void),
-  Effect.catchAll((error) =>
-    Effect.sync(() => {
-      console.error(error instanceof Error ? error.message : typeof error === "object" && error !== null && "detail" in error ? (error as { detail: string }).detail : String(error))
-      process.exitCode = 1
-    })),
-  NodeRuntime.runMain({ disableErrorReporting: false })
-)
+const argv = process.argv.slice(2)
+if (argv[0] === "serve") {
+  // The server owns the process (signals, exit code), as with `npm start`.
+  const { values } = parseArgs({ args: argv.slice(1), options: { workers: { type: "string" } } })
+  const workers = values.workers === undefined ? workersFromEnv() : Number(values.workers)
+  if (!Number.isInteger(workers) || workers < 1) {
+    console.error("--workers must be a positive integer")
+    process.exitCode = 1
+  } else launch(workers)
+} else {
+  program(argv).pipe(
+    Effect.catchAll((error) =>
+      Effect.sync(() => {
+        console.error(error instanceof Error ? error.message : typeof error === "object" && error !== null && "detail" in error ? (error as { detail: string }).detail : String(error))
+        process.exitCode = 1
+      })),
+    NodeRuntime.runMain({ disableErrorReporting: false })
+  )
+}

@@ -49,7 +49,11 @@ const HttpServerLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) => NodeHttpServer.layer(createServer, { port: config.port, host: config.host }))
 )
 
-/** The HTTP server with its API, docs and problem mapping, on top of the services. */
+/**
+ * The HTTP server with its API, docs and problem mapping, on top of the services. Effect's tracing spans
+ * (one per request and per SQL statement) are off: nothing exports them here, and they cost measurable
+ * time per request (docs/PERFORMANCE.md).
+ */
 export const ServerLive = HttpApiBuilder.serve().pipe(
   Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
   Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
@@ -58,7 +62,8 @@ export const ServerLive = HttpApiBuilder.serve().pipe(
   Layer.provideMerge(StartupLive),
   Layer.provide(EventSweeperLive),
   Layer.provideMerge(HttpServerLive),
-  Layer.provideMerge(ServicesLive)
+  Layer.provideMerge(ServicesLive),
+  Layer.provide(Layer.setTracerEnabled(false))
 )
 
 export type ServerAddress = HttpServer.Address

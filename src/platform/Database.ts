@@ -3,8 +3,6 @@ import { resolve } from "node:path"
 import { NodeContext } from "@effect/platform-node"
 import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { SqlClient } from "@effect/sql"
-import { PGlite } from "@electric-sql/pglite"
-import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
 import { Context, Duration, Effect, Layer, Option } from "effect"
 import { migrations } from "../../migrations/index.js"
 import { AppConfig } from "./Config.js"
@@ -26,6 +24,9 @@ const embeddedPostgres = (dataDir: string) =>
   Effect.gen(function*() {
     const directory = resolve(dataDir)
     mkdirSync(directory, { recursive: true, mode: 0o700 })
+    // Loaded only here: a PostgreSQL deployment never pays for the embedded engine.
+    const { PGlite } = yield* Effect.promise(() => import("@electric-sql/pglite"))
+    const { PGLiteSocketServer } = yield* Effect.promise(() => import("@electric-sql/pglite-socket"))
     const db = yield* Effect.acquireRelease(
       Effect.promise(() => PGlite.create(resolve(directory, "pgdata"))),
       (db) => Effect.promise(() => db.close()).pipe(Effect.ignore)

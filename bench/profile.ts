@@ -1,0 +1,93 @@
+// `npm run bench:profile -- <machine|mcp|receipts|events>`: one scenario under load against a server
+// started with --cpu-prof, then the hottest functions and packages by self time. PostgreSQL (DATABASE_URL
+// or the local default) in a scratch database, dropped afterwards.
+import { readdirSync, readFileSync, mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { generateKeyPairSync, randomBytes } from "node:crypto"
+import pg from "pg"
+import { benchPublicId, chainPublicId } from "./data.js"
+import { load, runScript, startProcess } from "./lib.js"
+
+const scenario = process.argv[2] ?? "machine"
+const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
+const dbName = `pv_profile_${Date.now()}`
+const profileDir = mkdtempSync(join(tmpdir(), "pv-profile-"))
+const operatorToken = `profile_${randomBytes(24).toString("hex")}`
+
+const admin = async (sql: string) => {
+  const client = new pg.Client({ connectionString: adminUrl })
+  await client.connect()
+  await client.query(sql)
+  await client.end()
+}
+
+interface ProfileNode { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }
+
+const summarise = (file: string) => {
+  const profile = JSON.parse(readFileSync(file, "utf8")) as { nodes: Array<ProfileNode>; samples: Array<number>; timeDeltas: Array<number> }
+  const nodes = new Map(profile.nodes.map((n) => [n.id, n]))
+  const self = new Map<string, number>()
+  const byPackage = new Map<string, number>()
+  let total = 0
+  profile.samples.forEach((id, i) => {
+    const node = nodes.get(id)!
+    const t = profile.timeDeltas[i] ?? 0
+    total += t
+    const url = node.callFrame.url.replace(/.*node_modules\//, "").replace(/.*\/(src|bench)\//, "$1/")
+    const where = url === "" ? "(native/runtime)" : url.split("/").slice(0, url.startsWith("@") ? 2 : 1).join("/")
+    self.set(`${node.callFrame.functionName || "(anonymous)"} ${url}:${node.callFrame.lineNumber}`, (self.get(`${node.callFrame.functionName || "(anonymous)"} ${url}:${node.callFrame.lineNumber}`) ?? 0) + t)
+    byPackage.set(where, (byPackage.get(where) ?? 0) + t)
+  })
+  const top = (m: Map<string, number>, n: number) =>
+    [...m].sort((a, b) => b[1] - a[1]).slice(0, n).map(([k, t]) => `  ${(100 * t / total).toFixed(1).padStart(5)}%  ${k}`).join("\n")
+  return `by package:\n${top(byPackage, 12)}\nby function:\n${top(self, 25)}`
+}
+
+const main = async () => {
+  await admin(`CREATE DATABASE ${dbName}`)
+  const url = new URL(adminUrl)
+  url.pathname = `/${dbName}`
+  const env = {
+    DATABASE_URL: url.toString(), NODE_ENV: "production", PORT: "0", PV_BANNER: "true", PV_DEMO_DATA: "false",
+    PV_OPERATOR_TOKEN: operatorToken, REDIS_URL: "",
+    PV_EVENT_SIGNING_KEY: generateKeyPairSync("ed25519").privateKey.export({ format: "pem", type: "pkcs8" }).toString()
+  }
+  try {
+    await runScript("bench/seed.ts", ["--determinations", "1000", "--chain", "PAGE:150"], env)
+    const service = await startProcess("src/main.ts", env, [], ["--cpu-prof", `--cpu-prof-dir=${profileDir}`])
+    const created = await fetch(`${service.baseUrl}/api/v1/api-keys`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${operatorToken}`, "content-type": "application/json" },
+      body: JSON.stringify({ tenant_id: "bench", name: "p", scopes: ["trust:read", "receipt:write", "mcp:call"], rate_limit_per_minute: 1_000_000, daily_quota: 1_000_000_000 })
+    })
+    const key = ((await created.json()) as { api_key: string }).api_key
+    const auth = { authorization: `Bearer ${key}` }
+    const json = { ...auth, "content-type": "application/json" }
+    const id = benchPublicId(1)
+    const options = {
+      machine: { url: `${service.baseUrl}/api/v1/trust/${id}/machine`, headers: auth },
+      mcp: {
+        url: `${service.baseUrl}/api/v1/mcp`, method: "POST", headers: { ...json, accept: "application/json, text/event-stream" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "resolve_trust", arguments: { public_id: id } } })
+      },
+      receipts: {
+        url: `${service.baseUrl}/api/v1/reliance-receipts`, method: "POST", headers: json, idReplacement: true,
+        body: JSON.stringify({ tenant_id: "bench", organization: "o", principal: "p-[<id>]", subject_public_id: id, purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"] })
+      },
+      events: { url: `${service.baseUrl}/api/v1/events?public_id=${chainPublicId("PAGE")}&after=0&limit=100`, headers: auth }
+    }[scenario]
+    if (options === undefined) throw new Error(`unknown scenario ${scenario}`)
+    const result = await load({ connections: 32, seconds: 10, ...options })
+    await service.stop()
+    console.log(`${scenario}: ${result.requestsPerSecond.toFixed(0)} req/s, p50 ${result.p50} ms, p99 ${result.p99} ms, non-2xx ${result.non2xx}`)
+    const file = readdirSync(profileDir).filter((f) => f.endsWith(".cpuprofile")).map((f) => join(profileDir, f))
+      .sort((a, b) => readFileSync(b).length - readFileSync(a).length)[0]!
+    console.log(summarise(file))
+  } finally {
+    await admin(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`)
+    rmSync(profileDir, { recursive: true, force: true })
+  }
+}
+
+main().then(() => process.exit(0), (e) => (console.error(e), process.exit(1)))

@@ -1,0 +1,52 @@
+import cluster from "node:cluster"
+import { NodeRuntime } from "@effect/platform-node"
+import { Layer } from "effect"
+import { AppConfigLive } from "../platform/Config.js"
+import { ServerLive } from "./Server.js"
+
+/**
+ * Serve in this process, or with `workers` > 1 fork that many processes sharing one listening socket
+ * (node:cluster), so one machine's cores are used. Workers share the database, so they need PostgreSQL
+ * (the embedded database belongs to one process); rate limits, key revocation and cached trust
+ * documents already work across instances. A worker that dies is replaced; SIGTERM/SIGINT stop them all.
+ */
+export const launch = (workers: number): void => {
+  if (workers <= 1 || cluster.isWorker) {
+    ServerLive.pipe(Layer.provide(AppConfigLive), Layer.launch, NodeRuntime.runMain)
+    return
+  }
+  if (!process.env.DATABASE_URL) {
+    console.error("PV_WORKERS / --workers above 1 needs DATABASE_URL: the embedded database belongs to one process.")
+    process.exitCode = 1
+    return
+  }
+  let stopping = false
+  const fork = (index: number) => cluster.fork({ PV_BANNER: index === 0 ? (process.env.PV_BANNER ?? "true") : "false", PV_WORKER_INDEX: String(index) })
+  const indexOf = new Map<number, number>()
+  for (let i = 0; i < workers; i++) indexOf.set(fork(i).id, i)
+  cluster.on("exit", (worker, code, signal) => {
+    const index = indexOf.get(worker.id) ?? 0
+    indexOf.delete(worker.id)
+    if (stopping) {
+      if (indexOf.size === 0) process.exit(0)
+      return
+    }
+    console.error(`worker ${index} exited (${signal ?? code}); starting a new one`)
+    indexOf.set(fork(index).id, index)
+  })
+  const stop = () => {
+    stopping = true
+    for (const worker of Object.values(cluster.workers ?? {})) worker?.kill("SIGTERM")
+  }
+  process.on("SIGTERM", stop)
+  process.on("SIGINT", stop)
+}
+
+export const workersFromEnv = (): number => {
+  const value = Number(process.env.PV_WORKERS ?? "1")
+  if (!Number.isInteger(value) || value < 1) {
+    console.error("PV_WORKERS must be a positive integer")
+    process.exit(1)
+  }
+  return value
+}
