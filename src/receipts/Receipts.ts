@@ -31,6 +31,8 @@ export type EvaluationError = ProhibitedField | ValidationFailed | Forbidden | U
 const sameIntent = (stored: RelianceReceipt, requested: Pick<RelianceReceipt, "organization" | "claim_scope">) =>
   stored.organization === requested.organization && digestOf(stored.claim_scope) === digestOf(requested.claim_scope)
 
+const ReceiptCacheEntries = 5_000
+
 const idempotencyKeyOf = (r: Pick<RelianceReceipt, "tenant_id" | "principal" | "subject_public_id" | "purpose_id" | "requested_action" | "determination_digest">) =>
   JSON.stringify([r.tenant_id, r.principal, r.subject_public_id, r.purpose_id, r.requested_action, r.determination_digest])
 
@@ -51,12 +53,13 @@ export class Receipts extends Effect.Service<Receipts>()("pv/Receipts", {
     const repo = yield* ReceiptsRepo
     const ids = yield* Ids
     // Stored receipts never change, so a replay or a read can be answered from memory on any instance:
-    // by idempotency key (replays) and by id (reads). Bounded; the oldest entries go first.
+    // by idempotency key (replays) and by id (reads). A receipt is ~6 KB in memory, so each map keeps the
+    // newest 5,000 (~30 MB at most); older ones are read from the database again.
     const byIdempotencyKey = new Map<string, RelianceReceipt>()
     const byId = new Map<string, RelianceReceipt>()
     const remember = (receipt: RelianceReceipt) => {
       for (const [map, key] of [[byIdempotencyKey, idempotencyKeyOf(receipt)], [byId, receipt.receipt_id]] as const) {
-        if (map.size >= 100_000) map.delete(map.keys().next().value!)
+        if (map.size >= ReceiptCacheEntries) map.delete(map.keys().next().value!)
         map.set(key, receipt)
       }
     }

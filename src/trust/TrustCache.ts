@@ -8,7 +8,8 @@ export const TrustChangedChannel = "pv_trust_changed"
 
 /** Even if a notification were lost, no instance serves a document older than this. */
 export const TrustCacheMaxAgeMs = 5_000
-const capacity = 50_000
+/** A document and its JSON are ~6 KB: 10,000 entries stay under ~60 MB. */
+const capacity = 10_000
 
 export interface CachedTrust {
   readonly document: MachineTrustResponse

@@ -2,21 +2,12 @@ import { Option, Redacted } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { generateApiKey, hashApiKey, isWellFormedApiKey, Scopes } from "../../src/domain/ApiKey.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
-import { asOperator, createKey, putDetermination, type Reply, request } from "../support/http.js"
+import { asOperator, createKey, putDetermination, type Reply, request, expectProblem } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 
 const invalidToken = `Bearer realm="pv", error="invalid_token"`
 const internalToken = "internal-token-for-tests-0123456789"
 
-const expectProblem = (reply: Reply, status: number, code: string) => {
-  expect(reply.status, reply.text).toBe(status)
-  expect(reply.headers.get("content-type")).toMatch(/^application\/problem\+json\b/)
-  for (const key of Object.keys(reply.body)) expect(["type", "title", "status", "detail", "code", "instance", "errors"]).toContain(key)
-  expect(reply.body).toMatchObject({ type: `urn:pv:problem:${code}`, code, status })
-  expect(reply.body.title).toBeTypeOf("string")
-  expect(reply.body.detail).toBeTypeOf("string")
-  return reply.body
-}
 
 /** 401 with the contract's challenge. */
 const expectUnauthorized = (reply: Reply) => {

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { digestOf } from "../../src/domain/Canonical.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
-import { createKey, putDetermination, request } from "../support/http.js"
+import { createKey, putDetermination, request, expectProblem } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 
 let server: TestServer
@@ -27,10 +27,6 @@ const body = (principal: string, overrides: Record<string, unknown> = {}): Recor
 
 const evaluate = (bearer: string, payload: unknown) => request(server, "POST", "/api/v1/actionability", { bearer, body: payload })
 
-const expectProblem = (reply: { status: number; body: any }, status: number, code: string) => {
-  expect(reply.status, JSON.stringify(reply.body)).toBe(status)
-  expect(reply.body.code).toBe(code)
-}
 
 beforeAll(async () => {
   server = await startTestServer()

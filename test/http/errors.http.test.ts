@@ -1,38 +1,13 @@
 import { request as httpRequest } from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
-import { asOperator, createKey, putDetermination, type Reply, request } from "../support/http.js"
+import { asOperator, createKey, expectProblem, putDetermination, type Reply, request } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 
 /**
  * Contract sections 0 and 1: every non-2xx answer is problem+json with exactly type, title, status, detail,
  * code and optionally instance and errors, and leaks nothing internal.
  */
-const expectProblem = (reply: Reply, status: number, code: string) => {
-  expect(reply.status, reply.text).toBe(status)
-  expect(reply.headers.get("content-type")).toMatch(/^application\/problem\+json\b/)
-  const body = reply.body
-  expect(body, reply.text).toBeTypeOf("object")
-  for (const key of Object.keys(body)) expect(["type", "title", "status", "detail", "code", "instance", "errors"]).toContain(key)
-  expect(body.type).toBe(`urn:pv:problem:${code}`)
-  expect(body.code).toBe(code)
-  expect(body.status).toBe(status)
-  expect(body.title).toBeTypeOf("string")
-  expect(body.title.length).toBeGreaterThan(0)
-  expect(body.detail).toBeTypeOf("string")
-  if ("instance" in body) expect(body.instance).toBeTypeOf("string")
-  if ("errors" in body) {
-    expect(Array.isArray(body.errors)).toBe(true)
-    for (const error of body.errors) {
-      expect(Object.keys(error).sort()).toEqual(["detail", "pointer"])
-      // RFC 6901: "" is the whole body, anything else starts with "/".
-      expect(error.pointer).toMatch(/^(\/.*)?$/)
-      expect(error.detail).toBeTypeOf("string")
-    }
-  }
-  expect(reply.text).not.toMatch(/\bat .+:\d+:\d+|node_modules|\.ts:\d|stack|SqlError|SELECT |INSERT |syntax error at/i)
-  return body
-}
 
 /**
  * PUT a body with Transfer-Encoding: chunked (no Content-Length), one chunk every few milliseconds, and

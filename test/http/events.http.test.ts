@@ -9,7 +9,7 @@ import { Subscriptions } from "../../src/events/Subscriptions.js"
 import { verifyEventsCommand } from "../../src/events/VerifyCommand.js"
 import { testDatabaseKind } from "../support/databases.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
-import { createKey, putDetermination, request } from "../support/http.js"
+import { createKey, putDetermination, request, expectProblem } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 
 let server: TestServer
@@ -39,10 +39,6 @@ const jwks = async () => (await request(server, "GET", "/api/v1/events/keys")).b
 
 const trustDocument = async (publicId: string) => (await request(server, "GET", `/api/v1/trust/${publicId}/human`)).body
 
-const expectProblem = (reply: { status: number; body: any }, status: number, code: string) => {
-  expect(reply.status, JSON.stringify(reply.body)).toBe(status)
-  expect(reply.body.code).toBe(code)
-}
 
 beforeAll(async () => {
   server = await startTestServer()

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { digestOf } from "../../src/domain/Canonical.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
 import { createKey, putDetermination, type Reply, request } from "../support/http.js"
+import { ContractToolScopes } from "../support/contract.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 
 /**
@@ -13,16 +14,7 @@ import { startTestServer, type TestServer } from "../support/server.js"
  */
 
 const AllScopes = ["trust:read", "receipt:read", "receipt:write", "mcp:call", "actionability:read", "subscription:write"] as const
-const ToolScopes: Record<string, string> = {
-  resolve_trust: "trust:read",
-  resolve_subject: "trust:read",
-  compare_current: "trust:read",
-  resolve_lifecycle: "trust:read",
-  evaluate_actionability: "actionability:read",
-  create_reliance_receipt: "receipt:write",
-  get_reliance_receipt: "receipt:read",
-  subscribe_trust_changes: "subscription:write"
-}
+const ToolScopes = ContractToolScopes
 const ToolNames = Object.keys(ToolScopes).sort()
 
 const first = "DET-V1-MCP-0001"

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { verifyReceipt, verifyReceiptDigest } from "../../src/client/index.js"
 import { digestOf } from "../../src/domain/Canonical.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
-import { createKey, putDetermination, request } from "../support/http.js"
+import { createKey, putDetermination, request, expectProblem } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 
 let server: TestServer
@@ -40,12 +40,6 @@ const create = (bearer: string, payload: unknown) => request(server, "POST", "/a
 const read = (bearer: string, receiptId: string) => request(server, "GET", `/api/v1/reliance-receipts/${receiptId}`, { bearer })
 const withoutIdempotent = ({ idempotent: _, ...rest }: Record<string, unknown>) => rest
 
-const expectProblem = (reply: { status: number; headers: Headers; body: any }, status: number, code: string) => {
-  expect(reply.status, JSON.stringify(reply.body)).toBe(status)
-  expect(reply.headers.get("content-type")).toContain("application/problem+json")
-  expect(reply.body.code).toBe(code)
-  expect(reply.body.type).toBe(`urn:pv:problem:${code}`)
-}
 
 beforeAll(async () => {
   server = await startTestServer()

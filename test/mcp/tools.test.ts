@@ -1,18 +1,10 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Schema } from "effect"
 import { objectJsonSchema, tools } from "../../src/mcp/Tools.js"
+import { ContractToolScopes } from "../support/contract.js"
 
 /** Contract section 7: the registry as tools/list shows it. */
-const contractScopes: Record<string, string> = {
-  resolve_trust: "trust:read",
-  resolve_subject: "trust:read",
-  compare_current: "trust:read",
-  resolve_lifecycle: "trust:read",
-  evaluate_actionability: "actionability:read",
-  create_reliance_receipt: "receipt:write",
-  get_reliance_receipt: "receipt:read",
-  subscribe_trust_changes: "subscription:write"
-}
+const contractScopes = ContractToolScopes
 
 /** Every `$ref` in a schema document, which must all point into its own `$defs`. */
 const refsOf = (node: unknown): Array<string> =>

@@ -1,3 +1,4 @@
+import { expect } from "vitest"
 import type { TestServer } from "./server.js"
 
 export interface Reply {
@@ -56,3 +57,33 @@ export const createKey = async (
 
 export const putDetermination = (server: TestServer, publicId: string, body: unknown) =>
   request(server, "PUT", `/api/v1/determinations/${publicId}`, { ...asOperator(server), body })
+
+/**
+ * Contract sections 0 and 1: a non-2xx answer is problem+json with exactly type, title, status, detail,
+ * code and optionally instance and errors (`[{ pointer, detail }]`), and leaks nothing internal.
+ */
+export const expectProblem = (reply: Reply, status: number, code: string) => {
+  expect(reply.status, reply.text).toBe(status)
+  expect(reply.headers.get("content-type")).toMatch(/^application\/problem\+json\b/)
+  const body = reply.body
+  expect(body, reply.text).toBeTypeOf("object")
+  for (const key of Object.keys(body)) expect(["type", "title", "status", "detail", "code", "instance", "errors"]).toContain(key)
+  expect(body.type).toBe(`urn:pv:problem:${code}`)
+  expect(body.code).toBe(code)
+  expect(body.status).toBe(status)
+  expect(body.title).toBeTypeOf("string")
+  expect(body.title.length).toBeGreaterThan(0)
+  expect(body.detail).toBeTypeOf("string")
+  if ("instance" in body) expect(body.instance).toBeTypeOf("string")
+  if ("errors" in body) {
+    expect(Array.isArray(body.errors)).toBe(true)
+    for (const error of body.errors) {
+      expect(Object.keys(error).sort()).toEqual(["detail", "pointer"])
+      // RFC 6901: "" is the whole body, anything else starts with "/".
+      expect(error.pointer).toMatch(/^(\/.*)?$/)
+      expect(error.detail).toBeTypeOf("string")
+    }
+  }
+  expect(reply.text).not.toMatch(/\bat .+:\d+:\d+|node_modules|\.ts:\d|stack|SqlError|SELECT |INSERT |syntax error at/i)
+  return body
+}
