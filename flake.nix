@@ -13,8 +13,8 @@
           packages = [ pkgs.nodejs_20 pkgs.postgresql_15 pkgs.redis ];
           shellHook = ''
             echo "node $(node --version), $(postgres --version)"
-            echo "npm ci && npm start   # serve on the embedded database"
-            echo "npm ci && npm test    # run the suite (start PostgreSQL on 127.0.0.1:5432 to include it)"
+            echo "npm install && npm start   # serve on the embedded database"
+            echo "npm install && npm test    # run the suite (start PostgreSQL on 127.0.0.1:5432 to include it)"
           '';
         };
       });
