@@ -1,6 +1,8 @@
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Option } from "effect"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Deferred, Effect, Exit, Option, Queue } from "effect"
 import type { RelianceReceipt } from "../domain/Receipt.js"
+import { DatabaseMode } from "../platform/Database.js"
 
 export interface StoredOutcome {
   readonly receipt: RelianceReceipt
@@ -8,47 +10,105 @@ export interface StoredOutcome {
   readonly created: boolean
 }
 
-/** SQL for reliance receipts. Rows are inserted once and never updated. */
-export class ReceiptsRepo extends Effect.Service<ReceiptsRepo>()("pv/ReceiptsRepo", {
-  effect: Effect.gen(function*() {
-    const sql = yield* PgClient.PgClient
+interface Pending {
+  readonly receipt: RelianceReceipt
+  readonly done: Deferred.Deferred<StoredOutcome, SqlError>
+}
 
-    /**
-     * Insert-or-fetch on the idempotency key, enforced by the unique constraint. The INSERT is one
-     * atomic statement (one round trip, committed when it answers); ON CONFLICT waits for a concurrent
-     * insert of the same key to commit, and the following SELECT (a new snapshot under READ COMMITTED)
-     * then sees that row: concurrent identical requests store exactly one receipt.
-     */
-    const insertOrFetch = (receipt: RelianceReceipt) =>
+/** Receipts written together in one statement (and one commit). */
+const MaxBatch = 64
+
+const row = (r: RelianceReceipt) => ({
+  receipt_id: r.receipt_id,
+  tenant_id: r.tenant_id,
+  principal: r.principal,
+  subject_public_id: r.subject_public_id,
+  purpose_id: r.purpose_id,
+  requested_action: r.requested_action,
+  determination_digest: r.determination_digest,
+  determination_id: r.determination_id,
+  decision: r.decision,
+  receipt_digest: r.receipt_digest,
+  // json (not jsonb) keeps the text exactly as written, key order included.
+  receipt: JSON.stringify(r),
+  created_at: new Date(r.created_at)
+})
+
+/**
+ * SQL for reliance receipts. Rows are inserted once and never updated.
+ *
+ * Inserts are coalesced: receipts that arrive while a write is in flight go into the next multi-row
+ * `INSERT … ON CONFLICT DO NOTHING RETURNING`, one statement and one commit for the batch (group commit),
+ * and no caller is answered before its row is committed. The unique constraint still decides idempotency:
+ * a row not returned lost to an existing receipt (or to an identical one earlier in the same batch), which a
+ * following SELECT (a new snapshot under READ COMMITTED) then reads. A batch that fails is retried row by
+ * row, so one bad row never fails the others.
+ */
+export class ReceiptsRepo extends Effect.Service<ReceiptsRepo>()("pv/ReceiptsRepo", {
+  scoped: Effect.gen(function*() {
+    const sql = yield* PgClient.PgClient
+    const mode = yield* DatabaseMode
+
+    const existing = (r: RelianceReceipt): Effect.Effect<StoredOutcome, SqlError> =>
+      sql<{ receipt: RelianceReceipt }>`
+        SELECT receipt FROM reliance_receipts
+        WHERE tenant_id = ${r.tenant_id} AND principal = ${r.principal}
+          AND subject_public_id = ${r.subject_public_id} AND purpose_id = ${r.purpose_id}
+          AND requested_action = ${r.requested_action} AND determination_digest = ${r.determination_digest}`.pipe(
+        Effect.flatMap((rows) =>
+          rows[0] === undefined
+            ? Effect.dieMessage("idempotency key conflicted but no receipt holds it")
+            : Effect.succeed({ receipt: rows[0].receipt, created: false } satisfies StoredOutcome))
+      )
+
+    /** One statement for the whole batch; the outcome of each receipt, in order. */
+    const insertBatch = (receipts: ReadonlyArray<RelianceReceipt>) =>
       Effect.gen(function*() {
         const inserted = yield* sql<{ receipt_id: string }>`
-          INSERT INTO reliance_receipts
-            (receipt_id, tenant_id, principal, subject_public_id, purpose_id, requested_action,
-             determination_digest, determination_id, decision, receipt_digest, receipt, created_at)
-          VALUES (${receipt.receipt_id}, ${receipt.tenant_id}, ${receipt.principal}, ${receipt.subject_public_id},
-            ${receipt.purpose_id}, ${receipt.requested_action}, ${receipt.determination_digest},
-            ${receipt.determination_id}, ${receipt.decision}, ${receipt.receipt_digest}, ${sql.json(receipt)},
-            ${new Date(receipt.created_at)})
+          INSERT INTO reliance_receipts ${sql.insert(receipts.map(row))}
           ON CONFLICT (tenant_id, principal, subject_public_id, purpose_id, requested_action, determination_digest)
           DO NOTHING
           RETURNING receipt_id`
-        if (inserted.length > 0) return { receipt, created: true } satisfies StoredOutcome
-        const existing = yield* sql<{ receipt: RelianceReceipt }>`
-          SELECT receipt FROM reliance_receipts
-          WHERE tenant_id = ${receipt.tenant_id} AND principal = ${receipt.principal}
-            AND subject_public_id = ${receipt.subject_public_id} AND purpose_id = ${receipt.purpose_id}
-            AND requested_action = ${receipt.requested_action}
-            AND determination_digest = ${receipt.determination_digest}`
-        const row = existing[0]
-        if (row === undefined) return yield* Effect.dieMessage("idempotency key conflicted but no receipt holds it")
-        return { receipt: row.receipt, created: false } satisfies StoredOutcome
+        const stored = new Set(inserted.map((r) => r.receipt_id))
+        return yield* Effect.forEach(receipts, (receipt): Effect.Effect<StoredOutcome, SqlError> =>
+          stored.has(receipt.receipt_id) ? Effect.succeed({ receipt, created: true }) : existing(receipt))
+      })
+
+    /** Answers every caller of a batch; if the batch failed as a whole, each receipt is written alone. */
+    const settle = (batch: ReadonlyArray<Pending>): Effect.Effect<void> =>
+      Effect.flatMap(Effect.exit(insertBatch(batch.map((p) => p.receipt))), (exit) => {
+        if (Exit.isSuccess(exit)) {
+          return Effect.forEach(batch, (p, i) => Deferred.succeed(p.done, exit.value[i]!), { discard: true })
+        }
+        if (batch.length === 1) return Deferred.done(batch[0]!.done, Exit.map(exit, (outcomes) => outcomes[0]!)).pipe(Effect.asVoid)
+        return Effect.forEach(batch, (p) =>
+          Effect.flatMap(Effect.exit(insertBatch([p.receipt])), (alone) =>
+            Deferred.done(p.done, Exit.map(alone, (outcomes) => outcomes[0]!))), { discard: true })
+      })
+
+    const queue = yield* Queue.unbounded<Pending>()
+    // The embedded database has one connection; PostgreSQL gets a few writers so batches overlap.
+    const writers = mode.kind === "embedded" ? 1 : 4
+    for (let i = 0; i < writers; i++) {
+      yield* Queue.takeBetween(queue, 1, MaxBatch).pipe(
+        Effect.flatMap((chunk) => settle([...chunk])),
+        Effect.forever,
+        Effect.forkScoped
+      )
+    }
+
+    const insertOrFetch = (receipt: RelianceReceipt): Effect.Effect<StoredOutcome, SqlError> =>
+      Effect.gen(function*() {
+        const done = yield* Deferred.make<StoredOutcome, SqlError>()
+        yield* Queue.offer(queue, { receipt, done })
+        return yield* Deferred.await(done)
       })
 
     /** A receipt of this tenant only: another tenant's id reads as absent. */
     const find = (tenantId: string, receiptId: string) =>
       sql<{ receipt: RelianceReceipt }>`
         SELECT receipt FROM reliance_receipts WHERE receipt_id = ${receiptId} AND tenant_id = ${tenantId}`.pipe(
-        Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), (row) => row.receipt))
+        Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), (r) => r.receipt))
       )
 
     return { insertOrFetch, find } as const
