@@ -154,8 +154,13 @@ const main = async () => {
     })
     const json = { ...auth(key), "content-type": "application/json" }
     const etag = (await fetch(base + machinePath(1), { headers: auth(key) })).headers.get("etag")!
+    const rssAfter: Record<string, number> = {}
     const run = (name: string, options: Omit<Parameters<typeof load>[0], "connections" | "seconds">) =>
-      load({ connections, seconds, ...options }).then((r) => ok(name, r))
+      load({ connections, seconds, ...options }).then((r) => {
+        rssAfter[name] = Math.max(...processTree(service.child.pid!).map((pid) => peakRssMb(pid) ?? 0))
+        log(`  peak RSS so far: ${rssAfter[name]!.toFixed(0)} MB`)
+        return ok(name, r)
+      })
 
     // Warm-up (not measured): JIT, lazily loaded modules and first leases, on every worker.
     log("warming up")
@@ -250,7 +255,7 @@ const main = async () => {
     Object.assign(results, {
       at: new Date().toISOString(), embedded, seconds, connections, baselineA, baselineB, baselineC, machine, notModified, human, mcp,
       events, created, replayed, verify: { events: feed.length, seconds: verifySeconds, perSecond: verifyRate, cliSeconds },
-      workers, rssMb: serverRss, rssTotalMb: serverRssTotal, largeRssMb: largeRss, growth: { smallMachine, largeMachine, smallEvents, largeEvents }, table
+      workers, rssAfter, rssMb: serverRss, rssTotalMb: serverRssTotal, largeRssMb: largeRss, growth: { smallMachine, largeMachine, smallEvents, largeEvents }, table
     })
     mkdirSync(join(root, "bench/results"), { recursive: true })
     writeFileSync(join(root, "bench/results", `${new Date().toISOString().replace(/[:.]/g, "-")}.json`), JSON.stringify(results, null, 2))

@@ -137,8 +137,19 @@ export interface Handlers<R> {
   readonly notification: (method: string, params: Params | undefined) => Effect.Effect<void, never, R>
 }
 
+/**
+ * A result already serialised by whoever produced it (a tool result built once per immutable value), so
+ * the response is assembled around it instead of serialising the same document again.
+ */
+export class PreEncoded {
+  constructor(readonly json: string) {}
+}
+
 /** A response as JSON text; a result that cannot be serialized becomes -32603 for that id. */
 export const encodeResponse = (response: Response): string => {
+  if ("result" in response && response.result instanceof PreEncoded) {
+    return `{"jsonrpc":"2.0","id":${JSON.stringify(response.id)},"result":${response.result.json}}`
+  }
   try {
     const text = JSON.stringify(response)
     if (typeof text === "string") return text

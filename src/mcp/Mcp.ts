@@ -161,7 +161,7 @@ export class Mcp extends Effect.Service<Mcp>()("pv/Mcp", {
             message: `Unknown tool: ${name.slice(0, 100)}. tools/list names the ${tools.length} tools.`
           }))
         }
-        const structured = yield* tool.call(args ?? {}).pipe(
+        const result = yield* tool.call(args ?? {}).pipe(
           Effect.provide(services),
           Effect.mapError((error) =>
             error._tag === "InvalidArguments"
@@ -173,7 +173,7 @@ export class Mcp extends Effect.Service<Mcp>()("pv/Mcp", {
               : toolFailure(error)
           )
         )
-        return { content: [{ type: "text", text: JSON.stringify(structured) }], structuredContent: structured }
+        return new JsonRpc.PreEncoded(result.callResultJson)
       })
 
     const request = (method: string, params: JsonRpc.Params | undefined): Effect.Effect<unknown, JsonRpc.RpcFailure, Caller> => {

@@ -62,8 +62,8 @@ export interface Tool {
   readonly annotations: ToolAnnotations
   readonly inputSchema: JsonSchemaObject
   readonly outputSchema: JsonSchemaObject
-  /** Resolves to the encoded result (the JSON value of `structuredContent`). */
-  readonly call: (args: unknown) => Effect.Effect<unknown, InvalidArguments | ProblemError, ToolServices | Caller>
+  /** Resolves to the encoded result (the JSON value of `structuredContent`) and its JSON text. */
+  readonly call: (args: unknown) => Effect.Effect<EncodedResult, InvalidArguments | ProblemError, ToolServices | Caller>
 }
 
 type JsonSchemaNode = Record<string, unknown>
@@ -118,12 +118,33 @@ const argumentsProblem = (error: ParseResult.ParseError): ValidationFailed =>
       new FieldError({ pointer: toPointer(issue.path), detail: issue.message }))
   })
 
+export interface EncodedResult {
+  readonly value: unknown
+  /** `value` as JSON text (the text content). */
+  readonly text: string
+  /** The whole `tools/call` result, `{ content: [{ type: "text", text }], structuredContent }`, as JSON text. */
+  readonly callResultJson: string
+}
+
 /** One declaration → one registry entry; the JSON Schemas are rendered once, here. */
 export const defineTool = <I, II, O, OI>(spec: ToolSpec<I, II, O, OI>): Tool => {
   const decodeStrict = Schema.decodeUnknownEither(spec.input, { errors: "all", onExcessProperty: "error" })
   const decode = spec.decode ?? ((args: unknown) => Either.mapLeft(decodeStrict(args), argumentsProblem))
   // A result that does not fit the declared outputSchema is a bug: a defect, never a partial answer.
   const encode = Schema.encode(spec.output, { onExcessProperty: "error" })
+  // Services hand out immutable results (a cached trust document is the same object until its state
+  // changes), so each result object is encoded and serialised once, however often it is returned.
+  const encoded = new WeakMap<object, EncodedResult>()
+  const encodeOnce = (output: O): Effect.Effect<EncodedResult> => {
+    const known = typeof output === "object" && output !== null ? encoded.get(output) : undefined
+    if (known !== undefined) return Effect.succeed(known)
+    return Effect.map(Effect.orDie(encode(output)), (value) => {
+      const text = JSON.stringify(value)
+      const result = { value, text, callResultJson: `{"content":[{"type":"text","text":${JSON.stringify(text)}}],"structuredContent":${text}}` }
+      if (typeof output === "object" && output !== null) encoded.set(output, result)
+      return result
+    })
+  }
   return {
     name: spec.name,
     title: spec.title,
@@ -137,7 +158,7 @@ export const defineTool = <I, II, O, OI>(spec: ToolSpec<I, II, O, OI>): Tool => 
         const caller = yield* requireScope(spec.scope)
         const input = yield* Either.mapLeft(decode(args), (problem) => new InvalidArguments({ problem }))
         const output = yield* spec.run(input, caller)
-        return yield* Effect.orDie(encode(output))
+        return yield* encodeOnce(output)
       })
   }
 }
