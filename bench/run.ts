@@ -74,8 +74,8 @@ const serviceEnv = () => ({
   PV_WORKERS: String(workers),
   REDIS_URL: ""
 })
-/** The service as `npm start` runs it: compiled JavaScript (built once at the start of the run). */
-const startService = () => startProcess("dist/src/main.js", serviceEnv())
+/** The service as `npm start` runs it (same node flags): compiled JavaScript, built at the start of the run. */
+const startService = () => startProcess("dist/src/main.js", serviceEnv(), [], ["--max-old-space-size=192"])
 const seed = (args: Array<string>) => runScript("bench/seed.ts", args, serviceEnv()).then((out) => JSON.parse(out.trim().split("\n").pop()!))
 
 const createKey = async (service: Process): Promise<string> => {

@@ -1,8 +1,15 @@
 import cluster from "node:cluster"
-import { NodeRuntime } from "@effect/platform-node"
-import { Layer } from "effect"
-import { AppConfigLive } from "../platform/Config.js"
-import { ServerLive } from "./Server.js"
+
+/** The server, loaded only in the process that serves (a cluster primary only forks and watches). */
+const serve = async () => {
+  const [{ NodeRuntime }, { Layer }, { AppConfigLive }, { ServerLive }] = await Promise.all([
+    import("@effect/platform-node"),
+    import("effect"),
+    import("../platform/Config.js"),
+    import("./Server.js")
+  ])
+  ServerLive.pipe(Layer.provide(AppConfigLive), Layer.launch, NodeRuntime.runMain)
+}
 
 /**
  * Serve in this process, or with `workers` > 1 fork that many processes sharing one listening socket
@@ -12,7 +19,7 @@ import { ServerLive } from "./Server.js"
  */
 export const launch = (workers: number): void => {
   if (workers <= 1 || cluster.isWorker) {
-    ServerLive.pipe(Layer.provide(AppConfigLive), Layer.launch, NodeRuntime.runMain)
+    void serve()
     return
   }
   if (!process.env.DATABASE_URL) {
