@@ -11,7 +11,7 @@ export interface Process {
   readonly stop: () => Promise<void>
 }
 
-/** Starts a TypeScript entry point as its own process and waits for "listening on http://…". */
+/** Starts an entry point as its own process and waits for "listening on http://…". */
 export const startProcess = (
   entry: string,
   env: Record<string, string> = {},
@@ -19,7 +19,9 @@ export const startProcess = (
   nodeArgs: Array<string> = []
 ): Promise<Process> =>
   new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", entry, ...args], {
+    // TypeScript entries go through tsx; compiled JavaScript runs on plain node, as `npm start` does.
+    const loader = entry.endsWith(".ts") ? ["--import", "tsx"] : []
+    const child = spawn(process.execPath, [...nodeArgs, ...loader, entry, ...args], {
       cwd: root,
       env: { ...process.env, ...env },
       stdio: ["ignore", "pipe", "pipe"]
