@@ -1,5 +1,4 @@
 import { Clock, Effect, Option } from "effect"
-import { digestOf } from "../domain/Canonical.js"
 import {
   DeterminationNotFound,
   FieldError,
@@ -27,9 +26,12 @@ import { ReceiptsRepo } from "./Repo.js"
 
 export type EvaluationError = ProhibitedField | ValidationFailed | Forbidden | UnknownPurpose | DeterminationNotFound
 
-/** Same idempotency key, same intent: only organization and claim_scope can still differ. */
+/**
+ * Same idempotency key, same intent: only organization and claim_scope can still differ. claim_scope is
+ * an ordered list of strings, for which JSON text equality is exactly value equality.
+ */
 const sameIntent = (stored: RelianceReceipt, requested: Pick<RelianceReceipt, "organization" | "claim_scope">) =>
-  stored.organization === requested.organization && digestOf(stored.claim_scope) === digestOf(requested.claim_scope)
+  stored.organization === requested.organization && JSON.stringify(stored.claim_scope) === JSON.stringify(requested.claim_scope)
 
 const ReceiptCacheEntries = 5_000
 
@@ -55,13 +57,14 @@ export class Receipts extends Effect.Service<Receipts>()("pv/Receipts", {
     // Stored receipts never change, so a replay or a read can be answered from memory on any instance:
     // by idempotency key (replays) and by id (reads). A receipt is ~6 KB in memory, so each map keeps the
     // newest 5,000 (~30 MB at most); older ones are read from the database again.
-    const byIdempotencyKey = new Map<string, RelianceReceipt>()
+    // Replays get one shared answer object per receipt, so its JSON is built once (see Http.ts).
+    const byIdempotencyKey = new Map<string, CreatedRelianceReceipt>()
     const byId = new Map<string, RelianceReceipt>()
     const remember = (receipt: RelianceReceipt) => {
-      for (const [map, key] of [[byIdempotencyKey, idempotencyKeyOf(receipt)], [byId, receipt.receipt_id]] as const) {
-        if (map.size >= ReceiptCacheEntries) map.delete(map.keys().next().value!)
-        map.set(key, receipt)
-      }
+      if (byIdempotencyKey.size >= ReceiptCacheEntries) byIdempotencyKey.delete(byIdempotencyKey.keys().next().value!)
+      byIdempotencyKey.set(idempotencyKeyOf(receipt), { ...receipt, idempotent: true })
+      if (byId.size >= ReceiptCacheEntries) byId.delete(byId.keys().next().value!)
+      byId.set(receipt.receipt_id, receipt)
     }
 
     /** Prohibited fields, then the schema, then tenant, purpose and determination: nothing is stored. */
@@ -86,7 +89,7 @@ export class Receipts extends Effect.Service<Receipts>()("pv/Receipts", {
         const replayed = byIdempotencyKey.get(idempotencyKeyOf(evaluation))
         if (replayed !== undefined) {
           if (!sameIntent(replayed, evaluation)) return yield* Effect.fail(conflict())
-          return { ...replayed, idempotent: true }
+          return replayed
         }
         const createdAt = new Date(yield* Clock.currentTimeMillis).toISOString()
         const receipt = sealReceipt({
