@@ -1,4 +1,4 @@
-import { Clock, Effect, Layer, Option } from "effect"
+import { Clock, Effect, Option } from "effect"
 import { digestOf } from "../domain/Canonical.js"
 import type { DeterminationBody } from "../domain/Determination.js"
 import { DeterminationNotFound, InvalidPublicId } from "../domain/Problem.js"
@@ -116,4 +116,3 @@ export class Determinations extends Effect.Service<Determinations>()("pv/Determi
   dependencies: [DeterminationsRepo.Default, Ids.Default, EventLog.Default, TrustCache.Default]
 }) {}
 
-export type DeterminationsLayer = Layer.Layer<Determinations>
