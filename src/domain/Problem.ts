@@ -56,6 +56,10 @@ export class QuotaExceeded extends Schema.TaggedError<QuotaExceeded>()("QuotaExc
   { ...fields, retry_after: Schema.Number }, HttpApiSchema.annotations({ status: 429 })) {}
 export class Internal extends Schema.TaggedError<Internal>()("Internal", fields,
   HttpApiSchema.annotations({ status: 500 })) {}
+export class Overloaded extends Schema.TaggedError<Overloaded>()("Overloaded", fields,
+  HttpApiSchema.annotations({ status: 503 })) {}
+export class OriginNotAllowed extends Schema.TaggedError<OriginNotAllowed>()("OriginNotAllowed", fields,
+  HttpApiSchema.annotations({ status: 403 })) {}
 export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", fields,
   HttpApiSchema.annotations({ status: 503 })) {}
 
@@ -63,7 +67,7 @@ export type ProblemError =
   | InvalidPublicId | MalformedJson | Unauthorized | InsufficientScope | Forbidden | DeterminationNotFound
   | ReceiptNotFound | NotFound | MethodNotAllowed | IdempotencyConflict | PayloadTooLarge | UnsupportedMediaType
   | ValidationFailed | ProhibitedField | UnknownPurpose | RateLimited | QuotaExceeded | Internal | Unavailable
-  | NotAcceptable | UnsupportedProtocolVersion
+  | NotAcceptable | UnsupportedProtocolVersion | Overloaded | OriginNotAllowed
 
 /** Contract section 1: tag → (code, status, title). */
 export const problemCatalog: Record<ProblemError["_tag"], { readonly code: string; readonly status: number; readonly title: string }> = {
@@ -87,7 +91,9 @@ export const problemCatalog: Record<ProblemError["_tag"], { readonly code: strin
   RateLimited: { code: "rate-limited", status: 429, title: "Rate limit exceeded" },
   QuotaExceeded: { code: "quota-exceeded", status: 429, title: "Daily quota exceeded" },
   Internal: { code: "internal", status: 500, title: "Internal error" },
-  Unavailable: { code: "unavailable", status: 503, title: "Service unavailable" }
+  Unavailable: { code: "unavailable", status: 503, title: "Service unavailable" },
+  Overloaded: { code: "overloaded", status: 503, title: "Overloaded" },
+  OriginNotAllowed: { code: "origin-not-allowed", status: 403, title: "Origin not allowed" }
 }
 
 const problemTags = new Set(Object.keys(problemCatalog))

@@ -1,3 +1,4 @@
+import { isIP } from "node:net"
 import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
 
 /**
@@ -20,6 +21,30 @@ export interface AppConfigShape {
   readonly loadDemoData: boolean
   /** Print the start-up banner (URL, docs, operator token location, a curl to paste). */
   readonly banner: boolean
+  /** Requests one process works on at once; beyond it 503 `overloaded` at once (PV_MAX_IN_FLIGHT). */
+  readonly maxInFlight: number
+  /** How long SIGTERM/SIGINT lets requests in flight finish before connections are closed. */
+  readonly shutdownGraceMs: number
+  /** Time a client has to send complete request headers. */
+  readonly headersTimeoutMs: number
+  /** Time a client has to send a whole request, body included. */
+  readonly requestTimeoutMs: number
+  /** How long an idle keep-alive connection stays open. */
+  readonly keepAliveTimeoutMs: number
+  /** Largest request header block, in bytes (431 beyond it). */
+  readonly maxHeaderBytes: number
+  /** Open connections per process; further ones are closed at once. */
+  readonly maxConnections: number
+  /** Peers whose X-Forwarded-For / Forwarded headers are believed (CIDRs). */
+  readonly trustedProxies: ReadonlyArray<string>
+  /** Browser origins allowed on credentialed endpoints and /mcp (exact `scheme://host[:port]`). */
+  readonly allowedOrigins: ReadonlyArray<string>
+  /** On PostgreSQL, sign with per-process keys instead of refusing to start without configured keys. */
+  readonly devEphemeralKeys: boolean
+  /** A statement that gets no answer in this time fails (the request gets 503), and its connection is dropped. */
+  readonly dbQueryTimeoutMs: number
+  /** Time to open a database connection or wait for a free one. */
+  readonly dbConnectTimeoutMs: number
 }
 
 export class AppConfig extends Context.Tag("pv/AppConfig")<AppConfig, AppConfigShape>() {}
@@ -36,6 +61,34 @@ const positive = (name: string, fallback: number) =>
   Config.integer(name).pipe(
     Config.validate({ message: `${name} must be a positive integer`, validation: (n) => n > 0 }),
     Config.withDefault(fallback)
+  )
+
+/** `a.b.c.d`, `a.b.c.d/n`, an IPv6 address or `v6/n`. */
+export const isCidr = (entry: string): boolean => {
+  const [address, bits, ...rest] = entry.split("/")
+  const family = isIP(address ?? "")
+  if (family === 0 || rest.length > 0) return false
+  if (bits === undefined) return true
+  const n = Number(bits)
+  return /^\d{1,3}$/.test(bits) && n <= (family === 4 ? 32 : 128)
+}
+
+/** A browser origin: scheme, host and optional port, nothing else (no path, no trailing slash). */
+export const isOrigin = (entry: string): boolean => {
+  try {
+    const url = new URL(entry)
+    return (url.protocol === "https:" || url.protocol === "http:") && url.origin === entry
+  } catch {
+    return false
+  }
+}
+
+/** A comma-separated list (empty or unset = none); every entry must pass `check`. */
+const list = (name: string, check: { readonly message: string; readonly validation: (entry: string) => boolean }) =>
+  Config.string(name).pipe(
+    Config.withDefault(""),
+    Config.map((value) => value.split(",").map((entry) => entry.trim()).filter((entry) => entry.length > 0)),
+    Config.validate({ message: check.message, validation: (entries) => entries.every(check.validation) })
   )
 
 export const appConfig: Config.Config<AppConfigShape> = Config.all({
@@ -69,7 +122,25 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
     Config.map(Option.filter((url) => Redacted.value(url) !== ""))
   ),
   loadDemoData: Config.boolean("PV_DEMO_DATA").pipe(Config.withDefault(true)),
-  banner: Config.boolean("PV_BANNER").pipe(Config.withDefault(true))
+  banner: Config.boolean("PV_BANNER").pipe(Config.withDefault(true)),
+  maxInFlight: positive("PV_MAX_IN_FLIGHT", 64),
+  shutdownGraceMs: positive("PV_SHUTDOWN_GRACE_MS", 10_000),
+  headersTimeoutMs: positive("PV_HEADERS_TIMEOUT_MS", 10_000),
+  requestTimeoutMs: positive("PV_REQUEST_TIMEOUT_MS", 30_000),
+  keepAliveTimeoutMs: positive("PV_KEEP_ALIVE_TIMEOUT_MS", 5_000),
+  maxHeaderBytes: positive("PV_MAX_HEADER_BYTES", 16_384),
+  maxConnections: positive("PV_MAX_CONNECTIONS", 1_024),
+  trustedProxies: list("PV_TRUSTED_PROXIES", {
+    message: "PV_TRUSTED_PROXIES must be a comma-separated list of IPv4/IPv6 addresses or CIDRs (e.g. 10.0.0.0/8, ::1)",
+    validation: isCidr
+  }),
+  allowedOrigins: list("PV_ALLOWED_ORIGINS", {
+    message: "PV_ALLOWED_ORIGINS must be a comma-separated list of origins such as https://app.example.com",
+    validation: isOrigin
+  }),
+  devEphemeralKeys: Config.boolean("PV_DEV_EPHEMERAL_KEYS").pipe(Config.withDefault(false)),
+  dbQueryTimeoutMs: positive("PV_DB_QUERY_TIMEOUT_MS", 1_500),
+  dbConnectTimeoutMs: positive("PV_DB_CONNECT_TIMEOUT_MS", 1_000)
 })
 
 export const AppConfigLive = Layer.effect(AppConfig, appConfig)
