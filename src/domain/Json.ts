@@ -1,8 +1,45 @@
 import { ParseResult, Schema } from "effect"
 
-/** A string the database and JCS both keep exactly: no NUL, at most 4096 characters. */
+const loneSurrogate = /\p{Surrogate}/u
+
+/**
+ * Why PostgreSQL could not keep `s` exactly, if it could not: NUL is refused by text and jsonb columns,
+ * and a lone UTF-16 surrogate has no UTF-8 form (it would be stored as U+FFFD, so a digest would cover
+ * text the client never sent).
+ */
+export const unstorableReason = (s: string): string | undefined =>
+  s.includes("\u0000") ? "must not contain NUL characters"
+  : loneSurrogate.test(s) ? "must not contain unpaired UTF-16 surrogates"
+  : undefined
+
+/**
+ * The JSON pointer (RFC 6901) and reason of the first string, key or value, in `value` that the
+ * database cannot keep exactly; undefined when there is none.
+ */
+export const findUnstorable = (value: unknown): { readonly pointer: string; readonly reason: string } | undefined => {
+  const stack: Array<[unknown, string]> = [[value, ""]]
+  while (stack.length > 0) {
+    const [current, pointer] = stack.pop()!
+    if (typeof current === "string") {
+      const reason = unstorableReason(current)
+      if (reason !== undefined) return { pointer, reason }
+    } else if (typeof current === "object" && current !== null) {
+      const entries = Array.isArray(current) ? current.map((item, i) => [String(i), item] as const) : Object.entries(current)
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const [key, child] = entries[i]!
+        const at = `${pointer}/${key.replace(/~/g, "~0").replace(/\//g, "~1")}`
+        const reason = unstorableReason(key)
+        if (reason !== undefined) return { pointer: at, reason: `member names ${reason.slice(5)}` }
+        stack.push([child, at])
+      }
+    }
+  }
+  return undefined
+}
+
+/** A string the database and JCS both keep exactly: no NUL, no lone surrogate, at most 4096 characters. */
 export const Text = Schema.String.pipe(
-  Schema.filter((s) => !s.includes("\u0000") || "must not contain NUL characters"),
+  Schema.filter((s) => unstorableReason(s) ?? true),
   Schema.maxLength(4096)
 )
 export const NonEmptyText = Text.pipe(Schema.minLength(1))

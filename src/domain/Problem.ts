@@ -56,6 +56,14 @@ export class QuotaExceeded extends Schema.TaggedError<QuotaExceeded>()("QuotaExc
   { ...fields, retry_after: Schema.Number }, HttpApiSchema.annotations({ status: 429 })) {}
 export class Internal extends Schema.TaggedError<Internal>()("Internal", fields,
   HttpApiSchema.annotations({ status: 500 })) {}
+export class BadRequest extends Schema.TaggedError<BadRequest>()("BadRequest", fields,
+  HttpApiSchema.annotations({ status: 400 })) {}
+export class RequestTimeout extends Schema.TaggedError<RequestTimeout>()("RequestTimeout", fields,
+  HttpApiSchema.annotations({ status: 408 })) {}
+export class ExpectationFailed extends Schema.TaggedError<ExpectationFailed>()("ExpectationFailed", fields,
+  HttpApiSchema.annotations({ status: 417 })) {}
+export class HeaderFieldsTooLarge extends Schema.TaggedError<HeaderFieldsTooLarge>()("HeaderFieldsTooLarge", fields,
+  HttpApiSchema.annotations({ status: 431 })) {}
 export class Overloaded extends Schema.TaggedError<Overloaded>()("Overloaded", fields,
   HttpApiSchema.annotations({ status: 503 })) {}
 export class OriginNotAllowed extends Schema.TaggedError<OriginNotAllowed>()("OriginNotAllowed", fields,
@@ -68,6 +76,7 @@ export type ProblemError =
   | ReceiptNotFound | NotFound | MethodNotAllowed | IdempotencyConflict | PayloadTooLarge | UnsupportedMediaType
   | ValidationFailed | ProhibitedField | UnknownPurpose | RateLimited | QuotaExceeded | Internal | Unavailable
   | NotAcceptable | UnsupportedProtocolVersion | Overloaded | OriginNotAllowed
+  | BadRequest | RequestTimeout | ExpectationFailed | HeaderFieldsTooLarge
 
 /** Contract section 1: tag → (code, status, title). */
 export const problemCatalog: Record<ProblemError["_tag"], { readonly code: string; readonly status: number; readonly title: string }> = {
@@ -93,7 +102,12 @@ export const problemCatalog: Record<ProblemError["_tag"], { readonly code: strin
   Internal: { code: "internal", status: 500, title: "Internal error" },
   Unavailable: { code: "unavailable", status: 503, title: "Service unavailable" },
   Overloaded: { code: "overloaded", status: 503, title: "Overloaded" },
-  OriginNotAllowed: { code: "origin-not-allowed", status: 403, title: "Origin not allowed" }
+  OriginNotAllowed: { code: "origin-not-allowed", status: 403, title: "Origin not allowed" },
+  // Refusals by the HTTP parser, before any route is known (http/FrontDoor.ts).
+  BadRequest: { code: "bad-request", status: 400, title: "Bad request" },
+  RequestTimeout: { code: "request-timeout", status: 408, title: "Request timeout" },
+  ExpectationFailed: { code: "expectation-failed", status: 417, title: "Expectation failed" },
+  HeaderFieldsTooLarge: { code: "header-fields-too-large", status: 431, title: "Request header fields too large" }
 }
 
 const problemTags = new Set(Object.keys(problemCatalog))

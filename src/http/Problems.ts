@@ -2,7 +2,9 @@ import { HttpApiBuilder, HttpApp, HttpServerRequest, HttpServerResponse } from "
 import { NodeHttpServerRequest } from "@effect/platform-node"
 import { timingSafeEqual, createHash } from "node:crypto"
 import { Cause, Effect, Option, Redacted } from "effect"
+import { findUnstorable } from "../domain/Json.js"
 import {
+  BadRequest,
   FieldError,
   Internal,
   isProblemError,
@@ -78,8 +80,12 @@ export const exceedsDepth = (value: unknown, limit: number): boolean => {
   return false
 }
 
-const isJsonContentType = (value: string | undefined) =>
-  value !== undefined && /^application\/([a-z0-9.+-]*\+)?json\s*(;.*)?$/i.test(value.trim())
+/**
+ * REST bodies are `application/json` (parameters such as charset allowed). Other JSON-based types, such
+ * as `application/merge-patch+json`, mean something else and are refused with 415 rather than guessed at.
+ */
+export const isRestJsonContentType = (value: string | undefined) =>
+  value !== undefined && /^application\/json\s*(;.*)?$/i.test(value.trim())
 
 const hasJsonBody = (method: string) => method === "POST" || method === "PUT" || method === "PATCH"
 
@@ -87,11 +93,12 @@ const tokenDigest = (value: string) => createHash("sha256").update(value).digest
 
 const tooLarge = () => new PayloadTooLarge({ detail: `Request bodies are limited to ${MaxBodyBytes} bytes.` })
 
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
+
 /**
  * Reads the body, at most MaxBodyBytes, without destroying the socket when a (chunked) body runs over,
- * so the client still gets its 413; the connection is closed after that answer. The text is handed to
- * the platform's body cache so HttpApi's decoder and the MCP handler reuse it: `textEffect` is the
- * field @effect/platform-node caches `request.text` in (covered by the chunked-body tests).
+ * so the client still gets its 413; the connection is closed after that answer. Invalid UTF-8 is
+ * malformed JSON (RFC 8259 section 8.1), never silently replaced.
  */
 const readBoundedBody = (request: HttpServerRequest.HttpServerRequest) =>
   Effect.async<string, PayloadTooLarge | MalformedJson>((resume) => {
@@ -116,9 +123,11 @@ const readBoundedBody = (request: HttpServerRequest.HttpServerRequest) =>
     }
     const onEnd = () => {
       cleanup()
-      const text = Buffer.concat(chunks).toString("utf8")
-      ;(request as unknown as { textEffect?: Effect.Effect<string> }).textEffect = Effect.succeed(text)
-      resume(Effect.succeed(text))
+      try {
+        resume(Effect.succeed(strictUtf8.decode(Buffer.concat(chunks))))
+      } catch {
+        resume(Effect.fail(new MalformedJson({ detail: "The request body is not valid UTF-8." })))
+      }
     }
     const onError = () => {
       cleanup()
@@ -128,6 +137,50 @@ const readBoundedBody = (request: HttpServerRequest.HttpServerRequest) =>
     incoming.once("end", onEnd)
     incoming.once("error", onError)
   })
+
+/** A REST body: bounded, UTF-8, JSON, not too deep, and nothing in it the database could not keep. */
+const readRestBody = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<string, ProblemError> =>
+  Effect.flatMap(readBoundedBody(request), (text): Effect.Effect<string, ProblemError> => {
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(text)
+    } catch {
+      return Effect.fail(new MalformedJson({ detail: "The request body is not valid JSON." }))
+    }
+    if (exceedsDepth(parsed, MaxJsonDepth)) {
+      return Effect.fail(new ValidationFailed({
+        detail: `JSON nesting deeper than ${MaxJsonDepth} levels is not accepted.`,
+        errors: [new FieldError({ pointer: "", detail: `nesting deeper than ${MaxJsonDepth} levels` })]
+      }))
+    }
+    const unstorable = findUnstorable(parsed)
+    if (unstorable !== undefined) {
+      return Effect.fail(new ValidationFailed({
+        detail: "The request body holds text that cannot be stored.",
+        errors: [new FieldError({ pointer: unstorable.pointer, detail: unstorable.reason })]
+      }))
+    }
+    return Effect.succeed(text)
+  })
+
+/**
+ * The body is read only when a handler asks for it, i.e. after authentication: a request that will be
+ * refused never has its body buffered. `textEffect` is the field @effect/platform-node caches
+ * `request.text` in, so HttpApi's decoder and the MCP handler both get the checked text.
+ */
+const deferBodyReading = (request: HttpServerRequest.HttpServerRequest, read: Effect.Effect<string, ProblemError>) => {
+  ;(request as unknown as { textEffect?: Effect.Effect<string, ProblemError> }).textEffect = Effect.runSync(Effect.cached(read))
+}
+
+/** Percent-encoding that does not decode to UTF-8 (`%ff`, an encoded lone surrogate) is a bad request. */
+const decodesAsUtf8 = (url: string) => {
+  try {
+    decodeURIComponent(url)
+    return true
+  } catch {
+    return false
+  }
+}
 
 /** Paths whose bodies are parsed by their own protocol (JSON-RPC answers parse errors itself). */
 const rawBodyPaths = new Set(["/api/v1/mcp"])
@@ -155,28 +208,17 @@ export const ProblemsLive = HttpApiBuilder.middleware(
           !timingSafeEqual(tokenDigest(sentInternal), internalToken.value)) {
           return yield* Effect.fail(new Unauthorized({ detail: "The x-pv-internal-token header is not valid." }))
         }
+        if (!decodesAsUtf8(request.url)) {
+          return yield* Effect.fail(new BadRequest({ detail: "The request target's percent-encoding is not UTF-8." }))
+        }
         if (hasJsonBody(request.method)) {
           const length = Number(request.headers["content-length"] ?? "0")
           if (length > MaxBodyBytes) return yield* Effect.fail(tooLarge())
-          const raw = rawBodyPaths.has(path)
-          if (!raw && !isJsonContentType(request.headers["content-type"])) {
+          // JSON-RPC answers its own parse errors and media types (mcp/Mcp.ts).
+          if (rawBodyPaths.has(path)) deferBodyReading(request, readBoundedBody(request))
+          else if (!isRestJsonContentType(request.headers["content-type"])) {
             return yield* Effect.fail(new UnsupportedMediaType({ detail: "Send the request body as application/json." }))
-          }
-          const text = yield* readBoundedBody(request)
-          if (!raw) {
-            let parsed: unknown
-            try {
-              parsed = JSON.parse(text)
-            } catch {
-              return yield* Effect.fail(new MalformedJson({ detail: "The request body is not valid JSON." }))
-            }
-            if (exceedsDepth(parsed, MaxJsonDepth)) {
-              return yield* Effect.fail(new ValidationFailed({
-                detail: `JSON nesting deeper than ${MaxJsonDepth} levels is not accepted.`,
-                errors: [new FieldError({ pointer: "", detail: `nesting deeper than ${MaxJsonDepth} levels` })]
-              }))
-            }
-          }
+          } else deferBodyReading(request, readRestBody(request))
         }
         return yield* app
       }).pipe(
@@ -186,10 +228,15 @@ export const ProblemsLive = HttpApiBuilder.middleware(
           Effect.gen(function*() {
             const request = yield* HttpServerRequest.HttpServerRequest
             const squashed = Cause.squash(cause)
-            const isDatabase = typeof squashed === "object" && squashed !== null && (squashed as { _tag?: string })._tag === "SqlError"
+            // HttpApi's payload decoder turns a failed body read into a defect: the problem is still ours.
+            if (isProblemError(squashed)) return problemResponse(squashed, pathOf(request.url))
+            const failure = databaseFailure(squashed)
+            if (failure === "input") {
+              return problemResponse(new ValidationFailed({ detail: "The request holds a value the database cannot store." }), pathOf(request.url))
+            }
             yield* Effect.logError("request failed", cause)
             return problemResponse(
-              isDatabase
+              failure === "unavailable"
                 ? new Unavailable({ detail: "A dependency of the service is unavailable; retry shortly." })
                 : new Internal({ detail: "The service failed to handle this request." }),
               pathOf(request.url)
@@ -200,6 +247,18 @@ export const ProblemsLive = HttpApiBuilder.middleware(
   { withContext: true }
 )
 
+/**
+ * A database failure is the client's when PostgreSQL refused the data itself (SQLSTATE class 22, data
+ * exception: out-of-range integers, NUL, untranslatable characters), so it is answered 422 and never
+ * mistaken for an outage; any other database failure means the database is unavailable.
+ */
+const databaseFailure = (error: unknown): "input" | "unavailable" | undefined => {
+  if (typeof error !== "object" || error === null || (error as { _tag?: string })._tag !== "SqlError") return undefined
+  const code = (error as { cause?: { code?: unknown } }).cause?.code
+  return typeof code === "string" && code.startsWith("22") ? "input" : "unavailable"
+}
+
+/** Failures of the error channel: domain problems, and HttpApi's own (decode, routing). */
 const classify = (error: unknown): ProblemError => {
   if (isProblemError(error)) return error
   const tag = typeof error === "object" && error !== null ? (error as { _tag?: string })._tag : undefined

@@ -1,13 +1,10 @@
-import { createServer } from "node:http"
 import { HttpApiBuilder, HttpApiScalar, HttpServer } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
-import { Effect, Layer } from "effect"
+import { Layer } from "effect"
 import { ApiKeysHttpLive } from "../access/Http.js"
 import { ApiKeyAuthLive, OperatorAuthLive } from "../access/Auth.js"
 import { ApiKeys } from "../access/ApiKeys.js"
 import { OperatorCredential } from "../access/Operator.js"
 import { RateLimitsLive } from "../access/RateLimits.js"
-import { AppConfig } from "../platform/Config.js"
 import { DatabaseLive } from "../platform/Database.js"
 import { Determinations } from "../trust/Determinations.js"
 import { DeterminationsHttpLive } from "../trust/DeterminationsHttp.js"
@@ -21,6 +18,7 @@ import { TrustResolver } from "../trust/TrustResolver.js"
 import { Mcp } from "../mcp/Mcp.js"
 import { McpHttpLive } from "../mcp/Http.js"
 import { Api } from "./Api.js"
+import { FrontDoorLive } from "./FrontDoor.js"
 import { ProblemsLive } from "./Problems.js"
 import { SystemHttpLive } from "./SystemHttp.js"
 import { StartupLive } from "./Startup.js"
@@ -45,12 +43,9 @@ const ApiLive = HttpApiBuilder.api(Api).pipe(
   Layer.provide([ApiKeyAuthLive, OperatorAuthLive])
 )
 
-const HttpServerLive = Layer.unwrapEffect(
-  Effect.map(AppConfig, (config) => NodeHttpServer.layer(createServer, { port: config.port, host: config.host }))
-)
-
 /**
- * The HTTP server with its API, docs and problem mapping, on top of the services. Effect's tracing spans
+ * The HTTP server (http/FrontDoor.ts: opens the port once the handler is installed, drains on stop) with
+ * its API, docs and problem mapping, on top of the services. Effect's tracing spans
  * (one per request and per SQL statement) are off: nothing exports them here, and they cost measurable
  * time per request (docs/PERFORMANCE.md).
  */
@@ -61,7 +56,7 @@ export const ServerLive = HttpApiBuilder.serve().pipe(
   Layer.provide(ApiLive),
   Layer.provideMerge(StartupLive),
   Layer.provide(EventSweeperLive),
-  Layer.provideMerge(HttpServerLive),
+  Layer.provideMerge(FrontDoorLive),
   Layer.provideMerge(ServicesLive),
   Layer.provide(Layer.setTracerEnabled(false))
 )

@@ -1,10 +1,11 @@
-import { HttpServer } from "@effect/platform"
+import type { HttpServer } from "@effect/platform"
 import { Clock, Effect, Layer, Option, Redacted } from "effect"
 import { OperatorCredential, operatorTokenFile } from "../access/Operator.js"
 import { demoDeterminations } from "../demo/DemoData.js"
 import { AppConfig } from "../platform/Config.js"
 import { DatabaseMode } from "../platform/Database.js"
 import { Determinations } from "../trust/Determinations.js"
+import { FrontDoor } from "./FrontDoor.js"
 
 /** Embedded mode with an empty database loads the demo determinations; DATABASE_URL mode never does. */
 export const loadDemoData = Effect.gen(function*() {
@@ -15,24 +16,34 @@ export const loadDemoData = Effect.gen(function*() {
   }
 })
 
-/** After the server listens: demo data if due, and a banner telling a person how to use it. */
-export const StartupLive = Layer.effectDiscard(
+/**
+ * Before the port opens: demo data if due. Once it is open: a banner telling a person how to use it
+ * (the "listening on" line is what scripts and tests wait for).
+ */
+export const StartupLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const config = yield* AppConfig
     const mode = yield* DatabaseMode
     const determinations = yield* Determinations
-    const operator = yield* OperatorCredential
-    const server = yield* HttpServer.HttpServer
+    const frontDoor = yield* FrontDoor
     let demoLoaded = false
     if (mode.kind === "embedded" && config.loadDemoData && (yield* determinations.count) === 0) {
       yield* loadDemoData
       demoLoaded = true
     }
     if (!config.banner) return
+    yield* Effect.forkScoped(Effect.flatMap(frontDoor.listening, (address) => printBanner(address, demoLoaded)))
+  })
+)
+
+const printBanner = (address: HttpServer.Address, demoLoaded: boolean) =>
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    const mode = yield* DatabaseMode
+    const operator = yield* OperatorCredential
     const operatorHint = mode.kind === "embedded" && Option.isNone(config.operatorToken)
       ? `$(cat ${operatorTokenFile(mode.dataDir)})`
       : "$PV_OPERATOR_TOKEN"
-    const address = server.address
     const base = address._tag === "TcpAddress" ? `http://${address.hostname}:${address.port}` : `unix:${address.path}`
     const lines = [
       `pv trust service listening on ${base}`,
@@ -57,4 +68,3 @@ export const StartupLive = Layer.effectDiscard(
     )
     yield* Effect.sync(() => console.log(lines.join("\n")))
   })
-)

@@ -8,6 +8,9 @@ import { Mcp, transportProblem } from "./Mcp.js"
 
 const path = "/api/v1/mcp"
 
+/** Text that is certainly not JSON, standing in for a body that could not be decoded at all. */
+const notJson = ""
+
 const methodNotAllowed = Effect.sync(() =>
   HttpServerResponse.setHeader(
     problemResponse(new MethodNotAllowed({ detail: "This MCP endpoint takes POST only: it offers no SSE stream and no sessions." }), path),
@@ -27,6 +30,8 @@ export const McpHttpLive = HttpApiBuilder.group(Api, "mcp", (handlers) =>
           if (Option.isSome(refused)) return yield* Effect.fail(refused.value)
           const body = yield* request.text.pipe(
             HttpServerRequest.withMaxBodySize(Option.some(MaxBodyBytes)),
+            // Bytes that are not UTF-8 are not JSON: JSON-RPC answers them with its parse error (-32700).
+            Effect.catchIf((error: unknown) => (error as { _tag?: string })._tag === "MalformedJson", () => Effect.succeed(notJson)),
             Effect.mapError(() => new PayloadTooLarge({ detail: `Request bodies are limited to ${MaxBodyBytes} bytes.` }))
           )
           const reply = yield* mcp.answer(body)

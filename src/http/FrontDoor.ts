@@ -1,0 +1,252 @@
+import * as Http from "node:http"
+import type { Duplex } from "node:stream"
+import { HttpServer } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Context, Deferred, Effect, Layer } from "effect"
+import {
+  BadRequest,
+  ExpectationFailed,
+  HeaderFieldsTooLarge,
+  OriginNotAllowed,
+  Overloaded,
+  type ProblemError,
+  RequestTimeout,
+  toProblemDocument,
+  Unavailable
+} from "../domain/Problem.js"
+import { AppConfig, type AppConfigShape } from "../platform/Config.js"
+
+/**
+ * The service's own `node:http` server, in front of the Effect app. It owns what must hold before any
+ * Effect code runs and even when none can: the port opens only once the handler is installed; client
+ * time-outs, header size and connection count are bounded; at most `maxInFlight` requests are worked on
+ * at once (503 `overloaded` beyond, without reading their bodies); the HTTP parser's own refusals are
+ * problem+json; browser origins are checked; and SIGTERM drains instead of dropping connections.
+ */
+export interface FrontDoorShape {
+  /** True from the moment a drain starts: `/readyz` answers 503 from then on. */
+  readonly draining: () => boolean
+  /** Requests admitted and not yet answered. */
+  readonly inFlight: () => number
+  /** Completes once the port is open with the handler installed. */
+  readonly listening: Effect.Effect<HttpServer.Address>
+}
+
+export class FrontDoor extends Context.Tag("pv/FrontDoor")<FrontDoor, FrontDoorShape>() {}
+
+const sendProblem = (res: Http.ServerResponse, error: ProblemError, headers: Record<string, string> = {}) => {
+  const body = JSON.stringify(toProblemDocument(error))
+  res.writeHead(toProblemDocument(error).status, {
+    "content-type": "application/problem+json",
+    "content-length": Buffer.byteLength(body),
+    ...headers
+  })
+  res.end(body)
+}
+
+/** A whole response written straight onto a socket the parser gave up on (no ServerResponse exists). */
+const writeRawProblem = (socket: Duplex, error: ProblemError) => {
+  const document = toProblemDocument(error)
+  const body = JSON.stringify(document)
+  socket.end(
+    `HTTP/1.1 ${document.status} ${Http.STATUS_CODES[document.status] ?? document.title}\r\n` +
+      "Content-Type: application/problem+json\r\n" +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+      "Connection: close\r\n\r\n" + body
+  )
+}
+
+const parserRefusal = (code: string | undefined): ProblemError => {
+  switch (code) {
+    case "HPE_HEADER_OVERFLOW":
+      return new HeaderFieldsTooLarge({ detail: "The request's header block is too large." })
+    case "ERR_HTTP_REQUEST_TIMEOUT":
+    case "HPE_HEADERS_TIMEOUT":
+      return new RequestTimeout({ detail: "The request was not received in time." })
+    default:
+      return new BadRequest({ detail: "The request is not a well-formed HTTP/1.1 request." })
+  }
+}
+
+const pathOf = (url: string | undefined) => {
+  const raw = url ?? "/"
+  const q = raw.indexOf("?")
+  return q === -1 ? raw : raw.slice(0, q)
+}
+
+/**
+ * Endpoints a browser may read from any origin (CONTRACT section 11): they carry no credential, so
+ * CORS `*` exposes nothing that a plain GET would not. Everything else is credentialed.
+ */
+export const isOpenToBrowsers = (path: string): boolean =>
+  path === "/" || path === "/healthz" || path === "/readyz" || path === "/openapi.json" || path === "/docs" ||
+  path === "/api/v1/events/keys" || path.startsWith("/log/") || path.startsWith("/api/v1/log/") ||
+  (path.startsWith("/api/v1/trust/") && path.endsWith("/human"))
+
+const exposedHeaders = "ETag, Retry-After, RateLimit, RateLimit-Policy, X-Request-Id, WWW-Authenticate"
+const allowedRequestHeaders = "Authorization, Content-Type, If-None-Match, MCP-Protocol-Version, X-Request-Id, Accept"
+
+/**
+ * CORS and the MCP transport's DNS-rebinding rule. Returns true when the request was answered here
+ * (a preflight, or a refused origin); otherwise it may have set CORS headers on `res` for the app.
+ */
+const handleOrigin = (req: Http.IncomingMessage, res: Http.ServerResponse, allowed: ReadonlySet<string>): boolean => {
+  const origin = req.headers.origin
+  if (origin === undefined) return false
+  const path = pathOf(req.url)
+  const preflight = req.method === "OPTIONS" && req.headers["access-control-request-method"] !== undefined
+  if (isOpenToBrowsers(path)) {
+    if (preflight) {
+      res.writeHead(204, {
+        "access-control-allow-origin": "*",
+        "access-control-allow-methods": "GET, HEAD",
+        "access-control-allow-headers": allowedRequestHeaders,
+        "access-control-max-age": "600"
+      })
+      res.end()
+      return true
+    }
+    res.setHeader("access-control-allow-origin", "*")
+    res.setHeader("access-control-expose-headers", exposedHeaders)
+    return false
+  }
+  if (!allowed.has(origin)) {
+    sendProblem(res, new OriginNotAllowed({ detail: "Requests from this browser origin are not accepted here." }), { vary: "Origin" })
+    return true
+  }
+  if (preflight) {
+    res.writeHead(204, {
+      "access-control-allow-origin": origin,
+      "access-control-allow-methods": "GET, POST, PUT, DELETE",
+      "access-control-allow-headers": allowedRequestHeaders,
+      "access-control-max-age": "600",
+      vary: "Origin"
+    })
+    res.end()
+    return true
+  }
+  res.setHeader("access-control-allow-origin", origin)
+  res.setHeader("access-control-expose-headers", exposedHeaders)
+  res.setHeader("vary", "Origin")
+  return false
+}
+
+type Handler = (req: Http.IncomingMessage, res: Http.ServerResponse) => void
+
+const nodeServer = (config: AppConfigShape) =>
+  Http.createServer({
+    headersTimeout: config.headersTimeoutMs,
+    requestTimeout: config.requestTimeoutMs,
+    keepAliveTimeout: config.keepAliveTimeoutMs,
+    maxHeaderSize: config.maxHeaderBytes,
+    // Node checks time-outs on this interval; keep it well under the smallest time-out.
+    connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(config.headersTimeoutMs / 4)))
+  })
+
+/**
+ * `HttpServer.HttpServer` for the HttpApi, served by the front door. The port opens when the app's
+ * handler is installed (HttpApiBuilder.serve, the last layer built), so a connection accepted earlier
+ * cannot exist; the scope's end drains: `/readyz` 503, no new connections, requests in flight finish
+ * (up to the grace period) with `Connection: close`, late requests on kept-alive sockets get 503.
+ */
+const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, AppConfig> = Layer.scopedContext(
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    const server = nodeServer(config)
+    server.maxConnections = config.maxConnections
+    const allowedOrigins = new Set(config.allowedOrigins)
+    const listening = yield* Deferred.make<HttpServer.Address>()
+    const open = new Set<Http.ServerResponse>()
+    let handler: Handler | undefined
+    let draining = false
+    let onIdle: (() => void) | undefined
+
+    server.on("request", (req: Http.IncomingMessage, res: Http.ServerResponse) => {
+      if (draining || handler === undefined) {
+        return sendProblem(res, new Unavailable({ detail: "The service is shutting down; retry on another connection." }), {
+          "retry-after": "1",
+          connection: "close"
+        })
+      }
+      if (open.size >= config.maxInFlight) {
+        // Its body is never read: the connection closes after this answer.
+        return sendProblem(res, new Overloaded({ detail: "The service is at capacity; retry shortly." }), {
+          "retry-after": "1",
+          connection: "close"
+        })
+      }
+      if (handleOrigin(req, res, allowedOrigins)) return
+      open.add(res)
+      res.once("close", () => {
+        open.delete(res)
+        if (open.size === 0) onIdle?.()
+      })
+      handler(req, res)
+    })
+
+    // The parser's refusals (malformed request line or headers, oversized headers, time-outs).
+    server.on("clientError", (error: NodeJS.ErrnoException, socket: Duplex) => {
+      if (!socket.writable || error.code === "ECONNRESET") return socket.destroy()
+      writeRawProblem(socket, parserRefusal(error.code))
+    })
+    server.on("checkExpectation", (_req: Http.IncomingMessage, res: Http.ServerResponse) => {
+      sendProblem(res, new ExpectationFailed({ detail: "Only `Expect: 100-continue` is supported." }), { connection: "close" })
+    })
+
+    const address = (): HttpServer.Address => {
+      const bound = server.address()
+      if (bound === null || typeof bound === "string") return { _tag: "UnixAddress", path: String(bound) }
+      return { _tag: "TcpAddress", hostname: bound.address === "::" ? "0.0.0.0" : bound.address, port: bound.port }
+    }
+
+    const listen = Effect.async<void>((resume) => {
+      const onError = (cause: Error) => resume(Effect.die(cause))
+      server.once("error", onError)
+      server.listen({ port: config.port, host: config.host }, () => {
+        server.off("error", onError)
+        resume(Effect.void)
+      })
+    })
+
+    const drain = Effect.async<void>((resume) => {
+      draining = true
+      server.close()
+      server.closeIdleConnections()
+      for (const res of open) if (!res.headersSent) res.setHeader("connection", "close")
+      const done = () => {
+        clearTimeout(timer)
+        onIdle = undefined
+        server.closeAllConnections()
+        resume(Effect.void)
+      }
+      const timer = setTimeout(done, config.shutdownGraceMs)
+      if (open.size === 0) done()
+      else onIdle = done
+    })
+
+    const httpServer = HttpServer.make({
+      address: { _tag: "TcpAddress", hostname: config.host, port: config.port },
+      serve: (app, middleware) =>
+        Effect.gen(function*() {
+          handler = yield* NodeHttpServer.makeHandler(app, middleware!)
+          yield* Effect.addFinalizer(() => drain)
+          yield* listen
+          yield* Deferred.succeed(listening, address())
+        })
+    })
+    // The real address (PORT=0 picks one) exists only once listening.
+    Object.defineProperty(httpServer, "address", { get: address })
+    yield* Effect.addFinalizer(() => Effect.sync(() => server.listening && server.close()))
+
+    return Context.make(HttpServer.HttpServer, httpServer).pipe(
+      Context.add(FrontDoor, {
+        draining: () => draining,
+        inFlight: () => open.size,
+        listening: Deferred.await(listening)
+      })
+    )
+  })
+)
+
+/** The front door and the platform services HttpApi expects next to a server (file system, ETags, …). */
+export const FrontDoorLive = Layer.merge(FrontDoorServer, NodeHttpServer.layerContext)
