@@ -1,10 +1,11 @@
 import { HttpApiMiddleware, HttpApiSecurity, HttpServerRequest, OpenApi } from "@effect/platform"
-import { Effect, Layer, Redacted, Schema } from "effect"
+import { Effect, Layer, Option, Redacted, Schema } from "effect"
 import { QuotaExceeded, RateLimited, Unauthorized, Unavailable } from "../domain/Problem.js"
 import { AppConfig } from "../platform/Config.js"
 import { ApiKeys, Caller } from "./ApiKeys.js"
 import { OperatorCredential } from "./Operator.js"
-import { clientAddress, RateLimits } from "./RateLimits.js"
+import { ClientAddresses } from "./ClientAddress.js"
+import { RateLimits } from "./RateLimits.js"
 
 const apiKeyScheme = HttpApiSecurity.bearer.pipe(
   HttpApiSecurity.annotate(OpenApi.Description, "API key: `Authorization: Bearer pv_live_…`. Each operation names the scope it needs.")
@@ -29,19 +30,33 @@ export class OperatorAuth extends HttpApiMiddleware.Tag<OperatorAuth>()("pv/Oper
   security: { operator: operatorScheme }
 }) {}
 
+/**
+ * Failed-authentication throttling refuses failures, never valid credentials (CONTRACT section 11): an
+ * address past its failure budget still has every credential checked; a valid one goes through, a
+ * failing one is answered 429 instead of 401, and every failure is counted.
+ */
+const throttleFailures = <A, R>(
+  limits: RateLimits,
+  address: string,
+  check: Effect.Effect<A, Unauthorized, R>
+): Effect.Effect<A, Unauthorized | RateLimited, R> =>
+  Effect.flatMap(Effect.option(Effect.flip(limits.guardAuthentication(address))), (throttled) =>
+    check.pipe(
+      Effect.tapError(() => limits.recordAuthenticationFailure(address)),
+      Effect.catchAll((unauthorized) => Effect.fail(Option.getOrElse(throttled, () => unauthorized)))
+    ))
+
 export const ApiKeyAuthLive = Layer.effect(
   ApiKeyAuth,
   Effect.gen(function*() {
     const keys = yield* ApiKeys
     const limits = yield* RateLimits
+    const addresses = yield* ClientAddresses
     return ApiKeyAuth.of({
       apiKey: (token) =>
         Effect.gen(function*() {
-          const address = clientAddress(yield* HttpServerRequest.HttpServerRequest)
-          yield* limits.guardAuthentication(address)
-          const key = yield* keys.authenticate(Redacted.value(token)).pipe(
-            Effect.tapError(() => limits.recordAuthenticationFailure(address))
-          )
+          const address = addresses.of(yield* HttpServerRequest.HttpServerRequest)
+          const key = yield* throttleFailures(limits, address, keys.authenticate(Redacted.value(token)))
           yield* limits.consumeKey(key)
           yield* keys.markUsed(key.key_id)
           return key
@@ -56,15 +71,13 @@ export const OperatorAuthLive = Layer.effect(
     const operator = yield* OperatorCredential
     const limits = yield* RateLimits
     const config = yield* AppConfig
+    const addresses = yield* ClientAddresses
     return OperatorAuth.of({
       operator: (token) =>
         Effect.gen(function*() {
-          const address = clientAddress(yield* HttpServerRequest.HttpServerRequest)
-          yield* limits.guardAuthentication(address)
+          const address = addresses.of(yield* HttpServerRequest.HttpServerRequest)
           yield* limits.consumeAddress("operator", address, config.operatorRateLimitPerMinute)
-          yield* operator.authenticate(Redacted.value(token)).pipe(
-            Effect.tapError(() => limits.recordAuthenticationFailure(address))
-          )
+          yield* throttleFailures(limits, address, operator.authenticate(Redacted.value(token)))
         })
     })
   })

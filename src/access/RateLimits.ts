@@ -1,5 +1,5 @@
 import { RateLimiter } from "@effect/experimental"
-import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { HttpApp, HttpServerResponse } from "@effect/platform"
 import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import type { ApiKeyRecord } from "../domain/AccessKey.js"
 import { QuotaExceeded, RateLimited, Unavailable } from "../domain/Problem.js"
@@ -23,9 +23,6 @@ export const rateLimitHeaders = (key: ApiKeyRecord, remaining: number, resetSeco
   "ratelimit-policy": `"minute";q=${key.rate_limit_per_minute};w=60, "day";q=${key.daily_quota};w=86400`,
   ratelimit: `"minute";r=${Math.max(0, remaining)};t=${Math.max(0, resetSeconds)}`
 })
-
-export const clientAddress = (request: HttpServerRequest.HttpServerRequest): string =>
-  Option.getOrElse(request.remoteAddress, () => "unknown")
 
 const storeUnavailable = new Unavailable({ detail: "Rate limiting is unavailable; retry shortly." })
 

@@ -5,6 +5,8 @@ import { DeterminationNotFound, InsufficientScope, InvalidPublicId, Unauthorized
 import { EventJwks, EventPage } from "../domain/TrustEvent.js"
 import { DefaultPageSize, MaxPageSize } from "./EventLog.js"
 
+const MaxSequence = 2_147_483_647
+
 /** A query integer with one readable failure message (instead of one per parse step). */
 const QueryInt = (message: string, description: string, bounded: (n: typeof Schema.Int) => Schema.Schema<number>) =>
   Schema.optionalWith(
@@ -17,8 +19,9 @@ const QueryInt = (message: string, description: string, bounded: (n: typeof Sche
 
 const EventsQuery = Schema.Struct({
   public_id: Schema.String.annotations({ description: "DET-V1-* or QUAL-V1-*" }),
-  after: QueryInt("must be an integer ≥ 0", "Return events with a greater sequence (default 0: from the start)",
-    (int) => int.pipe(Schema.greaterThanOrEqualTo(0))),
+  // Sequences are PostgreSQL integers: a larger `after` is refused here, not by the database.
+  after: QueryInt(`must be an integer from 0 to ${MaxSequence}`, "Return events with a greater sequence (default 0: from the start)",
+    (int) => int.pipe(Schema.between(0, MaxSequence))),
   limit: QueryInt(`must be an integer between 1 and ${MaxPageSize}`, `Page size, default ${DefaultPageSize}, at most ${MaxPageSize}`,
     (int) => int.pipe(Schema.between(1, MaxPageSize)))
 })

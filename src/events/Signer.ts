@@ -76,10 +76,10 @@ const dataDirKey = (dataDir: string): KeyObject => {
  * The event-signing key (Ed25519):
  * - PV_EVENT_SIGNING_KEY (PKCS#8 PEM) when set, in either mode;
  * - embedded mode: generated once and kept in the data directory (mode 0600);
- * - DATABASE_URL mode without it: an ephemeral key for this process only, with a warning. Events stay
- *   verifiable because every public key is recorded in the database and published in the JWKS, but
- *   the kid changes at every start, so operators who want one stable key set PV_EVENT_SIGNING_KEY.
- *   (Refusing to start was the alternative; a signing key grants no access, so the service runs.)
+ * - DATABASE_URL mode without it: the start is refused, naming the variable (CONTRACT section 11), since
+ *   a key per process would grow the JWKS at every restart and every worker. `PV_DEV_EPHEMERAL_KEYS=true`
+ *   allows that for development: a key for this process only, with a warning (every public key is still
+ *   recorded in the database, so events stay verifiable).
  */
 export class Signer extends Effect.Service<Signer>()("pv/Signer", {
   effect: Effect.gen(function*() {
@@ -95,9 +95,16 @@ export class Signer extends Effect.Service<Signer>()("pv/Signer", {
     if (mode.kind === "embedded") {
       return signerFromPrivateKey(dataDirKey(mode.dataDir), "data-dir")
     }
+    if (!config.devEphemeralKeys) {
+      return yield* Effect.dieMessage(
+        "PV_EVENT_SIGNING_KEY is not set. On PostgreSQL every instance must sign with the same configured key: " +
+          "set PV_EVENT_SIGNING_KEY to an Ed25519 PKCS#8 PEM (openssl genpkey -algorithm ed25519), " +
+          "or PV_DEV_EPHEMERAL_KEYS=true for a throw-away key per process in development."
+      )
+    }
     const signer = signerFromPrivateKey(generateKeyPairSync("ed25519").privateKey, "ephemeral")
     yield* Effect.logWarning(
-      `PV_EVENT_SIGNING_KEY is not set: events are signed with an ephemeral key (kid ${signer.kid}) for this process only. ` +
+      `PV_DEV_EPHEMERAL_KEYS=true and PV_EVENT_SIGNING_KEY is not set: events are signed with an ephemeral key (kid ${signer.kid}) for this process only. ` +
         "Set PV_EVENT_SIGNING_KEY to a PKCS#8 Ed25519 PEM for a stable key."
     )
     return signer

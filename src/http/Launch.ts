@@ -15,7 +15,8 @@ const serve = async () => {
  * Serve in this process, or with `workers` > 1 fork that many processes sharing one listening socket
  * (node:cluster), so one machine's cores are used. Workers share the database, so they need PostgreSQL
  * (the embedded database belongs to one process); rate limits, key revocation and cached trust
- * documents already work across instances. A worker that dies is replaced; SIGTERM/SIGINT stop them all.
+ * documents already work across instances. A worker that dies is replaced; SIGTERM/SIGINT make every
+ * worker drain, and the primary exits 0 once they have.
  */
 export const launch = (workers: number): void => {
   if (workers <= 1 || cluster.isWorker) {
@@ -41,12 +42,24 @@ export const launch = (workers: number): void => {
     console.error(`worker ${index} exited (${signal ?? code}); starting a new one`)
     indexOf.set(fork(index).id, index)
   })
+  // Each worker drains itself on SIGTERM (http/FrontDoor.ts); one that outlives its grace is killed.
   const stop = () => {
+    if (stopping) return
     stopping = true
-    for (const worker of Object.values(cluster.workers ?? {})) worker?.kill("SIGTERM")
+    const workersLeft = Object.values(cluster.workers ?? {})
+    if (workersLeft.length === 0) process.exit(0)
+    for (const worker of workersLeft) worker?.process.kill("SIGTERM")
+    setTimeout(() => {
+      for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill("SIGKILL")
+    }, shutdownGraceMs() + 5_000).unref()
   }
   process.on("SIGTERM", stop)
   process.on("SIGINT", stop)
+}
+
+const shutdownGraceMs = () => {
+  const value = Number(process.env.PV_SHUTDOWN_GRACE_MS ?? "10000")
+  return Number.isFinite(value) && value > 0 ? value : 10_000
 }
 
 export const workersFromEnv = (): number => {

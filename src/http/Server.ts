@@ -3,6 +3,7 @@ import { Layer } from "effect"
 import { ApiKeysHttpLive } from "../access/Http.js"
 import { ApiKeyAuthLive, OperatorAuthLive } from "../access/Auth.js"
 import { ApiKeys } from "../access/ApiKeys.js"
+import { ClientAddressesLive } from "../access/ClientAddress.js"
 import { OperatorCredential } from "../access/Operator.js"
 import { RateLimitsLive } from "../access/RateLimits.js"
 import { DatabaseLive } from "../platform/Database.js"
@@ -30,6 +31,7 @@ export const ServicesLive = Layer.mergeAll(
   ApiKeys.Default,
   OperatorCredential.Default,
   RateLimitsLive,
+  ClientAddressesLive,
   EventLog.Default,
   Subscriptions.Default,
   Receipts.Default,

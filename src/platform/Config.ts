@@ -41,9 +41,12 @@ export interface AppConfigShape {
   readonly allowedOrigins: ReadonlyArray<string>
   /** On PostgreSQL, sign with per-process keys instead of refusing to start without configured keys. */
   readonly devEphemeralKeys: boolean
-  /** A statement that gets no answer in this time fails (the request gets 503), and its connection is dropped. */
+  /**
+   * Last resort for a statement that gets no answer (it fails and its connection is dropped). Outages
+   * are noticed sooner by the pool's probe (platform/PgPool.ts), so this only bounds a stuck statement.
+   */
   readonly dbQueryTimeoutMs: number
-  /** Time to open a database connection or wait for a free one. */
+  /** Time to open one database connection. */
   readonly dbConnectTimeoutMs: number
 }
 
@@ -139,7 +142,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
     validation: isOrigin
   }),
   devEphemeralKeys: Config.boolean("PV_DEV_EPHEMERAL_KEYS").pipe(Config.withDefault(false)),
-  dbQueryTimeoutMs: positive("PV_DB_QUERY_TIMEOUT_MS", 1_500),
+  dbQueryTimeoutMs: positive("PV_DB_QUERY_TIMEOUT_MS", 10_000),
   dbConnectTimeoutMs: positive("PV_DB_CONNECT_TIMEOUT_MS", 1_000)
 })
 

@@ -3,9 +3,10 @@ import { resolve } from "node:path"
 import { NodeContext } from "@effect/platform-node"
 import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { SqlClient } from "@effect/sql"
-import { Context, Duration, Effect, Layer, Option } from "effect"
+import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { migrations } from "../../migrations/index.js"
 import { AppConfig } from "./Config.js"
+import { makePgPool } from "./PgPool.js"
 
 /** Where the database lives: a real PostgreSQL from DATABASE_URL, or PGlite embedded in the data directory. */
 export class DatabaseMode extends Context.Tag("pv/DatabaseMode")<
@@ -52,8 +53,23 @@ const clientLayer = Layer.unwrapScoped(
   Effect.gen(function*() {
     const config = yield* AppConfig
     if (Option.isSome(config.databaseUrl)) {
+      const url = Redacted.value(config.databaseUrl.value)
       return Layer.merge(
-        PgClient.layer({ url: config.databaseUrl.value, maxConnections: 16, applicationName: "pv-trust" }),
+        PgClient.layerFromPool({
+          acquire: Effect.acquireRelease(
+            Effect.sync(() =>
+              makePgPool({
+                url,
+                maxConnections: 16,
+                applicationName: "pv-trust",
+                queryTimeoutMs: config.dbQueryTimeoutMs,
+                connectTimeoutMs: config.dbConnectTimeoutMs
+              })
+            ),
+            (guarded) => Effect.promise(() => guarded.end()).pipe(Effect.timeoutOption("2 seconds"))
+          ).pipe(Effect.map((guarded) => guarded.pool)),
+          applicationName: "pv-trust"
+        }),
         Layer.succeed(DatabaseMode, { kind: "postgres" })
       )
     }

@@ -48,6 +48,9 @@ const conflict = () =>
  * Actionability evaluations and durable reliance receipts. Callers pass the raw body and the tenant of
  * the authenticated key; every decision field is derived here from the canonical trust document.
  */
+/** `rr_` + a ULID (Crockford base 32), the only shape of receipt id ever issued. */
+export const ReceiptIdPattern = /^rr_[0-9A-HJKMNP-TV-Z]{26}$/
+
 export class Receipts extends Effect.Service<Receipts>()("pv/Receipts", {
   effect: Effect.gen(function*() {
     const resolver = yield* TrustResolver
@@ -105,6 +108,8 @@ export class Receipts extends Effect.Service<Receipts>()("pv/Receipts", {
       })
 
     const get = (tenantId: string, receiptId: string): Effect.Effect<RelianceReceipt, ReceiptNotFound> => {
+      // An id this service could never have issued is not looked up at all.
+      if (!ReceiptIdPattern.test(receiptId)) return Effect.fail(new ReceiptNotFound({ detail: "no such receipt" }))
       const known = byId.get(receiptId)
       if (known !== undefined && known.tenant_id === tenantId) return Effect.succeed(known)
       return Effect.orDie(repo.find(tenantId, receiptId)).pipe(

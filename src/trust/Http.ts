@@ -1,7 +1,8 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import { requireScope } from "../access/ApiKeys.js"
-import { clientAddress, RateLimits } from "../access/RateLimits.js"
+import { ClientAddresses } from "../access/ClientAddress.js"
+import { RateLimits } from "../access/RateLimits.js"
 import { AppConfig } from "../platform/Config.js"
 import { Api } from "../http/Api.js"
 import type { CachedTrust } from "./TrustCache.js"
@@ -29,6 +30,7 @@ export const TrustHttpLive = HttpApiBuilder.group(Api, "trust", (handlers) =>
     const resolver = yield* TrustResolver
     const limits = yield* RateLimits
     const { humanRateLimitPerMinute } = yield* AppConfig
+    const addresses = yield* ClientAddresses
     return handlers
       .handle("machine", ({ path, headers }) =>
         requireScope("trust:read").pipe(
@@ -36,7 +38,7 @@ export const TrustHttpLive = HttpApiBuilder.group(Api, "trust", (handlers) =>
           Effect.map((trust) => conditional(trust, headers["if-none-match"]))
         ))
       .handle("human", ({ path, headers, request }) =>
-        limits.consumeAddress("human", clientAddress(request), humanRateLimitPerMinute).pipe(
+        limits.consumeAddress("human", addresses.of(request), humanRateLimitPerMinute).pipe(
           Effect.zipRight(resolver.resolveCached(path.publicId)),
           Effect.map((trust) => conditional(trust, headers["if-none-match"]))
         ))

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { generateKeyPairSync, verify } from "node:crypto"
-import { Context, Effect, Exit, Layer, Option, Redacted } from "effect"
+import { Cause, Context, Effect, Exit, Layer, Option, Redacted } from "effect"
 import { afterAll, describe, expect } from "vitest"
 import { signingInputOf } from "../../src/events/EventChain.js"
 import { signingKeyFile, Signer, testSigningKeyPem } from "../../src/events/Signer.js"
@@ -20,9 +20,12 @@ const freshDir = () => {
   return dir
 }
 
-const signerWith = (mode: Context.Tag.Service<typeof DatabaseMode>, eventSigningKey?: string) =>
+const signerWith = (mode: Context.Tag.Service<typeof DatabaseMode>, eventSigningKey?: string, devEphemeralKeys = false) =>
   Signer.pipe(Effect.provide(Signer.Default.pipe(
-    Layer.provide(AppConfigFrom({ eventSigningKey: eventSigningKey === undefined ? Option.none() : Option.some(Redacted.make(eventSigningKey)) })),
+    Layer.provide(AppConfigFrom({
+      eventSigningKey: eventSigningKey === undefined ? Option.none() : Option.some(Redacted.make(eventSigningKey)),
+      devEphemeralKeys
+    })),
     Layer.provide(Layer.succeed(DatabaseMode, mode))
   )))
 
@@ -74,10 +77,17 @@ describe("Signer", () => {
       expect(other.kid).not.toBe(first.kid)
     }))
 
-  it.effect("DATABASE_URL mode without a key signs with an ephemeral key per process", () =>
+  it.effect("DATABASE_URL mode without a key refuses to start, naming PV_EVENT_SIGNING_KEY", () =>
     Effect.gen(function*() {
-      const a = yield* signerWith({ kind: "postgres" })
-      const b = yield* signerWith({ kind: "postgres" })
+      const exit = yield* Effect.exit(signerWith({ kind: "postgres" }))
+      expect(Exit.isFailure(exit)).toBe(true)
+      if (Exit.isFailure(exit)) expect(Cause.pretty(exit.cause)).toContain("PV_EVENT_SIGNING_KEY is not set")
+    }))
+
+  it.effect("with PV_DEV_EPHEMERAL_KEYS=true, DATABASE_URL mode signs with an ephemeral key per process", () =>
+    Effect.gen(function*() {
+      const a = yield* signerWith({ kind: "postgres" }, undefined, true)
+      const b = yield* signerWith({ kind: "postgres" }, undefined, true)
       expect(a.origin).toBe("ephemeral")
       expect(a.kid).not.toBe(b.kid)
     }))

@@ -3,7 +3,7 @@ import { Option, Redacted } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { testDatabaseKind } from "../support/databases.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
-import { createKey, putDetermination, request } from "../support/http.js"
+import { createKey, expectProblem, putDetermination, request } from "../support/http.js"
 import { startServerProcess } from "../support/process.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 
@@ -104,17 +104,22 @@ describe(`per-address limits (${kind})`, () => {
     expect((await request(server, "GET", `/api/v1/trust/${id}/human`)).status).toBe(200)
   })
 
-  it("throttles an address after repeated failed authentications, even for a valid key", async () => {
+  it("throttles an address's failed authentications, never its valid credentials (CONTRACT section 11)", async () => {
     const { api_key } = await createKey(server, ["trust:read"])
     const guess = `pv_live_${"A".repeat(38)}`
     for (let i = 0; i < 3; i++) expect((await request(server, "GET", machine, { bearer: guess })).status).toBe(401)
-    const blocked = await request(server, "GET", machine, { bearer: api_key })
-    expect(blocked.status).toBe(429)
-    expect(Number(blocked.headers.get("retry-after"))).toBeGreaterThan(0)
-    const operatorBlocked = await request(server, "GET", "/api/v1/api-keys", { bearer: server.operatorToken })
-    expect(operatorBlocked.status).toBe(429)
-    server.clock.advance(61_000)
+    const throttled = expectProblem(await request(server, "GET", machine, { bearer: guess }), 429, "rate-limited")
+    expect(throttled.detail).toMatch(/failed authentications/)
+    expect(Number((await request(server, "GET", machine, { bearer: guess })).headers.get("retry-after"))).toBeGreaterThan(0)
     expect((await request(server, "GET", machine, { bearer: api_key })).status).toBe(200)
+    expect((await request(server, "GET", "/api/v1/api-keys", { bearer: server.operatorToken })).status).toBe(200)
+    expectProblem(await request(server, "GET", "/api/v1/api-keys", { bearer: "not-the-operator-token-0123456789abcdef" }), 429, "rate-limited")
+    server.clock.advance(61_000)
+    try {
+      expect((await request(server, "GET", machine, { bearer: guess })).status).toBe(401)
+    } finally {
+      server.clock.advance(-61_000)
+    }
   })
 })
 

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import { testSigningKeyPem } from "../../src/events/Signer.js"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
 
@@ -13,7 +14,7 @@ export const startServerProcess = (env: Record<string, string>): Promise<ServerP
   new Promise((resolve, reject) => {
     const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
       cwd: root,
-      env: { ...process.env, PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", ...env },
+      env: { ...process.env, PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", PV_EVENT_SIGNING_KEY: testSigningKeyPem(), ...env },
       stdio: ["ignore", "pipe", "pipe"]
     })
     let output = ""

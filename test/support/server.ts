@@ -3,6 +3,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { HttpServer } from "@effect/platform"
 import { Context, Effect, Exit, Layer, Option, Redacted, Scope } from "effect"
+import { testSigningKeyPem } from "../../src/events/Signer.js"
 import { ServerLive } from "../../src/http/Server.js"
 import { AppConfigFrom, type AppConfigShape } from "../../src/platform/Config.js"
 import { createScratchDatabase, testDatabaseKind, type TestDatabaseKind } from "./databases.js"
@@ -51,6 +52,8 @@ export const startTestServer = async (options: StartOptions = {}): Promise<TestS
     humanRateLimitPerMinute: 100_000,
     operatorRateLimitPerMinute: 100_000,
     authFailureLimitPerMinute: 100_000,
+    // PostgreSQL mode refuses to start without a configured key; every test server signs with the test key.
+    eventSigningKey: Option.some(Redacted.make(testSigningKeyPem())),
     ...options.config
   })
   const layer = ServerLive.pipe(Layer.provide(config), Layer.provide(Layer.setClock(clock)))
