@@ -176,6 +176,8 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
         })
       }
       if (handleOrigin(req, res, allowedOrigins)) return
+      // The transparency log is also served at the root, where tlog-tiles clients look for it.
+      if (req.url?.startsWith("/log/")) req.url = "/api/v1" + req.url
       open.add(res)
       res.once("close", () => {
         open.delete(res)
