@@ -7,10 +7,13 @@ import { DefaultPageSize, MaxPageSize } from "./EventLog.js"
 
 const MaxSequence = 2_147_483_647
 
+/** Plain decimal digits: `0x10`, `1e3` or ` 7` are not page positions. */
+const DecimalString = Schema.String.pipe(Schema.pattern(/^-?\d{1,20}$/))
+
 /** A query integer with one readable failure message (instead of one per parse step). */
 const QueryInt = (message: string, description: string, bounded: (n: typeof Schema.Int) => Schema.Schema<number>) =>
   Schema.optionalWith(
-    Schema.compose(Schema.NumberFromString, bounded(Schema.Int)).annotations({
+    Schema.compose(DecimalString.pipe(Schema.compose(Schema.NumberFromString)), bounded(Schema.Int)).annotations({
       description,
       message: () => ({ message, override: true })
     }),

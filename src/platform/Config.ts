@@ -1,5 +1,5 @@
 import { isIP } from "node:net"
-import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
+import { Config, ConfigError, Context, Effect, Either, Layer, Option, Redacted } from "effect"
 
 /**
  * The service's settings, read once from the environment and validated: a bad value stops the start
@@ -94,7 +94,7 @@ const list = (name: string, check: { readonly message: string; readonly validati
     Config.validate({ message: check.message, validation: (entries) => entries.every(check.validation) })
   )
 
-export const appConfig: Config.Config<AppConfigShape> = Config.all({
+const settings: Config.Config<AppConfigShape> = Config.all({
   // 0 asks the OS for a free port (the banner prints the one chosen).
   port: Config.integer("PORT").pipe(
     Config.validate({ message: "PORT must be an integer from 0 to 65535", validation: (n) => n >= 0 && n <= 65535 }),
@@ -145,6 +145,20 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   dbQueryTimeoutMs: positive("PV_DB_QUERY_TIMEOUT_MS", 10_000),
   dbConnectTimeoutMs: positive("PV_DB_CONNECT_TIMEOUT_MS", 1_000)
 })
+
+/**
+ * Settings that only make sense together. On PostgreSQL every instance must sign with one configured
+ * key (CONTRACT section 11), so a start without one is refused before anything touches the database.
+ */
+export const appConfig: Config.Config<AppConfigShape> = Config.mapOrFail(settings, (config) =>
+  Option.isSome(config.databaseUrl) && Option.isNone(config.eventSigningKey) && !config.devEphemeralKeys
+    ? Either.left(ConfigError.InvalidData(
+      ["PV_EVENT_SIGNING_KEY"],
+      "must be set when DATABASE_URL is: every instance signs with the same configured key " +
+        "(an Ed25519 PKCS#8 PEM, e.g. from `openssl genpkey -algorithm ed25519`); " +
+        "PV_DEV_EPHEMERAL_KEYS=true allows a throw-away key per process in development"
+    ))
+    : Either.right(config))
 
 export const AppConfigLive = Layer.effect(AppConfig, appConfig)
 
