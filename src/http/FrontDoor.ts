@@ -139,6 +139,8 @@ const nodeServer = (config: AppConfigShape) =>
     requestTimeout: config.requestTimeoutMs,
     keepAliveTimeout: config.keepAliveTimeoutMs,
     maxHeaderSize: config.maxHeaderBytes,
+    // Node would refuse a request without Host with a bare 400; the front door answers it as a problem.
+    requireHostHeader: false,
     // Node checks time-outs on this interval; keep it well under the smallest time-out.
     connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(config.headersTimeoutMs / 4)))
   })
@@ -167,6 +169,9 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
           "retry-after": "1",
           connection: "close"
         })
+      }
+      if (req.headers.host === undefined && req.httpVersionMinor >= 1) {
+        return sendProblem(res, new BadRequest({ detail: "HTTP/1.1 requests must carry a Host header." }), { connection: "close" })
       }
       if (open.size >= config.maxInFlight) {
         // Its body is never read: the connection closes after this answer.

@@ -227,6 +227,8 @@ export const ProblemsLive = HttpApiBuilder.middleware(
         Effect.catchAllCause((cause) =>
           Effect.gen(function*() {
             const request = yield* HttpServerRequest.HttpServerRequest
+            // The client went away mid-request: nobody is left to answer, and nothing failed.
+            if (Cause.isInterruptedOnly(cause)) return problemResponse(new Unavailable({ detail: "The request was abandoned." }), pathOf(request.url))
             const squashed = Cause.squash(cause)
             // HttpApi's payload decoder turns a failed body read into a defect: the problem is still ours.
             if (isProblemError(squashed)) return problemResponse(squashed, pathOf(request.url))
