@@ -24,10 +24,25 @@ export default defineConfig(async () => {
   }
   if (!postgres) console.warn(`PostgreSQL not reachable at ${postgresUrl}: HTTP suites run on embedded PGlite only`)
   const http = ["test/**/*.http.test.ts"]
+  const faults = ["test/faults/**/*.test.ts"]
   const projects: Array<TestProjectConfiguration> = [
-    { extends: true, test: { name: "unit", include: ["test/**/*.test.ts"], exclude: http } },
+    { extends: true, test: { name: "unit", include: ["test/**/*.test.ts"], exclude: [...http, ...faults] } },
     { extends: true, test: { name: "pglite", include: http, env: { PV_TEST_DB: "pglite" } } }
   ]
+  // Contract section 11 against the compiled server (`npm run build` once, then `node dist/src/main.js`
+  // child processes): one file at a time, since each starts, signals and kills whole processes.
+  projects.push({
+    extends: true,
+    test: {
+      name: "faults",
+      include: faults,
+      globalSetup: ["test/faults/globalSetup.ts"],
+      testTimeout: 120_000,
+      pool: "forks",
+      poolOptions: { forks: { singleFork: true } },
+      env: { PV_TEST_POSTGRES_URL: postgresUrl, PV_FAULTS_POSTGRES: postgres ? "1" : "0" }
+    }
+  })
   if (postgres) {
     projects.push({ extends: true, test: { name: "postgres", include: http, env: { PV_TEST_DB: "postgres", PV_TEST_POSTGRES_URL: postgresUrl } } })
   }

@@ -13,7 +13,8 @@ import pg from "pg"
 import { benchPublicId, chainPublicId } from "./data.js"
 import { verifyEventChain } from "../src/events/Verify.js"
 import { execFileSync } from "node:child_process"
-import { load, type LoadResult, peakRssMb, type Process, processTree, root, runScript, startProcess } from "./lib.js"
+import { drive } from "./faultLoad.js"
+import { load, type LoadResult, mapConcurrent, peakRssMb, type Process, processTree, root, runScript, startProcess } from "./lib.js"
 
 const { values } = parseArgs({
   options: {
@@ -182,6 +183,35 @@ const main = async () => {
     const rssPerProcess = processTree(service.child.pid!).map((pid) => peakRssMb(pid) ?? 0)
     const serverRss = Math.max(...rssPerProcess)
     const serverRssTotal = rssPerProcess.reduce((a, b) => a + b, 0)
+
+    // Overload: four times the connections of every other scenario. Admitted requests are measured
+    // apart from the fast 503 `overloaded` refusals (PV_MAX_IN_FLIGHT, default per process).
+    log(`overload: GET /machine with ${4 * connections} connections`)
+    const overload = await drive({ url: base + machinePath(1), headers: auth(key), connections: 4 * connections, durationMs: seconds * 1000 })
+    const overloadRefused = overload.byStatus["503"] ?? 0
+    log(`overload: ${JSON.stringify(overload.byStatus)}, admitted ${overload.admittedPerSecond.toFixed(0)}/s, p99 ${overload.admittedP99.toFixed(1)} ms, lost ${overload.lost}`)
+
+    // Drain: SIGTERM in the middle of a receipt-writing load; then every acknowledged receipt must be there.
+    log("drain: SIGTERM under receipt load")
+    const acknowledged: Array<string> = []
+    let exited: number | null | undefined
+    service.child.once("exit", (code) => (exited = code))
+    const drainLoad = drive({
+      url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, body: (i) => receiptBody(`drain-${i}`),
+      connections, durationMs: 30_000, onSuccess: (body) => acknowledged.push(JSON.parse(body).receipt_id), stopWhen: () => exited !== undefined
+    })
+    await new Promise((resolve) => setTimeout(resolve, 1_500))
+    const signalledAt = Date.now()
+    service.child.kill("SIGTERM")
+    const drained = await drainLoad
+    while (exited === undefined) await new Promise((resolve) => setTimeout(resolve, 20))
+    const drainSeconds = (Date.now() - signalledAt) / 1000
+    service = await startService()
+    key = await createKey(service)
+    const missing = (await mapConcurrent(acknowledged, 16, async (receiptId) =>
+      (await fetch(`${service.baseUrl}/api/v1/reliance-receipts/${receiptId}`, { headers: auth(key) })).status === 200 ? 0 : 1
+    )).reduce((a: number, b: number) => a + b, 0)
+    log(`drain: exit ${exited} after ${drainSeconds.toFixed(2)} s; ${JSON.stringify(drained.byStatus)}; lost ${drained.lost}; ${acknowledged.length} acknowledged, ${missing} missing after restart`)
     await service.stop()
 
     log("baselines")
@@ -239,6 +269,8 @@ const main = async () => {
       ["POST reliance-receipts (new)", fmt(created.requestsPerSecond), `${created.p50} / ${created.p99}`, ratio(created.requestsPerSecond / baselineC.rows_per_second, 0.5, "× (c)")],
       ["POST reliance-receipts (replayed)", fmt(replayed.requestsPerSecond), `${replayed.p50} / ${replayed.p99}`, ratio(replayed.requestsPerSecond / machine.requestsPerSecond, 0.7, "× GET /machine")],
       ["GET /events page of 100", fmt(events.requestsPerSecond), `${events.p50} / ${events.p99}`, `${(events.requestsPerSecond / baselineB.requestsPerSecond).toFixed(2)} × (b)`],
+      [`overload: GET /machine, ${4 * connections} connections (4×), admitted`, fmt(overload.admittedPerSecond), `${overload.admittedP50.toFixed(1)} / ${overload.admittedP99.toFixed(1)}`, atMost(overload.admittedP99 / machine.p99, 4, `× unloaded p99 (≤ 4×); ${pct(overloadRefused, overload.sent)} answered 503 overloaded (p99 ${overload.refusalP99.toFixed(1)} ms); lost ${overload.lost}`)],
+      ["drain: SIGTERM under receipt load, requests lost", String(drained.lost + missing), "", `${drained.lost + missing === 0 ? "0 ✅" : "❌"} (${drained.lost} unanswered, ${missing} of ${acknowledged.length} acknowledged receipts missing after restart; exit ${exited} in ${drainSeconds.toFixed(2)} s; ${JSON.stringify(drained.byStatus)})`],
       [`verify-events: ${feed.length}-event chain, verifier on one core (events/s)`, fmt(verifyRate), "", ratio(verifyRate / 10_000, 1, `× 10,000 events/s; whole \`pv verify-events --file\` ${fmt(feed.length / cliSeconds)} events/s`)],
       [`server peak RSS under load, largest of ${rssPerProcess.length} process(es) (MB)`, serverRss.toFixed(0), "", atMost(serverRss, 250, ` MB (≤ 250); all processes ${serverRssTotal.toFixed(0)} MB; ${largeRss.toFixed(0)} MB in the ${values.growth} run`)],
       [`growth: GET /machine p50, 1k → ${values.growth} determinations`, `${smallMachine.p50.toFixed(3)} → ${largeMachine.p50.toFixed(3)} ms`, "", atMost(largeMachine.p50 / smallMachine.p50, 1.2, "× (≤ 1.2×)")],
@@ -254,7 +286,7 @@ const main = async () => {
     console.log(table)
     Object.assign(results, {
       at: new Date().toISOString(), embedded, seconds, connections, baselineA, baselineB, baselineC, machine, notModified, human, mcp,
-      events, created, replayed, verify: { events: feed.length, seconds: verifySeconds, perSecond: verifyRate, cliSeconds },
+      events, created, replayed, overload, drain: { ...drained, acknowledged: acknowledged.length, missing, exitCode: exited, seconds: drainSeconds }, verify: { events: feed.length, seconds: verifySeconds, perSecond: verifyRate, cliSeconds },
       workers, rssAfter, rssMb: serverRss, rssTotalMb: serverRssTotal, largeRssMb: largeRss, growth: { smallMachine, largeMachine, smallEvents, largeEvents }, table
     })
     mkdirSync(join(root, "bench/results"), { recursive: true })
@@ -265,6 +297,7 @@ const main = async () => {
   }
 }
 
+const pct = (part: number, whole: number) => `${whole === 0 ? 0 : ((100 * part) / whole).toFixed(1)} %`
 const fmt = (n: number) => Math.round(n).toLocaleString("en-US")
 const ratio = (value: number, target: number, label: string) => `${value.toFixed(2)} ${label} (≥ ${target}) ${value >= target ? "✅" : "❌"}`
 const atMost = (value: number, limit: number, label: string) => `${value.toFixed(2)}${label} ${value <= limit ? "✅" : "❌"}`

@@ -1,4 +1,5 @@
 import * as Http from "node:http"
+import * as Net from "node:net"
 import type { Duplex } from "node:stream"
 import { HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
@@ -131,6 +132,9 @@ const handleOrigin = (req: Http.IncomingMessage, res: Http.ServerResponse, allow
   return false
 }
 
+/** After the last request in flight, how long kept-alive sockets may still bring a (refused) request. */
+const DrainLingerMs = 300
+
 type Handler = (req: Http.IncomingMessage, res: Http.ServerResponse) => void
 
 const nodeServer = (config: AppConfigShape) =>
@@ -215,20 +219,30 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
       })
     })
 
+    /**
+     * Stop accepting, but keep kept-alive sockets open: a request already on its way over one gets a
+     * 503 with `Connection: close` instead of a reset (Node's own `server.close()` would drop idle
+     * sockets at once, racing with requests in flight on the wire). Every answer from here on closes
+     * its connection; once the work in flight is done, stragglers get a short linger, then everything
+     * still open is closed.
+     */
     const drain = Effect.async<void>((resume) => {
       draining = true
-      server.close()
-      server.closeIdleConnections()
+      const started = Date.now()
+      Net.Server.prototype.close.call(server)
       for (const res of open) if (!res.headersSent) res.setHeader("connection", "close")
-      const done = () => {
-        clearTimeout(timer)
+      const finish = () => {
+        clearTimeout(graceTimer)
         onIdle = undefined
-        server.closeAllConnections()
-        resume(Effect.void)
+        const linger = Math.max(0, Math.min(DrainLingerMs, config.shutdownGraceMs - (Date.now() - started)))
+        setTimeout(() => {
+          server.closeAllConnections()
+          resume(Effect.void)
+        }, linger)
       }
-      const timer = setTimeout(done, config.shutdownGraceMs)
-      if (open.size === 0) done()
-      else onIdle = done
+      const graceTimer = setTimeout(finish, config.shutdownGraceMs)
+      if (open.size === 0) finish()
+      else onIdle = finish
     })
 
     const httpServer = HttpServer.make({

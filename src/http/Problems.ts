@@ -39,6 +39,7 @@ export const problemResponse = (error: ProblemError, instance?: string): HttpSer
       break
     case "RateLimited":
     case "QuotaExceeded":
+    case "NotYetLogged":
       headers["retry-after"] = String(Math.max(1, Math.ceil(error.retry_after)))
       break
   }
