@@ -13,6 +13,8 @@ export interface DriveOptions {
   readonly durationMs: number
   /** Called with each 2xx body, e.g. to remember acknowledged receipts. */
   readonly onSuccess?: (body: string) => void
+  /** Wait out a 503's Retry-After before the next request on that connection, as a real client would. */
+  readonly honourRetryAfter?: boolean
   /** Stops early (e.g. once the server has gone away). */
   readonly stopWhen?: () => boolean
 }
@@ -63,11 +65,13 @@ export const drive = async (options: DriveOptions): Promise<DriveResult> => {
             admitted.push(ms)
             options.onSuccess?.(Buffer.concat(chunks).toString())
           } else refusals.push(ms)
-          resolve()
+          // A well-behaved client waits as long as a 503 asks before its next request.
+          const retryAfter = Number(res.headers["retry-after"] ?? "0")
+          if (status === 503 && options.honourRetryAfter === true && retryAfter > 0) setTimeout(resolve, retryAfter * 1000)
+          else resolve()
         })
         res.on("error", () => (lost++, resolve()))
       })
-      req.on("socket", (socket) => socket.once("connect", () => (wrote = true)))
       req.on("finish", () => (wrote = true))
       req.on("error", (error: NodeJS.ErrnoException) => {
         if (!wrote || error.code === "ECONNREFUSED") refused++

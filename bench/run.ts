@@ -198,7 +198,8 @@ const main = async () => {
     service.child.once("exit", (code) => (exited = code))
     const drainLoad = drive({
       url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, body: (i) => receiptBody(`drain-${i}`),
-      connections, durationMs: 30_000, onSuccess: (body) => acknowledged.push(JSON.parse(body).receipt_id), stopWhen: () => exited !== undefined
+      connections, durationMs: 30_000, honourRetryAfter: true,
+      onSuccess: (body) => acknowledged.push(JSON.parse(body).receipt_id), stopWhen: () => exited !== undefined
     })
     await new Promise((resolve) => setTimeout(resolve, 1_500))
     const signalledAt = Date.now()
@@ -221,7 +222,7 @@ const main = async () => {
     const httpApi = await startProcess("bench/baselines/httpApi.ts")
     const baselineB = ok("baseline (b) HttpApi", await load({ url: httpApi.baseUrl + "/fixed", connections, seconds }))
     await httpApi.stop()
-    const insertEnv = embedded ? { PV_DATA_DIR: join(dataDir, "baseline-c") } : { DATABASE_URL: dbEnv.DATABASE_URL! }
+    const insertEnv = embedded ? { PV_DATA_DIR: join(dataDir, "baseline-c") } : { DATABASE_URL: dbEnv.DATABASE_URL!, PV_EVENT_SIGNING_KEY: signingKey }
     const baselineC = JSON.parse((await runScript("bench/baselines/insertLoop.ts", [String(connections), String(seconds)], insertEnv)).trim())
     log(`baseline (c) INSERT loop: ${baselineC.rows_per_second.toFixed(0)} rows/s`)
 
