@@ -42,6 +42,11 @@ export const problemResponse = (error: ProblemError, instance?: string): HttpSer
     case "NotYetLogged":
       headers["retry-after"] = String(Math.max(1, Math.ceil(error.retry_after)))
       break
+    // A dependency that is down or a process at capacity: worth retrying soon (CONTRACT section 11).
+    case "Unavailable":
+    case "Overloaded":
+      headers["retry-after"] = "1"
+      break
   }
   return HttpServerResponse.text(JSON.stringify(document), {
     status: document.status,
