@@ -25,8 +25,11 @@ export default defineConfig(async () => {
   if (!postgres) console.warn(`PostgreSQL not reachable at ${postgresUrl}: HTTP suites run on embedded PGlite only`)
   const http = ["test/**/*.http.test.ts"]
   const faults = ["test/faults/**/*.test.ts"]
+  const browser = ["test/web/**/*.browser.test.ts"]
   const projects: Array<TestProjectConfiguration> = [
-    { extends: true, test: { name: "unit", include: ["test/**/*.test.ts"], exclude: [...http, ...faults] } },
+    { extends: true, test: { name: "unit", include: ["test/**/*.test.ts"], exclude: [...http, ...faults, ...browser] } },
+    // The page at `/` in Debian's chromium (playwright-core), against a real server on embedded PGlite.
+    { extends: true, test: { name: "browser", include: browser, env: { PV_TEST_DB: "pglite" } } },
     { extends: true, test: { name: "pglite", include: http, env: { PV_TEST_DB: "pglite" } } }
   ]
   // Contract section 11 against the compiled server (`npm run build` once, then `node dist/src/main.js`

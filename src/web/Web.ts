@@ -1,0 +1,85 @@
+import { createHash } from "node:crypto"
+import { readFileSync } from "node:fs"
+import { fileURLToPath } from "node:url"
+import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Effect } from "effect"
+
+/**
+ * The page for people at `/` (issue 13 item 5): static files from `src/web/assets` (copied beside the
+ * compiled server by `npm run build`), read once at start. Verification runs in the browser
+ * (assets/verify.js), so the page calls only the service's own open endpoints, or the event feed
+ * with a key the visitor types in.
+ */
+export const assetsDir = fileURLToPath(new URL("./assets/", import.meta.url))
+
+/** Route → file and media type. Only these files are served; nothing else under the directory is reachable. */
+export const pageFiles: ReadonlyArray<readonly [route: string, file: string, contentType: string]> = [
+  ["/", "index.html", "text/html; charset=utf-8"],
+  ["/web/app.js", "app.js", "text/javascript; charset=utf-8"],
+  ["/web/verify.js", "verify.js", "text/javascript; charset=utf-8"],
+  ["/web/style.css", "style.css", "text/css; charset=utf-8"],
+  ["/web/icon.svg", "icon.svg", "image/svg+xml"]
+]
+
+/**
+ * Same origin only, no inline script or style, and Trusted Types with no policy: the page builds its
+ * DOM with textContent, so nothing a pasted document holds can ever become markup or script.
+ */
+export const contentSecurityPolicy = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self'",
+  "connect-src 'self'",
+  "base-uri 'none'",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+  "require-trusted-types-for 'script'",
+  "trusted-types 'none'"
+].join("; ")
+
+const securityHeaders = {
+  "content-security-policy": contentSecurityPolicy,
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+  "cross-origin-opener-policy": "same-origin",
+  "cross-origin-resource-policy": "same-origin",
+  "x-frame-options": "DENY"
+}
+
+interface Asset {
+  readonly body: Uint8Array
+  readonly contentType: string
+  readonly etag: string
+}
+
+const loadAsset = (file: string, contentType: string): Asset => {
+  let body: Buffer
+  try {
+    body = readFileSync(assetsDir + file)
+  } catch (error) {
+    throw new Error(`the page's file ${assetsDir}${file} is missing (npm run build copies src/web/assets): ${String(error)}`)
+  }
+  return { body, contentType, etag: `"${createHash("sha256").update(body).digest("base64url").slice(0, 22)}"` }
+}
+
+/** `no-cache`: a browser keeps the file but asks every time; an unchanged file costs a 304 (ETag). */
+const respond = (asset: Asset) =>
+  Effect.map(HttpServerRequest.HttpServerRequest, (request) => {
+    const headers = { ...securityHeaders, "cache-control": "no-cache", etag: asset.etag }
+    const ifNoneMatch = request.headers["if-none-match"]
+    if (ifNoneMatch !== undefined && ifNoneMatch.split(",").some((tag) => tag.trim().replace(/^W\//, "") === asset.etag)) {
+      return HttpServerResponse.empty({ status: 304, headers })
+    }
+    return HttpServerResponse.uint8Array(asset.body, { contentType: asset.contentType, headers })
+  })
+
+/** Mounts the page's routes on the HttpApi's router (beside /docs), outside the OpenAPI document. */
+export const WebLive = HttpApiBuilder.Router.use((router) =>
+  Effect.gen(function*() {
+    for (const [route, file, contentType] of pageFiles) {
+      const asset = yield* Effect.sync(() => loadAsset(file, contentType))
+      yield* router.get(route as `/${string}`, respond(asset))
+    }
+  })
+)

@@ -1,0 +1,489 @@
+// @ts-check
+/**
+ * The page's behaviour: three forms, each rendering into its result area. Every check is delegated
+ * to ./verify.js; this file only fetches, parses and shows. The DOM is built with textContent only
+ * (the page's CSP enforces Trusted Types with no policy, so markup from a string cannot happen).
+ * The API key lives in its input field and nowhere else: never in storage, cookies or the URL.
+ */
+import { cryptoAvailable, verifyEventChain, verifyReceiptBundle } from "./verify.js"
+
+/** @typedef {Record<string, unknown>} JsonRecord */
+/** @typedef {import("./verify.js").ChainReport} ChainReport */
+/** @typedef {import("./verify.js").BundleVerdict} BundleVerdict */
+/** @typedef {import("./verify.js").BundleStep} BundleStep */
+
+const EventPageSize = 1000
+
+/** @param {unknown} u @returns {u is JsonRecord} */
+const isRecord = (u) => typeof u === "object" && u !== null && !Array.isArray(u)
+
+/**
+ * @param {string} tag
+ * @param {Record<string, string>} [attributes]
+ * @param {ReadonlyArray<Node | string | null | undefined | false>} children
+ * @returns {HTMLElement}
+ */
+const el = (tag, attributes = {}, ...children) => {
+  const node = document.createElement(tag)
+  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value)
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue
+    node.append(typeof child === "string" ? document.createTextNode(child) : child)
+  }
+  return node
+}
+
+/** @param {string} id */
+const byId = (id) => {
+  const node = document.getElementById(id)
+  if (node === null) throw new Error(`the page has no #${id}`)
+  return node
+}
+
+/** @param {string} id */
+const inputById = (id) => /** @type {HTMLInputElement | HTMLTextAreaElement} */ (byId(id))
+
+/** @param {unknown} value */
+const text = (value) => (typeof value === "string" ? value : JSON.stringify(value) ?? String(value))
+
+/** @param {string} code */
+const mono = (code) => el("code", {}, code)
+
+/** @param {string} label @param {"ok" | "bad" | "warn" | "info"} tone */
+const badge = (label, tone) => el("span", { class: `badge ${tone}` }, label)
+
+/** @param {boolean} ok @param {string} [label] */
+const tick = (ok, label) => el("span", { class: `tick ${ok ? "ok" : "bad"}`, "data-ok": String(ok) }, ok ? "✓" : "✗", label ? ` ${label}` : "")
+
+/** An instant as given, and in the reader's own time zone. @param {unknown} iso */
+const instant = (iso) => {
+  const shownIso = text(iso)
+  const ms = typeof iso === "string" ? Date.parse(iso) : NaN
+  return el("span", {}, mono(shownIso), Number.isNaN(ms) ? "" : el("span", { class: "muted" }, ` (${new Date(ms).toLocaleString()})`))
+}
+
+/** @param {ReadonlyArray<unknown>} items @param {string} [empty] */
+const list = (items, empty = "none") =>
+  items.length === 0 ? el("p", { class: "muted" }, empty) : el("ul", {}, ...items.map((item) => el("li", {}, text(item))))
+
+/**
+ * @param {HTMLElement} target
+ * @param {...(Node | string)} nodes
+ */
+const show = (target, ...nodes) => target.replaceChildren(...nodes)
+
+/** @param {string} message */
+const working = (message) => el("p", { class: "muted working" }, message)
+
+// ---------------------------------------------------------------------------------------------------
+// Fetching: JSON bodies, and problem+json shown as what it says.
+
+/**
+ * @typedef {{ readonly ok: true, readonly body: unknown, readonly response: Response }
+ *   | { readonly ok: false, readonly problem: HTMLElement }} Fetched
+ */
+
+/**
+ * @param {string} url
+ * @param {RequestInit} [init]
+ * @returns {Promise<Fetched>}
+ */
+const getJson = async (url, init = {}) => {
+  let response
+  try {
+    response = await fetch(url, { ...init, headers: { accept: "application/json", ...init.headers }, cache: "no-store" })
+  } catch (error) {
+    return { ok: false, problem: problemBox("The service did not answer", String(error instanceof Error ? error.message : error)) }
+  }
+  const raw = await response.text()
+  /** @type {unknown} */
+  let body
+  try {
+    body = raw.length === 0 ? undefined : JSON.parse(raw)
+  } catch {
+    body = undefined
+  }
+  if (response.ok) return { ok: true, body, response }
+  return { ok: false, problem: problemView(response, body, raw) }
+}
+
+/**
+ * @param {string} title
+ * @param {string} detail
+ * @param {ReadonlyArray<Node>} [extra]
+ */
+const problemBox = (title, detail, extra = []) =>
+  el("div", { class: "problem", role: "alert" }, el("p", { class: "problem-title" }, title), el("p", {}, detail), ...extra)
+
+/**
+ * An RFC 9457 problem document, readably; anything else as its status and text.
+ * @param {Response} response
+ * @param {unknown} body
+ * @param {string} raw
+ */
+const problemView = (response, body, raw) => {
+  const retryAfter = response.headers.get("retry-after")
+  const retry = retryAfter === null ? null : el("p", { class: "muted" }, `Retry after ${retryAfter} second(s).`)
+  if (isRecord(body) && typeof body.title === "string") {
+    const box = problemBox(
+      `${response.status} ${body.title}`,
+      typeof body.detail === "string" ? body.detail : "",
+      [
+        ...(Array.isArray(body.errors)
+          ? [el("ul", {}, ...body.errors.map((e) => el("li", {}, isRecord(e) ? `${text(e.pointer)}: ${text(e.detail)}` : text(e))))]
+          : []),
+        el("p", { class: "muted" }, "code ", mono(text(body.code ?? "(none)")), typeof body.instance === "string" ? ` · ${body.instance}` : ""),
+        ...(retry === null ? [] : [retry])
+      ]
+    )
+    box.dataset.status = String(response.status)
+    box.dataset.code = text(body.code ?? "")
+    return box
+  }
+  const box = problemBox(`${response.status} ${response.statusText}`, raw.slice(0, 500), retry === null ? [] : [retry])
+  box.dataset.status = String(response.status)
+  return box
+}
+
+// ---------------------------------------------------------------------------------------------------
+// 1. A determination, through the open /human endpoint.
+
+const RelianceRule =
+  "A successful resolution is not permission to rely: check freshness CURRENT, lifecycle, authority and claim scope before relying."
+
+/** @param {unknown} state */
+const freshnessTone = (state) => (state === "CURRENT" ? "ok" : state === "APPROACHING_STALE" ? "warn" : "bad")
+
+/** @param {unknown} state */
+const lifecycleTone = (state) => (state === "ACTIVE" ? "ok" : state === "NOT_ISSUED" ? "info" : "bad")
+
+/**
+ * @param {string} title
+ * @param {"ok" | "bad" | "warn" | "info"} tone
+ * @param {ReadonlyArray<Node | string>} body
+ * @param {string} testId
+ */
+const fact = (title, tone, body, testId) =>
+  el("div", { class: `fact ${tone}`, "data-fact": testId }, el("h4", {}, title), ...body)
+
+/** @param {string} publicId @param {JsonRecord} doc */
+const trustView = (publicId, doc) => {
+  if (doc.schema !== "pv.machine-trust.v1") {
+    return problemBox("Not a trust document", `The answer's schema is ${text(doc.schema)}, not pv.machine-trust.v1: do not use it.`)
+  }
+  const determination = isRecord(doc.determination) ? doc.determination : {}
+  const freshness = isRecord(doc.freshness) ? doc.freshness : {}
+  const lifecycle = isRecord(doc.lifecycle) ? doc.lifecycle : {}
+  const authority = isRecord(doc.authority) ? doc.authority : {}
+  const integrity = isRecord(doc.integrity) ? doc.integrity : {}
+  const head = isRecord(integrity.event_head) ? integrity.event_head : {}
+  const subject = isRecord(doc.subject) ? doc.subject : {}
+  const policy = isRecord(doc.policy) ? doc.policy : {}
+  const claims = Array.isArray(doc.claims) ? doc.claims : []
+  const allowed = Array.isArray(doc.allowed_claims) ? doc.allowed_claims : []
+  const prohibited = Array.isArray(doc.prohibited_inferences) ? doc.prohibited_inferences : []
+  const notAuthorized = authority.issuance_authorized === false && authority.authority_state === "NOT_AUTHORIZED"
+
+  return el("article", { class: "card", "data-public-id": publicId },
+    el("header", { class: "card-head" },
+      el("h3", {}, publicId),
+      el("span", { class: "tier", "data-tier": text(determination.tier) }, `Tier ${text(determination.tier)}`),
+      determination.eligible === true ? badge("eligible", "ok") : badge("not eligible", "bad")),
+    el("p", { class: "banner warn", "data-rule": "reliance" }, RelianceRule),
+    el("div", { class: "facts" },
+      fact("Freshness", freshnessTone(freshness.state), [
+        el("p", { class: "state" }, text(freshness.state)),
+        el("p", {}, "as of ", instant(freshness.as_of)),
+        el("p", {}, "valid until ", instant(freshness.valid_until)),
+        el("p", { class: "muted" }, freshness.state === "CURRENT" ? "Current: this check passes." : "Not CURRENT: do not rely on it.")
+      ], "freshness"),
+      fact("Lifecycle", lifecycleTone(lifecycle.state), [
+        el("p", { class: "state" }, text(lifecycle.state)),
+        el("p", { class: "muted" }, "Rely only if this state fits what you intend to do.")
+      ], "lifecycle"),
+      fact("Authority", notAuthorized ? "info" : "bad", [
+        el("p", { class: "state" }, `issuance ${text(authority.authority_state)}`),
+        el("p", {}, notAuthorized ? "No credential has been issued; none may be inferred." : "Unexpected authority state: do not rely on it."),
+        el("p", { class: "muted" }, `issuance_authorized: ${text(authority.issuance_authorized)} · signing keys: ${text(authority.signing_key_count)}`)
+      ], "authority"),
+      fact("Claim scope", "info", [
+        el("p", {}, "Rely only on the claims allowed here:"),
+        list(allowed)
+      ], "claims")),
+    el("div", { class: "prohibited", "data-fact": "prohibited" },
+      el("h4", {}, "Prohibited inferences"),
+      el("p", {}, "Do not conclude any of these from this document:"),
+      list(prohibited),
+      el("p", { class: "muted" }, "Nor that a credential was issued: no response of this service means that.")),
+    el("details", {},
+      el("summary", {}, "Details: why this tier, claims, subject, integrity"),
+      el("div", { class: "details" },
+        el("h4", {}, "Why this tier"), list(Array.isArray(determination.why_this_tier) ? determination.why_this_tier : []),
+        el("h4", {}, "Why not higher"), list(Array.isArray(determination.why_not_higher) ? determination.why_not_higher : []),
+        el("h4", {}, "Claims"),
+        claims.length === 0
+          ? el("p", { class: "muted" }, "none")
+          : el("table", {},
+            el("thead", {}, el("tr", {}, el("th", {}, "type"), el("th", {}, "value"), el("th", {}, "scope"))),
+            el("tbody", {}, ...claims.map((c) => {
+              const claim = isRecord(c) ? c : {}
+              return el("tr", {}, el("td", {}, text(claim.type)), el("td", {}, text(claim.value)), el("td", {}, text(claim.scope)))
+            }))),
+        el("h4", {}, "Limitations"), list(Array.isArray(doc.limitations) ? doc.limitations : []),
+        el("h4", {}, "Subject"),
+        el("p", {}, mono(text(subject.subject_id)), " · identity ", text(subject.identity_state)),
+        el("h4", {}, "Integrity"),
+        el("dl", {},
+          el("dt", {}, "trust_state_digest"), el("dd", {}, mono(text(doc.trust_state_digest))),
+          el("dt", {}, "determination_digest"), el("dd", {}, mono(text(determination.determination_digest))),
+          el("dt", {}, "event head"), el("dd", {}, `sequence ${text(head.sequence)} `, mono(text(head.eventHash))),
+          el("dt", {}, "policy"), el("dd", {}, `${text(policy.policy_id)} ${text(policy.policy_version)}`)))))
+}
+
+/** @param {string} publicId */
+const lookUp = async (publicId) => {
+  const target = byId("lookup-result")
+  show(target, working(`Looking up ${publicId}…`))
+  const fetched = await getJson(`/api/v1/trust/${encodeURIComponent(publicId)}/human`)
+  if (!fetched.ok) return show(target, fetched.problem)
+  if (!isRecord(fetched.body)) return show(target, problemBox("Unexpected answer", "The service's answer is not a JSON object."))
+  show(target, trustView(publicId, fetched.body))
+  history.replaceState(null, "", `?id=${encodeURIComponent(publicId)}`)
+}
+
+// ---------------------------------------------------------------------------------------------------
+// 2. The event chain.
+
+/** @param {unknown} value @returns {value is { sequence: number, eventHash: string | null }} */
+const isHead = (value) =>
+  isRecord(value) && Number.isSafeInteger(value.sequence) && (value.eventHash === null || typeof value.eventHash === "string")
+
+/** @returns {Promise<{ readonly ok: true, readonly jwks: unknown } | { readonly ok: false, readonly problem: HTMLElement }>} */
+const serviceJwks = async () => {
+  const fetched = await getJson("/api/v1/events/keys")
+  return fetched.ok ? { ok: true, jwks: fetched.body } : fetched
+}
+
+/**
+ * Every page from the start, following next_after; the head is the one the last page reports.
+ * @param {string} publicId
+ * @param {string} apiKey
+ * @returns {Promise<{ readonly ok: true, readonly events: ReadonlyArray<unknown>, readonly head: { sequence: number, eventHash: string | null } }
+ *   | { readonly ok: false, readonly problem: HTMLElement }>}
+ */
+const fetchFeed = async (publicId, apiKey) => {
+  /** @type {Array<unknown>} */
+  const events = []
+  let after = 0
+  for (;;) {
+    const fetched = await getJson(
+      `/api/v1/events?public_id=${encodeURIComponent(publicId)}&after=${after}&limit=${EventPageSize}`,
+      { headers: { authorization: `Bearer ${apiKey}` } }
+    )
+    if (!fetched.ok) return fetched
+    const page = fetched.body
+    if (!isRecord(page) || !Array.isArray(page.events) || !isHead(page.head)) {
+      return { ok: false, problem: problemBox("Unexpected answer", "The event page is not { events, next_after, head }.") }
+    }
+    events.push(...page.events)
+    if (page.next_after === null) return { ok: true, events, head: page.head }
+    if (typeof page.next_after !== "number" || !Number.isSafeInteger(page.next_after) || page.next_after <= after) {
+      return { ok: false, problem: problemBox("Unexpected answer", `next_after ${text(page.next_after)} does not advance past ${after}.`) }
+    }
+    after = page.next_after
+  }
+}
+
+/** @param {unknown} value */
+const short = (value) => (typeof value === "string" && value.length > 20 ? `${value.slice(0, 12)}…${value.slice(-6)}` : text(value))
+
+/**
+ * @param {ChainReport} report
+ * @param {{ readonly publicId: string | undefined, readonly source: string, readonly keySource: string, readonly head: unknown }} about
+ */
+const chainView = (report, about) => {
+  const name = about.publicId ?? "this chain"
+  const verdict = report.ok
+    ? el("p", { class: "verdict ok", "data-verdict": "ok" },
+      `Chain verified: ${report.count} event(s) of ${name}`,
+      report.count > 0 ? ` (sequences 1–${report.head.sequence})` : "",
+      about.head === undefined ? ", with no head to compare the end with" : ", ending at the head the service reports",
+      ". Every hash, link and signature checks out.")
+    : el("p", { class: "verdict bad", "data-verdict": "failed", "data-sequence": String(report.sequence), "data-reason": report.reason },
+      `Chain broken at sequence ${report.sequence} (${report.reason}): ${report.detail}. `,
+      `${report.verified} event(s) before it verified.`)
+  const failedAt = report.ok ? undefined : report.sequence
+  const rows = report.events.map((check) => {
+    const failing = check.sequence === failedAt
+    return el("tr", { class: failing ? "failing" : "", "data-sequence": text(check.sequence) },
+      el("td", {}, text(check.sequence)),
+      el("td", {}, check.malformed === null ? text(check.type) : el("span", { class: "bad-text" }, `malformed: ${check.malformed}`)),
+      el("td", { "data-check": "hash" }, tick(check.hash_ok)),
+      el("td", { "data-check": "link" }, tick(check.link_ok)),
+      el("td", { "data-check": "signature" }, tick(check.signature_ok, check.kid === null ? "" : `kid ${check.kid}`)))
+  })
+  return el("div", { class: "card" },
+    verdict,
+    el("p", { class: "muted" }, `${about.source}; keys: ${about.keySource}.`),
+    report.events.length === 0
+      ? el("p", { class: "muted" }, "The chain has no events.")
+      : el("table", { class: "events" },
+        el("thead", {}, el("tr", {}, el("th", {}, "seq"), el("th", {}, "type"), el("th", {}, "hash"), el("th", {}, "link"), el("th", {}, "signature"))),
+        el("tbody", {}, ...rows)),
+    report.ok && report.events.length > 0
+      ? el("p", { class: "muted" }, "Head: sequence ", String(report.head.sequence), " ", mono(short(report.head.eventHash)))
+      : "")
+}
+
+const verifyFetchedChain = async () => {
+  const target = byId("chain-result")
+  const publicId = inputById("public-id").value.trim()
+  const apiKey = inputById("api-key").value.trim()
+  if (publicId === "") return show(target, problemBox("No public id", "Type the determination's public id in section 1 first."))
+  if (apiKey === "") return show(target, problemBox("No API key", "The event feed needs an API key with scope trust:read; or paste a saved feed."))
+  show(target, working(`Fetching the event feed of ${publicId}…`))
+  const [feed, keys] = await Promise.all([fetchFeed(publicId, apiKey), serviceJwks()])
+  if (!feed.ok) return show(target, feed.problem)
+  if (!keys.ok) return show(target, keys.problem)
+  show(target, working(`Verifying ${feed.events.length} event(s)…`))
+  const report = await verifyEventChain(feed.events, keys.jwks, { publicId, head: feed.head })
+  show(target, chainView(report, { publicId, source: `Fetched ${feed.events.length} event(s) from this service`, keySource: "this service's /api/v1/events/keys", head: feed.head }))
+}
+
+const verifyPastedChain = async () => {
+  const target = byId("chain-result")
+  let saved
+  try {
+    saved = JSON.parse(inputById("feed-json").value)
+  } catch (error) {
+    return show(target, problemBox("Not JSON", `The pasted feed does not parse: ${error instanceof Error ? error.message : String(error)}`))
+  }
+  const events = Array.isArray(saved) ? saved : isRecord(saved) && Array.isArray(saved.events) ? saved.events : undefined
+  if (events === undefined) return show(target, problemBox("Not a feed", "Paste an event page ({ events, … }) or an array of events."))
+  const record = isRecord(saved) ? saved : {}
+  const publicId = typeof record.public_id === "string" ? record.public_id : undefined
+  const head = isHead(record.head) ? record.head : undefined
+  show(target, working(`Verifying ${events.length} pasted event(s)…`))
+  // The service's keys win; a saved JWKS is used only when the service's cannot be fetched.
+  const keys = await serviceJwks()
+  let jwks
+  let keySource
+  if (keys.ok) {
+    jwks = keys.jwks
+    keySource = "this service's /api/v1/events/keys"
+  } else if (isRecord(record.jwks)) {
+    jwks = record.jwks
+    keySource = "the jwks in the pasted feed (the service's keys could not be fetched)"
+  } else return show(target, keys.problem)
+  const report = await verifyEventChain(events, jwks, { ...(publicId === undefined ? {} : { publicId }), ...(head === undefined ? {} : { head }) })
+  show(target, chainView(report, { publicId, source: `Pasted: ${events.length} event(s)${head === undefined ? ", no head" : ""}`, keySource, head }))
+}
+
+// ---------------------------------------------------------------------------------------------------
+// 3. A receipt proof bundle.
+
+/** @type {Record<BundleStep, string>} */
+const stepTitles = {
+  digest: "Receipt digest: receipt_digest is SHA-256 of the RFC 8785 form of snapshot_payload",
+  entry: "Log entry: the bundle's entry is this receipt's",
+  leaf: "Merkle leaf: SHA-256(0x00 ‖ entry)",
+  inclusion: "Inclusion: the path leads from the leaf to the checkpoint's root (RFC 9162)",
+  checkpoint_signature: "Checkpoint signature: the log's signed note verifies",
+  receipt_signature: "Receipt signature: Ed25519 over \"pv-receipt-v1\\n\" + receipt_digest"
+}
+
+/**
+ * The keys to pin when the reader chose this service's: the event/receipt JWKS and the log's note key.
+ * @returns {Promise<{ readonly ok: true, readonly receiptKeys: { keys: ReadonlyArray<unknown> }, readonly verifierKey: string | undefined, readonly note: string } | { readonly ok: false, readonly problem: HTMLElement }>}
+ */
+const servicePins = async () => {
+  const [jwks, logKey] = await Promise.all([serviceJwks(), getJson("/api/v1/log/key")])
+  if (!jwks.ok) return jwks
+  const receiptKeys = isRecord(jwks.jwks) && Array.isArray(jwks.jwks.keys) ? { keys: jwks.jwks.keys } : { keys: [] }
+  if (logKey.ok && isRecord(logKey.body) && typeof logKey.body.verifier_key === "string") {
+    return { ok: true, receiptKeys, verifierKey: logKey.body.verifier_key, note: "pinned to this service's /api/v1/events/keys and /api/v1/log/key" }
+  }
+  return {
+    ok: true,
+    receiptKeys,
+    verifierKey: undefined,
+    note: "receipt keys pinned to this service's /api/v1/events/keys; this service publishes no log key, so the checkpoint was checked with the bundle's own verifier_key"
+  }
+}
+
+/** @param {BundleVerdict} verdict @param {string} note */
+const bundleView = (verdict, note) => {
+  const failed = verdict.failed_step
+  const head = verdict.ok
+    ? el("p", { class: "verdict ok", "data-verdict": "ok" }, "Bundle verified: every step passed.")
+    : failed !== undefined
+      ? el("p", { class: "verdict bad", "data-verdict": "failed", "data-failed-step": failed },
+        `Rejected at step “${failed}”: ${verdict.steps.find((s) => s.step === failed)?.detail ?? ""}`)
+      : el("p", { class: "verdict warn", "data-verdict": "incomplete" },
+        `Not verified: ${verdict.not_checked.join(", ")} could not be checked (no key).`)
+  return el("div", { class: "card" },
+    head,
+    el("ol", { class: "steps" }, ...verdict.steps.map((step) =>
+      el("li", { class: `step ${step.ok ? "ok" : step.checked ? "bad" : "skip"}`, "data-step": step.step, "data-ok": String(step.ok) },
+        el("span", { class: "mark" }, step.ok ? "✓" : step.checked ? "✗" : "–"),
+        el("div", {},
+          el("p", { class: "step-title" }, mono(step.step), " ", stepTitles[step.step]),
+          el("p", { class: "muted" }, step.detail))))),
+    el("p", { class: "muted" }, `Keys: ${note}.`))
+}
+
+const verifyBundle = async () => {
+  const target = byId("bundle-result")
+  let bundle
+  try {
+    bundle = JSON.parse(inputById("bundle-json").value)
+  } catch (error) {
+    return show(target, problemBox("Not JSON", `The pasted bundle does not parse: ${error instanceof Error ? error.message : String(error)}`))
+  }
+  const choice = /** @type {HTMLInputElement | null} */ (document.querySelector("input[name=bundle-keys]:checked"))
+  show(target, working("Verifying the bundle…"))
+  if (choice?.value === "bundle") {
+    return show(target, bundleView(await verifyReceiptBundle(bundle), "the bundle's own verifier_key and receipt_key (not pinned): this proves only that the bundle agrees with itself"))
+  }
+  const pins = await servicePins()
+  if (!pins.ok) return show(target, pins.problem)
+  const verdict = await verifyReceiptBundle(bundle, { receiptKeys: pins.receiptKeys, ...(pins.verifierKey === undefined ? {} : { verifierKey: pins.verifierKey }) })
+  show(target, bundleView(verdict, pins.note))
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Wiring.
+
+/**
+ * @param {string} formId
+ * @param {() => Promise<unknown>} action
+ * @param {string} resultId
+ */
+const onSubmit = (formId, action, resultId) =>
+  byId(formId).addEventListener("submit", (event) => {
+    event.preventDefault()
+    action().catch((error) => show(byId(resultId), problemBox("The page failed", error instanceof Error ? error.message : String(error))))
+  })
+
+const start = () => {
+  if (!cryptoAvailable()) byId("crypto-warning").hidden = false
+  onSubmit("lookup-form", () => lookUp(inputById("public-id").value.trim()), "lookup-result")
+  onSubmit("chain-fetch-form", verifyFetchedChain, "chain-result")
+  onSubmit("chain-paste-form", verifyPastedChain, "chain-result")
+  onSubmit("bundle-form", verifyBundle, "bundle-result")
+  byId("forget-key").addEventListener("click", () => {
+    inputById("api-key").value = ""
+  })
+  // Leaving the page forgets the key, even when the browser keeps the page in its back/forward cache.
+  window.addEventListener("pagehide", () => {
+    inputById("api-key").value = ""
+  })
+  const initial = new URLSearchParams(location.search).get("id")
+  if (initial !== null && initial.trim() !== "") {
+    inputById("public-id").value = initial.trim()
+    void lookUp(initial.trim())
+  }
+  document.body.dataset.ready = "true"
+}
+
+start()

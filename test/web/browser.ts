@@ -1,0 +1,53 @@
+import { existsSync, mkdirSync } from "node:fs"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { chromium, type Browser, type Page } from "playwright-core"
+
+/** Debian's chromium; no browser download works here, so the tests never fetch one. */
+export const chromiumPath = process.env.PV_CHROMIUM_PATH ?? "/usr/bin/chromium"
+
+const chromiumArgs = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync"
+]
+
+/** Starts chromium, or fails the suite with what to do: a missing browser must never pass silently. */
+export const launchChromium = async (): Promise<Browser> => {
+  if (!existsSync(chromiumPath)) {
+    throw new Error(
+      `The browser tests need Debian's chromium at ${chromiumPath}, and it is not there. Install it as root: ` +
+        "`apt-get update && apt-get install -y chromium` (.ci/run does this), or point PV_CHROMIUM_PATH at a Chromium binary."
+    )
+  }
+  return chromium.launch({ executablePath: chromiumPath, args: chromiumArgs, timeout: 60_000 })
+}
+
+export const screenshotsDir = join(dirname(fileURLToPath(import.meta.url)), "../../docs/screenshots")
+
+/** A screenshot of one part of the page (a CSS selector) into docs/screenshots/<name>.png. */
+export const screenshot = async (page: Page, name: string, selector: string): Promise<void> => {
+  mkdirSync(screenshotsDir, { recursive: true })
+  // Pasted JSON reads from its start, not from where the caret was left.
+  await page.locator("textarea").evaluateAll((areas) => areas.forEach((area) => area.scrollTop = 0))
+  await page.locator(selector).screenshot({ path: join(screenshotsDir, `${name}.png`) })
+}
+
+/**
+ * Console errors and uncaught exceptions of a page, so a CSP violation or a script failure fails the
+ * test. The browser's own "Failed to load resource" lines for answers the page asked for (a 404
+ * problem it then shows) are not failures.
+ */
+export const collectPageErrors = (page: Page): Array<string> => {
+  const errors: Array<string> = []
+  page.on("console", (message) => {
+    if (message.type() === "error" && !message.text().startsWith("Failed to load resource")) errors.push(message.text())
+  })
+  page.on("pageerror", (error) => errors.push(String(error)))
+  return errors
+}
