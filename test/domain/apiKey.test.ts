@@ -46,6 +46,63 @@ const singleCharacterChanges = function*(key: string) {
   }
 }
 
+/** Contract section 2 as a predicate, written from the contract and not from the service. */
+const contractSaysValid = (text: string): boolean =>
+  KeyShape.test(text) && text.slice(-6) === expectedChecksum(text.slice(0, -6))
+
+interface Candidate {
+  readonly label: string
+  readonly text: string
+  /** What the generator built: a key that satisfies the contract, or one that must be refused. */
+  readonly valid: boolean
+}
+
+const withChecksum = (body: string) => body + expectedChecksum(body)
+const replaceAt = (text: string, at: number, c: string) => text.slice(0, at) + c + text.slice(at + 1)
+/** Characters outside base62 that a careless client or an attacker might put in a key. */
+const foreign = fc.oneof(fc.constantFrom("_", "-", "+", "/", "=", " ", "\n", "\u0000", "é", "０", "𝟘"), fc.string({ minLength: 1, maxLength: 1 }))
+  .filter((c) => !BASE62.includes(c))
+const base62String = (min: number, max: number) => fc.array(base62Char, { minLength: min, maxLength: max }).map((cs) => cs.join(""))
+
+const candidates: ReadonlyArray<readonly [string, fc.Arbitrary<Omit<Candidate, "label">>]> = [
+  ["valid", validKey.map((text) => ({ text, valid: true }))],
+  ["one character changed to another base62 character", fc.tuple(validKey, fc.nat({ max: ApiKeyLength - 1 }), base62Char)
+    .filter(([key, at, c]) => key[at] !== c)
+    .map(([key, at, c]) => ({ text: replaceAt(key, at, c), valid: false }))],
+  ["one character changed to a character outside base62", fc.tuple(validKey, fc.nat({ max: ApiKeyLength - 1 }), foreign)
+    .filter(([key, at, c]) => key[at] !== c) // the prefix has underscores of its own
+    .map(([key, at, c]) => ({ text: replaceAt(key, at, c), valid: false }))],
+  ["secret with a foreign character, checksum recomputed over it", fc.tuple(secret, fc.nat({ max: 31 }), foreign)
+    .map(([s, at, c]) => ({ text: withChecksum(KeyPrefix + replaceAt(s, at, c)), valid: false }))],
+  ["wrong checksum", fc.tuple(secret, base62String(6, 6))
+    .filter(([s, sum]) => sum !== expectedChecksum(KeyPrefix + s))
+    .map(([s, sum]) => ({ text: KeyPrefix + s + sum, valid: false }))],
+  ["two neighbouring characters swapped", fc.tuple(validKey, fc.nat({ max: ApiKeyLength - 2 }))
+    .filter(([key, at]) => key[at] !== key[at + 1])
+    .map(([key, at]) => ({ text: key.slice(0, at) + key[at + 1] + key[at] + key.slice(at + 2), valid: false }))],
+  ["secret too short or too long, checksum recomputed", fc.oneof(base62String(0, 31), base62String(33, 40))
+    .map((s) => ({ text: withChecksum(KeyPrefix + s), valid: false }))],
+  ["valid key truncated or extended", fc.tuple(validKey, fc.integer({ min: -10, max: 10 }).filter((n) => n !== 0), base62String(10, 10))
+    .map(([key, n, more]) => ({ text: n < 0 ? key.slice(0, n) : key + more.slice(0, n), valid: false }))],
+  ["another prefix, checksum recomputed", fc.tuple(fc.constantFrom("pv_test_", "PV_LIVE_", "pv-live-", "pv_liv_", "pv_live", "pv_live__", "xv_live_", ""), secret)
+    .map(([prefix, s]) => ({ text: withChecksum(prefix + s), valid: false }))],
+  ["valid key with white space or case changed", fc.tuple(validKey, fc.constantFrom("lead", "trail", "newline", "upper", "lower"))
+    .map(([key, how]) => ({
+      text: how === "lead" ? ` ${key}` : how === "trail" ? `${key} ` : how === "newline" ? `${key}\n` : how === "upper" ? key.toUpperCase() : key.toLowerCase(),
+      valid: false
+    }))],
+  ["pv_live_ and anything", fc.string({ maxLength: 50 }).map((rest) => ({ text: KeyPrefix + rest, valid: contractSaysValid(KeyPrefix + rest) }))],
+  ["any string", fc.string({ maxLength: 60 }).map((text) => ({ text, valid: contractSaysValid(text) }))]
+]
+const candidateLabels = candidates.map(([label]) => label)
+const candidate: fc.Arbitrary<Candidate> = fc.oneof(
+  ...candidates.map(([label, arbitrary]) => ({
+    // Valid keys as often as all near misses of one kind together, so both outcomes are well exercised.
+    weight: label === "valid" ? 3 : 1,
+    arbitrary: arbitrary.map((c): Candidate => ({ label, ...c }))
+  }))
+)
+
 describe("API key format", () => {
   it("generates pv_live_ + 32 base62 + a 6-character base62 CRC32 checksum", () => {
     for (let i = 0; i < 200; i++) {
@@ -118,9 +175,18 @@ describe("API key format", () => {
     }
   })
 
-  it.prop("rejects arbitrary strings that are not built with the checksum", [fc.string({ maxLength: 60 })], ([s]) => {
-    fc.pre(!(KeyShape.test(s) && s.slice(-6) === expectedChecksum(s.slice(0, -6))))
-    expect(isWellFormedApiKey(s)).toBe(false)
+  it.prop("accepts a candidate exactly when it has the contract's shape and checksum", [candidate], ([c]) => {
+    expect(isWellFormedApiKey(c.text), `${c.label}: ${JSON.stringify(c.text)}`).toBe(c.valid)
+    // The generator's own claim agrees with the contract's rule computed independently.
+    expect(contractSaysValid(c.text)).toBe(c.valid)
+  }, { fastCheck: { numRuns: 3000 } })
+
+  it("generates valid keys and every kind of near miss (fixed seed)", () => {
+    const sample = fc.sample(candidate, { numRuns: 3_000, seed: 46 })
+    expect(new Set(sample.map((c) => c.label))).toEqual(new Set(candidateLabels))
+    expect(sample.filter((c) => c.valid).length).toBeGreaterThan(300)
+    expect(sample.filter((c) => !c.valid && c.text.startsWith(KeyPrefix)).length).toBeGreaterThan(1000)
+    expect(sample.filter((c) => !c.valid && c.text.length === ApiKeyLength).length).toBeGreaterThan(500)
   })
 
   it("shows the first 12 characters as the key prefix", () => {

@@ -1,13 +1,13 @@
-import { Option, Redacted } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { generateApiKey, hashApiKey, isWellFormedApiKey, Scopes } from "../../src/domain/ApiKey.js"
+import { pollUntil, withShiftedClock } from "../support/clockShift.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
 import { asOperator, createKey, putDetermination, type Reply, request, expectProblem } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
+import { isolatedConfig } from "../support/testConfig.js"
 
 const invalidToken = `Bearer realm="pv", error="invalid_token"`
 const internalToken = "internal-token-for-tests-0123456789"
-
 
 /** 401 with the contract's challenge. */
 const expectUnauthorized = (reply: Reply) => {
@@ -28,18 +28,11 @@ const listKeys = (tenant?: string) =>
   request(server, "GET", `/api/v1/api-keys${tenant === undefined ? "" : `?tenant_id=${encodeURIComponent(tenant)}`}`, asOperator(server))
 
 /** Revocation reaches every instance within 2 s (contract section 2): wait at most that long for the 401. */
-const eventuallyUnauthorized = async (key: string) => {
-  const deadline = Date.now() + 2_000
-  let reply = await machine({ bearer: key })
-  while (reply.status === 200 && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 100))
-    reply = await machine({ bearer: key })
-  }
-  return reply
-}
+const eventuallyUnauthorized = (key: string) =>
+  pollUntil(() => machine({ bearer: key }), (reply) => reply.status !== 200, { timeoutMs: 2_000, intervalMs: 100 })
 
 beforeAll(async () => {
-  server = await startTestServer({ config: { internalToken: Option.some(Redacted.make(internalToken)) } })
+  server = await startTestServer({ config: isolatedConfig({ PV_INTERNAL_TOKEN: internalToken }) })
   readKey = (await createKey(server, ["trust:read"])).api_key
   expect((await putDetermination(server, id, determinationBody(Date.now() - DAY_MS))).status).toBe(201)
 })
@@ -86,9 +79,11 @@ describe(`authentication on the machine endpoint (${process.env.PV_TEST_DB ?? "p
     const revoked = await request(server, "DELETE", `/api/v1/api-keys/${key.key_id}`, asOperator(server))
     expect(revoked.status).toBe(204)
     expectUnauthorized(await eventuallyUnauthorized(key.api_key))
-    // Still refused later, once every cache has turned over.
-    await new Promise((r) => setTimeout(r, 1_100))
-    expectUnauthorized(await machine({ bearer: key.api_key }))
+    // Still refused later, once the 1 s key cache (read on the server's clock) has turned over.
+    await withShiftedClock(server.clock, async (shift) => {
+      shift.by(1_100)
+      expectUnauthorized(await machine({ bearer: key.api_key }))
+    })
   })
 
   it("answers 403 insufficient-scope to a key without trust:read", async () => {
@@ -266,17 +261,20 @@ describe("API key provisioning (operator)", () => {
 })
 
 describe("key expiry", () => {
-  it("answers 401 once a key's expires_at has passed", async () => {
-    const now = server.clock.unsafeCurrentTimeMillis()
-    const key = await createKey(server, ["trust:read"], { expires_at: new Date(now + 5_000).toISOString() })
+  it("answers 401 once a key's expires_at has passed on the server's clock, and not before", async () => {
+    // An hour ahead on the server's clock: however slowly this runs, the key is valid until the clock is moved.
+    const expiresAt = server.clock.unsafeCurrentTimeMillis() + 3_600_000
+    const key = await createKey(server, ["trust:read"], { expires_at: new Date(expiresAt).toISOString() })
     expect((await machine({ bearer: key.api_key })).status).toBe(200)
-    try {
-      server.clock.advance(6_000)
+    await withShiftedClock(server.clock, async (shift) => {
+      shift.to(expiresAt - 10_000)
+      expect((await machine({ bearer: key.api_key })).status).toBe(200)
+      shift.to(expiresAt + 1_000)
       expectUnauthorized(await machine({ bearer: key.api_key }))
       expect((await machine({ bearer: readKey })).status).toBe(200)
-    } finally {
-      server.clock.advance(-6_000)
-    }
+    })
+    // The clock is back: the key works again (expiry is a comparison, not a change to the key).
+    expect((await machine({ bearer: key.api_key })).status).toBe(200)
   })
 })
 

@@ -1,15 +1,19 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { request } from "../support/http.js"
+import { DAY_MS, determinationBody } from "../support/fixtures.js"
+import { createKey, putDetermination, request } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
+import { isolatedConfig } from "../support/testConfig.js"
 
 let server: TestServer
 let spec: any
+const publicId = "DET-V1-OPENAPI-0001"
 
 beforeAll(async () => {
-  server = await startTestServer()
+  server = await startTestServer({ config: isolatedConfig() })
   const reply = await request(server, "GET", "/openapi.json")
   expect(reply.status).toBe(200)
   spec = reply.body
+  expect((await putDetermination(server, publicId, determinationBody(Date.now() - DAY_MS))).status).toBe(201)
 })
 afterAll(() => server?.close())
 
@@ -22,7 +26,9 @@ const foundationOperations: ReadonlyArray<readonly [string, string, "apiKey" | "
   ["/api/v1/api-keys/{keyId}", "delete", "operator"],
   ["/api/v1/determinations/{publicId}", "put", "operator"],
   ["/healthz", "get", "none"],
-  ["/readyz", "get", "none"]
+  ["/readyz", "get", "none"],
+  ["/api/v1/events", "get", "apiKey"],
+  ["/api/v1/events/keys", "get", "none"]
 ]
 
 const methods = ["get", "put", "post", "delete", "patch", "head", "options"]
@@ -48,6 +54,73 @@ const refsIn = (value: unknown, found: Set<string> = new Set()): Set<string> => 
     }
   }
   return found
+}
+
+/**
+ * Does `value` conform to `schema`? The JSON Schema keywords the document uses (type, enum, required,
+ * properties, additionalProperties, items, anyOf, pattern, local $ref); returns every violation with its path.
+ */
+const violations = (value: unknown, schema: any, at = ""): Array<string> => {
+  if (schema === undefined || schema === true || (typeof schema === "object" && Object.keys(schema).length === 0)) return []
+  if (typeof schema.$ref === "string") {
+    const target = resolve(schema.$ref)
+    return target === undefined ? [`${at}: dangling ${schema.$ref}`] : violations(value, target, at)
+  }
+  if (Array.isArray(schema.anyOf)) {
+    const each = schema.anyOf.map((s: unknown) => violations(value, s, at))
+    return each.some((v: Array<string>) => v.length === 0) ? [] : [`${at}: matches no anyOf branch (${each.flat().join("; ")})`]
+  }
+  const out: Array<string> = []
+  if (schema.enum !== undefined && !schema.enum.some((e: unknown) => JSON.stringify(e) === JSON.stringify(value))) {
+    out.push(`${at}: ${JSON.stringify(value)} not in ${JSON.stringify(schema.enum)}`)
+  }
+  const typeOf = (v: unknown) =>
+    v === null ? "null" : Array.isArray(v) ? "array" : Number.isInteger(v) ? "integer" : typeof v
+  const types: Array<string> | undefined = schema.type === undefined ? undefined : [].concat(schema.type)
+  if (types !== undefined && !types.some((t) => t === typeOf(value) || (t === "number" && typeOf(value) === "integer"))) {
+    return [...out, `${at}: ${typeOf(value)} is not ${types.join(" | ")}`]
+  }
+  if (typeof value === "string" && typeof schema.pattern === "string" && !new RegExp(schema.pattern, "u").test(value)) {
+    out.push(`${at}: ${JSON.stringify(value)} does not match ${schema.pattern}`)
+  }
+  if (Array.isArray(value) && schema.items !== undefined) {
+    value.forEach((item, i) => out.push(...violations(item, schema.items, `${at}/${i}`)))
+  }
+  if (typeof value === "object" && value !== null && !Array.isArray(value)) {
+    const record = value as Record<string, unknown>
+    for (const name of schema.required ?? []) if (!(name in record)) out.push(`${at}/${name}: required, missing`)
+    for (const [name, member] of Object.entries(record)) {
+      const declared = schema.properties?.[name]
+      if (declared !== undefined) out.push(...violations(member, declared, `${at}/${name}`))
+      else if (schema.additionalProperties === false) out.push(`${at}/${name}: not allowed`)
+      else if (typeof schema.additionalProperties === "object") out.push(...violations(member, schema.additionalProperties, `${at}/${name}`))
+    }
+  }
+  return out
+}
+
+/** The documented schema of one response: `status` of `METHOD path`, in `mediaType`. */
+const responseSchema = (path: string, method: string, status: string, mediaType: string): any => {
+  const response = spec.paths[path]?.[method]?.responses?.[status]
+  expect(response, `${method.toUpperCase()} ${path} ${status} is documented`).toBeTypeOf("object")
+  expect(Object.keys(response.content ?? {}), `${method.toUpperCase()} ${path} ${status}`).toEqual([mediaType])
+  return response.content[mediaType].schema
+}
+
+/** The contract's problem document (section 1): these members, these required. */
+const expectProblemSchema = (schema: unknown, where: string) => {
+  const target: any = (schema as any)?.$ref === undefined ? schema : resolve((schema as any).$ref)
+  expect(target, where).toBeTypeOf("object")
+  expect(target.type, where).toBe("object")
+  expect([...target.required].sort(), where).toEqual(["code", "detail", "status", "title", "type"])
+  expect(Object.keys(target.properties).sort(), where).toEqual(["code", "detail", "errors", "instance", "status", "title", "type"])
+  // And it accepts a real problem and refuses one with a member missing or one too many.
+  const sample = { type: "urn:pv:problem:unauthorized", title: "Unauthorized", status: 401, detail: "x", code: "unauthorized" }
+  expect(violations(sample, schema), where).toEqual([])
+  expect(violations({ ...sample, errors: [{ pointer: "/a", detail: "b" }], instance: "/x" }, schema), where).toEqual([])
+  expect(violations({ ...sample, code: undefined }, schema).length, where).toBeGreaterThan(0)
+  expect(violations({ title: "t", status: 401, detail: "x", code: "c" }, schema).length, where).toBeGreaterThan(0)
+  expect(violations({ ...sample, stack: "at x.ts:1:1" }, schema).length, where).toBeGreaterThan(0)
 }
 
 /** The schemes an operation accepts (an empty requirement object means "no credentials"). */
@@ -133,9 +206,7 @@ describe(`service documents (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
         errorResponses++
         const where = `${method.toUpperCase()} ${path} ${status}`
         expect(Object.keys(response.content ?? {}), where).toEqual(["application/problem+json"])
-        const schema = response.content["application/problem+json"].schema
-        const target: any = schema.$ref === undefined ? schema : resolve(schema.$ref)
-        expect(target, where).toBeDefined()
+        expectProblemSchema(response.content["application/problem+json"].schema, where)
       }
     }
     expect(errorResponses).toBeGreaterThan(10)
@@ -151,9 +222,6 @@ describe(`service documents (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
     expect(Object.keys(body.properties).sort()).toEqual(["code", "detail", "errors", "instance", "status", "title", "type"])
   })
 
-  // Known bug (see report): src/http/OpenApiSpec.ts copies JSONSchema.make(ProblemDocument) into
-  // components.schemas as is, so it keeps `$ref: "#/$defs/…"`, which OpenAPI 3.1 resolves against the
-  // document root, where there is no $defs. Remove `.fails` once fixed.
   it("has no dangling $ref", () => {
     const dangling = [...refsIn(spec)].filter((ref) => resolve(ref) === undefined)
     expect(dangling).toEqual([])
@@ -167,6 +235,65 @@ describe(`service documents (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
     expect(trust.required).toEqual(expect.arrayContaining(["schema", "trust_state_digest", "freshness", "authority"]))
     const created = spec.paths["/api/v1/api-keys"].post.responses["201"]
     expect(Object.keys(created.content)).toEqual(["application/json"])
+  })
+
+  it("documents GET /api/v1/events: query parameters, API key, the event page and its errors", () => {
+    const operation = spec.paths["/api/v1/events"].get
+    const parameter = (name: string) => operation.parameters.find((p: any) => p.name === name && p.in === "query")
+    expect(parameter("public_id")).toMatchObject({ required: true, schema: { type: "string" } })
+    expect(parameter("after")).toMatchObject({ required: false })
+    expect(parameter("limit")).toMatchObject({ required: false })
+    expect(operation.parameters.map((p: any) => p.name).sort()).toEqual(["after", "limit", "public_id"])
+    expect(schemesOf(operation)).toEqual(schemesOf(spec.paths["/api/v1/trust/{publicId}/machine"].get))
+    expect(Object.keys(operation.responses)).toEqual(expect.arrayContaining(["200", "401", "403", "404", "422", "429"]))
+    for (const status of ["401", "403", "404", "422", "429"]) {
+      expectProblemSchema(responseSchema("/api/v1/events", "get", status, "application/problem+json"), `GET /api/v1/events ${status}`)
+    }
+    const page: any = resolve(responseSchema("/api/v1/events", "get", "200", "application/json").$ref ?? "")
+    expect([...page.required].sort()).toEqual(["events", "head", "next_after", "public_id"])
+    const event: any = resolve(page.properties.events.items.$ref)
+    expect([...event.required].sort()).toEqual([
+      "eventHash", "event_id", "occurred_at", "payload", "previousEventHash", "public_id", "sequence", "signature", "type"
+    ])
+    const signature: any = resolve(event.properties.signature.$ref)
+    expect([...signature.required].sort()).toEqual(["alg", "kid", "sig"])
+    expect(violations(null, page.properties.next_after)).toEqual([])
+    expect(violations(null, event.properties.previousEventHash)).toEqual([])
+  })
+
+  it("documents GET /api/v1/events/keys: no credentials, a JWKS of Ed25519 keys", () => {
+    const operation = spec.paths["/api/v1/events/keys"].get
+    expect(schemesOf(operation)).toEqual([])
+    expect(operation.parameters ?? []).toEqual([])
+    const jwks: any = resolve(responseSchema("/api/v1/events/keys", "get", "200", "application/json").$ref ?? "")
+    expect(jwks.required).toEqual(["keys"])
+    const jwk: any = resolve(jwks.properties.keys.items.$ref)
+    expect([...jwk.required].sort()).toEqual(["alg", "crv", "kid", "kty", "use", "x"])
+    expect(violations({ kty: "OKP", crv: "Ed25519", x: "AAAA", kid: "0123456789abcdef", use: "sig", alg: "Ed25519" }, jwk)).toEqual([])
+    expect(violations({ kty: "RSA", crv: "Ed25519", x: "AAAA", kid: "0123456789abcdef", use: "sig", alg: "Ed25519" }, jwk).length).toBeGreaterThan(0)
+  })
+
+  it("answers what it documents: real bodies conform to their documented schemas", async () => {
+    const { api_key } = await createKey(server, ["trust:read"])
+    const cases: ReadonlyArray<readonly [string, string, string, { bearer?: string }]> = [
+      ["/api/v1/events", `/api/v1/events?public_id=${publicId}`, "200", { bearer: api_key }],
+      ["/api/v1/events/keys", "/api/v1/events/keys", "200", {}],
+      ["/api/v1/trust/{publicId}/machine", `/api/v1/trust/${publicId}/machine`, "200", { bearer: api_key }],
+      ["/api/v1/events", `/api/v1/events?public_id=${publicId}`, "401", {}],
+      ["/api/v1/events", "/api/v1/events?public_id=DET-V1-OPENAPI-9999", "404", { bearer: api_key }],
+      ["/api/v1/events", `/api/v1/events?public_id=${publicId}&limit=1001`, "422", { bearer: api_key }]
+    ]
+    for (const [documented, path, status, options] of cases) {
+      const reply = await request(server, "GET", path, options)
+      expect(String(reply.status), `${path}: ${reply.text.slice(0, 300)}`).toBe(status)
+      const mediaType = Number(status) >= 400 ? "application/problem+json" : "application/json"
+      expect(reply.headers.get("content-type")).toMatch(new RegExp(`^${mediaType.replace("+", "\\+")}\\b`))
+      const schema = responseSchema(documented, "get", status, mediaType)
+      expect(violations(reply.body, schema), `${path} ${status}`).toEqual([])
+    }
+    // The page really holds an event, so the event schema was exercised, and the key list a key.
+    expect((await request(server, "GET", `/api/v1/events?public_id=${publicId}`, { bearer: api_key })).body.events.length).toBeGreaterThan(0)
+    expect((await request(server, "GET", "/api/v1/events/keys")).body.keys.length).toBeGreaterThan(0)
   })
 
   it("serves interactive docs as HTML", async () => {

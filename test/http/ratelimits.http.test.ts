@@ -1,11 +1,14 @@
 import { connect } from "node:net"
-import { Option, Redacted } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Scopes } from "../../src/domain/ApiKey.js"
+import { definedEndpoints } from "../support/authz/endpoints.js"
+import { pollUntil, withShiftedClock } from "../support/clockShift.js"
 import { testDatabaseKind } from "../support/databases.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
-import { createKey, expectProblem, putDetermination, request } from "../support/http.js"
+import { createKey, expectProblem, putDetermination, type Reply, request } from "../support/http.js"
 import { startServerProcess } from "../support/process.js"
 import { startTestServer, type TestServer } from "../support/server.js"
+import { isolatedConfig } from "../support/testConfig.js"
 
 const id = "DET-V1-LIMITS-0001"
 const machine = `/api/v1/trust/${id}/machine`
@@ -14,6 +17,32 @@ const kind = testDatabaseKind()
 const fire = (base: string, key: string, n: number) =>
   Promise.all(Array.from({ length: n }, () =>
     fetch(base + machine, { headers: { authorization: `Bearer ${key}` } }).then(async (r) => (await r.text(), r.status))))
+
+/** A raw MCP POST (Streamable HTTP, JSON answers). */
+const mcp = (server: TestServer, key: string, body: unknown): Promise<Reply> =>
+  request(server, "POST", "/api/v1/mcp", {
+    bearer: key,
+    rawBody: JSON.stringify(body),
+    headers: { "content-type": "application/json", accept: "application/json, text/event-stream" }
+  })
+
+const toolCall = (rpcId: number, name: string, args: Record<string, unknown>) =>
+  ({ jsonrpc: "2.0", id: rpcId, method: "tools/call", params: { name, arguments: args } })
+
+const remaining = (reply: Reply): number | undefined => {
+  const match = /^"minute";r=(\d+);t=\d+$/.exec(reply.headers.get("ratelimit") ?? "")
+  return match === null ? undefined : Number(match[1])
+}
+
+const receiptBody = (principal: string) => ({
+  tenant_id: "tenant-a",
+  organization: "Limit Buyers",
+  principal,
+  subject_public_id: id,
+  purpose_id: "supplier-onboarding",
+  requested_action: "screen",
+  claim_scope: ["identity"]
+})
 
 const redisReachable = () =>
   new Promise<boolean>((resolve) => {
@@ -27,7 +56,7 @@ const redisReachable = () =>
 describe(`per-key limits (${kind})`, () => {
   let server: TestServer
   beforeAll(async () => {
-    server = await startTestServer()
+    server = await startTestServer({ config: isolatedConfig() })
     expect((await putDetermination(server, id, determinationBody(Date.now() - DAY_MS))).status).toBe(201)
   })
   afterAll(() => server?.close())
@@ -47,24 +76,27 @@ describe(`per-key limits (${kind})`, () => {
     expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0)
     expect(refused.headers.get("ratelimit")).toMatch(/^"minute";r=0;t=\d+$/)
 
-    server.clock.advance(61_000)
-    expect((await request(server, "GET", machine, { bearer: api_key })).status).toBe(200)
+    await withShiftedClock(server.clock, async (shift) => {
+      shift.by(61_000)
+      expect((await request(server, "GET", machine, { bearer: api_key })).status).toBe(200)
+    })
   })
 
   it("rolls the daily quota over at UTC midnight", async () => {
     const { api_key } = await createKey(server, ["trust:read"], { daily_quota: 3 })
     const dayStart = Math.floor(Date.now() / DAY_MS) * DAY_MS + 3 * DAY_MS
-    server.clock.setTo(dayStart - 60_000) // 23:59:00 UTC
-    for (let i = 0; i < 3; i++) expect((await request(server, "GET", machine, { bearer: api_key })).status).toBe(200)
-    const refused = await request(server, "GET", machine, { bearer: api_key })
-    expect(refused.status).toBe(429)
-    expect(refused.body.code).toBe("quota-exceeded")
-    const retryAfter = Number(refused.headers.get("retry-after"))
-    expect(retryAfter).toBeGreaterThan(0)
-    expect(retryAfter).toBeLessThanOrEqual(60)
-    server.clock.setTo(dayStart + 1_000) // 00:00:01 UTC the next day
-    expect((await request(server, "GET", machine, { bearer: api_key })).status).toBe(200)
-    server.clock.setTo(Date.now())
+    await withShiftedClock(server.clock, async (shift) => {
+      shift.to(dayStart - 60_000) // 23:59:00 UTC
+      for (let i = 0; i < 3; i++) expect((await request(server, "GET", machine, { bearer: api_key })).status).toBe(200)
+      const refused = await request(server, "GET", machine, { bearer: api_key })
+      expect(refused.status).toBe(429)
+      expect(refused.body.code).toBe("quota-exceeded")
+      const retryAfter = Number(refused.headers.get("retry-after"))
+      expect(retryAfter).toBeGreaterThan(0)
+      expect(retryAfter).toBeLessThanOrEqual(60)
+      shift.to(dayStart + 1_000) // 00:00:01 UTC the next day
+      expect((await request(server, "GET", machine, { bearer: api_key })).status).toBe(200)
+    })
   })
 
   it("never lets a concurrent burst of twice the limit through more than the limit", async () => {
@@ -75,13 +107,119 @@ describe(`per-key limits (${kind})`, () => {
   })
 
   it("counts MCP and refused-scope requests too, and sends the fields on every authenticated response", async () => {
-    const { api_key } = await createKey(server, ["receipt:read"], { rate_limit_per_minute: 2 })
+    const { api_key } = await createKey(server, ["receipt:read", "mcp:call"], { rate_limit_per_minute: 6 })
+    // REST, refused for scope: counted.
     const forbidden = await request(server, "GET", machine, { bearer: api_key })
     expect(forbidden.status).toBe(403)
-    expect(forbidden.headers.get("ratelimit")).toMatch(/^"minute";r=1;t=\d+$/)
-    const notFound = await request(server, "GET", "/api/v1/trust/DET-V1-NOPE/machine", { bearer: api_key })
-    expect(notFound.headers.get("ratelimit")).toMatch(/^"minute";r=0;t=\d+$/)
-    expect((await request(server, "GET", machine, { bearer: api_key })).status).toBe(429)
+    expect(remaining(forbidden)).toBe(5)
+    // MCP tools/call of a tool whose scope the key lacks: a JSON-RPC error, and still counted.
+    const outOfScope = await mcp(server, api_key, toolCall(1, "resolve_trust", { public_id: id }))
+    expect(outOfScope.status).toBe(200)
+    expect(outOfScope.body).toMatchObject({ jsonrpc: "2.0", id: 1, error: { code: -32000, data: { code: "insufficient-scope" } } })
+    expect(remaining(outOfScope)).toBe(4)
+    // MCP tools/call of a tool in scope (the receipt does not exist): counted.
+    const inScope = await mcp(server, api_key, toolCall(2, "get_reliance_receipt", { receipt_id: "rr_01ARZ3NDEKTSV4RRFFQ69G5FAV" }))
+    expect(inScope.status).toBe(200)
+    expect(inScope.body).toMatchObject({ jsonrpc: "2.0", id: 2 })
+    expect(remaining(inScope)).toBe(3)
+    // MCP tools/list: counted.
+    const list = await mcp(server, api_key, { jsonrpc: "2.0", id: 3, method: "tools/list" })
+    expect(list.status).toBe(200)
+    expect(list.body.result.tools.length).toBeGreaterThan(0)
+    expect(remaining(list)).toBe(2)
+    // A notification (202, no body): counted.
+    const notification = await mcp(server, api_key, { jsonrpc: "2.0", method: "notifications/initialized" })
+    expect(notification.status).toBe(202)
+    expect(remaining(notification)).toBe(1)
+    // REST, in scope but not found: counted.
+    const notFound = await request(server, "GET", "/api/v1/reliance-receipts/rr_01ARZ3NDEKTSV4RRFFQ69G5FAV", { bearer: api_key })
+    expect(notFound.status).toBe(404)
+    expect(remaining(notFound)).toBe(0)
+    // The limit is spent on both surfaces.
+    expectProblem(await mcp(server, api_key, toolCall(4, "get_reliance_receipt", { receipt_id: "rr_01ARZ3NDEKTSV4RRFFQ69G5FAV" })), 429, "rate-limited")
+    expectProblem(await request(server, "GET", machine, { bearer: api_key }), 429, "rate-limited")
+  })
+
+  it("answers 429 on /api/v1/mcp once the key's minute is spent, before any tool runs", async () => {
+    const { api_key } = await createKey(server, ["trust:read", "mcp:call"], { rate_limit_per_minute: 2 })
+    for (let i = 1; i <= 2; i++) {
+      const ok = await mcp(server, api_key, toolCall(i, "resolve_trust", { public_id: id }))
+      expect(ok.status).toBe(200)
+      expect(ok.body.result.structuredContent.trust_state_digest).toMatch(/^[0-9a-f]{64}$/)
+      expect(remaining(ok)).toBe(2 - i)
+    }
+    const refused = await mcp(server, api_key, toolCall(3, "resolve_trust", { public_id: id }))
+    expectProblem(refused, 429, "rate-limited")
+    expect(refused.body.jsonrpc).toBeUndefined()
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0)
+    expect(refused.headers.get("ratelimit-policy")).toBe(`"minute";q=2;w=60, "day";q=100000;w=86400`)
+    expect(remaining(refused)).toBe(0)
+    // A batch is one request, refused as a whole.
+    expectProblem(await mcp(server, api_key, [toolCall(4, "resolve_trust", { public_id: id })]), 429, "rate-limited")
+  })
+
+  it("answers 429 quota-exceeded on /api/v1/mcp once the key's day is spent", async () => {
+    const { api_key } = await createKey(server, ["trust:read", "mcp:call"], { daily_quota: 1 })
+    expect((await mcp(server, api_key, toolCall(1, "resolve_trust", { public_id: id }))).status).toBe(200)
+    const refused = await mcp(server, api_key, toolCall(2, "resolve_trust", { public_id: id }))
+    expectProblem(refused, 429, "quota-exceeded")
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0)
+  })
+
+  /**
+   * A concrete request for each endpoint that takes an API key. The list of endpoints comes from the HttpApi
+   * definition, so an authenticated endpoint added without a row here fails this test.
+   */
+  const authenticatedCalls = (receiptId: string): Record<string, { readonly method: string; readonly path: string; readonly body?: unknown }> => ({
+    "GET /api/v1/trust/{}/machine": { method: "GET", path: machine },
+    "POST /api/v1/reliance-receipts": { method: "POST", path: "/api/v1/reliance-receipts", body: receiptBody("limits:headers") },
+    "GET /api/v1/reliance-receipts/{}": { method: "GET", path: `/api/v1/reliance-receipts/${receiptId}` },
+    "GET /api/v1/reliance-receipts/{}/proof": { method: "GET", path: `/api/v1/reliance-receipts/${receiptId}/proof` },
+    "POST /api/v1/actionability": { method: "POST", path: "/api/v1/actionability", body: receiptBody("limits:evaluate") },
+    "GET /api/v1/policy": { method: "GET", path: "/api/v1/policy" },
+    "POST /api/v1/mcp": { method: "POST", path: "/api/v1/mcp", body: { jsonrpc: "2.0", id: 1, method: "ping" } },
+    "GET /api/v1/events": { method: "GET", path: `/api/v1/events?public_id=${id}` }
+  })
+
+  it("sends RateLimit-Policy and RateLimit on every endpoint that takes an API key, answered or refused", async () => {
+    const writer = await createKey(server, ["receipt:write"])
+    const created = await request(server, "POST", "/api/v1/reliance-receipts", { bearer: writer.api_key, body: receiptBody("limits:fixture") })
+    expect(created.status, created.text).toBe(201)
+    const calls = authenticatedCalls(created.body.receipt_id)
+    const endpoints = definedEndpoints().filter((e) => e.auth === "api-key")
+    expect(endpoints.length).toBeGreaterThanOrEqual(8)
+    for (const endpoint of endpoints) {
+      const call = calls[endpoint.key]
+      expect(call, `no request written for ${endpoint.key}: add one to authenticatedCalls`).toBeDefined()
+      // Every scope (answered), and a single unrelated scope (refused with 403, except where any scope will do).
+      for (const scopes of [[...Scopes], ["subscription:write"]]) {
+        const { api_key } = await createKey(server, scopes, { rate_limit_per_minute: 9, daily_quota: 99 })
+        const send = () => request(server, call!.method, call!.path, {
+          bearer: api_key,
+          ...(call!.body === undefined ? {} : { body: call!.body }),
+          ...(endpoint.key === "POST /api/v1/mcp" ? { headers: { accept: "application/json" } } : {})
+        })
+        for (const left of [8, 7]) {
+          const reply = await send()
+          const where = `${endpoint.key} with ${scopes.length === 1 ? scopes[0] : "every scope"}: ${reply.status} ${reply.text.slice(0, 200)}`
+          expect(reply.status, where).toBeLessThan(500)
+          if (scopes.length > 1) expect(reply.status, where).toBeLessThan(400)
+          expect(reply.headers.get("ratelimit-policy"), where).toBe(`"minute";q=9;w=60, "day";q=99;w=86400`)
+          expect(remaining(reply), where).toBe(left)
+        }
+      }
+    }
+  })
+
+  it("sends the fields on a 304 Not Modified too", async () => {
+    const { api_key } = await createKey(server, ["trust:read"], { rate_limit_per_minute: 4 })
+    const first = await request(server, "GET", machine, { bearer: api_key })
+    expect(first.status).toBe(200)
+    const etag = first.headers.get("etag")!
+    const notModified = await request(server, "GET", machine, { bearer: api_key, headers: { "if-none-match": etag } })
+    expect(notModified.status).toBe(304)
+    expect(notModified.headers.get("ratelimit-policy")).toBe(`"minute";q=4;w=60, "day";q=100000;w=86400`)
+    expect(remaining(notModified)).toBe(2)
   })
 })
 
@@ -89,7 +227,11 @@ describe(`per-address limits (${kind})`, () => {
   let server: TestServer
   beforeAll(async () => {
     server = await startTestServer({
-      config: { humanRateLimitPerMinute: 3, operatorRateLimitPerMinute: 50, authFailureLimitPerMinute: 3 }
+      config: isolatedConfig({
+        PV_HUMAN_RATE_LIMIT_PER_MINUTE: "3",
+        PV_OPERATOR_RATE_LIMIT_PER_MINUTE: "50",
+        PV_AUTH_FAILURE_LIMIT_PER_MINUTE: "3"
+      })
     })
     expect((await putDetermination(server, id, determinationBody(Date.now() - DAY_MS))).status).toBe(201)
   })
@@ -100,8 +242,10 @@ describe(`per-address limits (${kind})`, () => {
     const refused = await request(server, "GET", `/api/v1/trust/${id}/human`)
     expect(refused.status).toBe(429)
     expect(refused.body.code).toBe("rate-limited")
-    server.clock.advance(61_000)
-    expect((await request(server, "GET", `/api/v1/trust/${id}/human`)).status).toBe(200)
+    await withShiftedClock(server.clock, async (shift) => {
+      shift.by(61_000)
+      expect((await request(server, "GET", `/api/v1/trust/${id}/human`)).status).toBe(200)
+    })
   })
 
   it("throttles an address's failed authentications, never its valid credentials (CONTRACT section 11)", async () => {
@@ -114,19 +258,17 @@ describe(`per-address limits (${kind})`, () => {
     expect((await request(server, "GET", machine, { bearer: api_key })).status).toBe(200)
     expect((await request(server, "GET", "/api/v1/api-keys", { bearer: server.operatorToken })).status).toBe(200)
     expectProblem(await request(server, "GET", "/api/v1/api-keys", { bearer: "not-the-operator-token-0123456789abcdef" }), 429, "rate-limited")
-    server.clock.advance(61_000)
-    try {
+    await withShiftedClock(server.clock, async (shift) => {
+      shift.by(61_000)
       expect((await request(server, "GET", machine, { bearer: guess })).status).toBe(401)
-    } finally {
-      server.clock.advance(-61_000)
-    }
+    })
   })
 })
 
 describe(`operator endpoints are limited per address (${kind})`, () => {
   let server: TestServer
   beforeAll(async () => {
-    server = await startTestServer({ config: { operatorRateLimitPerMinute: 2 } })
+    server = await startTestServer({ config: isolatedConfig({ PV_OPERATOR_RATE_LIMIT_PER_MINUTE: "2" }) })
   })
   afterAll(() => server?.close())
 
@@ -144,7 +286,7 @@ describe.runIf(kind === "postgres")("two server processes sharing one PostgreSQL
   let a: TestServer
   let b: Awaited<ReturnType<typeof startServerProcess>>
   beforeAll(async () => {
-    a = await startTestServer()
+    a = await startTestServer({ config: isolatedConfig() })
     expect((await putDetermination(a, id, determinationBody(Date.now() - DAY_MS))).status).toBe(201)
     b = await startServerProcess({ DATABASE_URL: a.databaseUrl!, PV_OPERATOR_TOKEN: a.operatorToken })
   }, 120_000)
@@ -167,8 +309,8 @@ describe.runIf(kind === "postgres")("two server processes sharing one PostgreSQL
     expect(await onB()).toBe(200) // now cached on B
     expect((await request(a, "DELETE", `/api/v1/api-keys/${key_id}`, { bearer: a.operatorToken })).status).toBe(204)
     expect((await request(a, "GET", machine, { bearer: api_key })).status).toBe(401) // same instance: at once
-    await new Promise((r) => setTimeout(r, 2_000))
-    expect(await onB()).toBe(401)
+    // The other instance: within the contract's 2 s (its key cache holds for 1 s), polled rather than slept.
+    expect(await pollUntil(onB, (status) => status === 401, { timeoutMs: 2_000 })).toBe(401)
   })
 })
 
@@ -179,9 +321,9 @@ describe.runIf(kind === "postgres")("two instances sharing Redis", () => {
   beforeAll(async () => {
     available = await redisReachable()
     if (!available) return
-    const redisUrl = Option.some(Redacted.make("redis://127.0.0.1:6379/0"))
-    a = await startTestServer({ config: { redisUrl } })
-    b = await startTestServer({ config: { redisUrl }, databaseUrl: a.databaseUrl! })
+    const config = isolatedConfig({ REDIS_URL: "redis://127.0.0.1:6379/0" })
+    a = await startTestServer({ config })
+    b = await startTestServer({ config, databaseUrl: a.databaseUrl! })
     const put = await putDetermination(a, id, determinationBody(Date.now() - DAY_MS))
     expect(put.status, put.text).toBe(201)
   })
@@ -201,7 +343,7 @@ describe.runIf(kind === "postgres")("two instances sharing Redis", () => {
 describe(`body limits before any work (${kind})`, () => {
   let server: TestServer
   beforeAll(async () => {
-    server = await startTestServer()
+    server = await startTestServer({ config: isolatedConfig() })
   })
   afterAll(() => server?.close())
 

@@ -178,31 +178,96 @@ describe("JSON-RPC 2.0 codec: limits", () => {
 const requestId = fc.oneof(
   fc.string(),
   fc.integer(),
-  fc.constant(0),
+  fc.constantFrom(0, -0, "0", "", 9007199254740991, 1e21, -2.5),
   fc.double({ noNaN: true, noDefaultInfinity: true })
 )
 const method = fc.oneof(fc.constantFrom("ping", "tools/list", "tools/call", "fail", "die", "missing"), fc.string())
 const params = fc.option(fc.oneof(fc.dictionary(fc.string(), fc.jsonValue()), fc.array(fc.jsonValue())), { nil: undefined })
 
-type Generated =
-  | { readonly kind: "request"; readonly value: Record<string, unknown> }
-  | { readonly kind: "notification"; readonly value: Record<string, unknown> }
-  | { readonly kind: "response"; readonly value: Record<string, unknown> }
-  | { readonly kind: "invalid"; readonly value: unknown }
+/** What the codec must make of a generated value, stated by the generator (not computed by the codec). */
+type Expected =
+  | { readonly tag: "Request"; readonly id: unknown }
+  | { readonly tag: "Notification" }
+  | { readonly tag: "ClientResponse" }
+  /** Answered -32600 with the id it could read (a string or a finite number), else null. */
+  | { readonly tag: "Invalid"; readonly id: unknown }
 
-const generatedRequest = fc.record({ id: requestId, method, params }).map(({ id, method, params }): Generated =>
-  ({ kind: "request", value: { jsonrpc: "2.0", id, method, ...(params === undefined ? {} : { params }) } }))
-const generatedNotification = fc.record({ method, params }).map(({ method, params }): Generated =>
-  ({ kind: "notification", value: { jsonrpc: "2.0", method, ...(params === undefined ? {} : { params }) } }))
-const generatedResponse = fc.record({ id: fc.oneof(requestId, fc.constant(null)), result: fc.jsonValue() }).map(({ id, result }): Generated =>
-  ({ kind: "response", value: { jsonrpc: "2.0", id, result } }))
-/** Values that can never be a message: no jsonrpc member, or not an object at all. */
-const generatedInvalid = fc.oneof(
+interface Case {
+  /** Which generator made it, for the coverage check. */
+  readonly label: string
+  readonly value: unknown
+  readonly expected: Expected
+}
+
+/** An object with its members in a generated order (member order must never matter). */
+const shuffled = (members: Record<string, unknown>): fc.Arbitrary<Record<string, unknown>> => {
+  const present = Object.keys(members).filter((k) => members[k] !== undefined)
+  return fc.shuffledSubarray(present, { minLength: present.length, maxLength: present.length })
+    .map((order) => Object.fromEntries(order.map((k) => [k, members[k]])))
+}
+
+const caseOf = (label: string, members: Record<string, unknown>, expected: Expected): fc.Arbitrary<Case> =>
+  shuffled(members).map((value) => ({ label, value, expected }))
+
+/** Anything but the exact string "2.0": near misses first. */
+const wrongVersion = fc.oneof(
+  fc.constantFrom("1.0", "2", "2.00", " 2.0", "2.0 ", "2.0\u0000", "", 2, 2.0, 20, null, true, ["2.0"], { version: "2.0" }),
+  fc.string().filter((s) => s !== "2.0")
+)
+/** Ids MCP refuses (JSON-RPC allows null; objects, arrays and booleans are never ids). */
+const wrongId = fc.constantFrom(null, true, false, {}, [], { id: 1 }, [1], ["a"])
+const wrongMethod = fc.oneof(fc.integer(), fc.constantFrom(null, true, false), fc.array(fc.string(), { maxLength: 2 }), fc.dictionary(fc.string(), fc.string(), { maxKeys: 2 }))
+const wrongParams = fc.oneof(fc.string(), fc.integer(), fc.boolean(), fc.constant(null))
+const result = fc.jsonValue({ maxDepth: 2 })
+const errorObject = fc.record({ code: fc.integer(), message: fc.string() })
+
+const validCases: ReadonlyArray<fc.Arbitrary<Case>> = [
+  fc.tuple(requestId, method, params).chain(([id, m, p]) =>
+    caseOf("request", { jsonrpc: "2.0", id, method: m, params: p }, { tag: "Request", id })),
+  fc.tuple(method, params).chain(([m, p]) =>
+    caseOf("notification", { jsonrpc: "2.0", method: m, params: p }, { tag: "Notification" })),
+  fc.tuple(fc.oneof(requestId, fc.constant(null)), fc.oneof(result.map((r) => ({ result: r })), errorObject.map((e) => ({ error: e }))))
+    .chain(([id, outcome]) => caseOf("response", { jsonrpc: "2.0", id, ...outcome }, { tag: "ClientResponse" }))
+]
+
+/** One thing wrong with an otherwise valid message: what a careless client sends. */
+const nearValidCases: ReadonlyArray<fc.Arbitrary<Case>> = [
+  fc.tuple(requestId, method, params, fc.option(wrongVersion, { nil: undefined })).chain(([id, m, p, v]) =>
+    caseOf("request, jsonrpc wrong or missing", { jsonrpc: v, id, method: m, params: p }, { tag: "Invalid", id })),
+  fc.tuple(method, fc.option(wrongVersion, { nil: undefined })).chain(([m, v]) =>
+    caseOf("notification, jsonrpc wrong or missing", { jsonrpc: v, method: m }, { tag: "Invalid", id: null })),
+  fc.tuple(requestId, wrongMethod, params).chain(([id, m, p]) =>
+    caseOf("request, method not a string", { jsonrpc: "2.0", id, method: m, params: p }, { tag: "Invalid", id })),
+  fc.tuple(wrongMethod, params).chain(([m, p]) =>
+    caseOf("notification, method not a string", { jsonrpc: "2.0", method: m, params: p }, { tag: "Invalid", id: null })),
+  fc.tuple(requestId, method, wrongParams).chain(([id, m, p]) =>
+    caseOf("request, params not structured", { jsonrpc: "2.0", id, method: m, params: p }, { tag: "Invalid", id })),
+  fc.tuple(method, wrongParams).chain(([m, p]) =>
+    caseOf("notification, params not structured", { jsonrpc: "2.0", method: m, params: p }, { tag: "Invalid", id: null })),
+  fc.tuple(wrongId, method, params).chain(([id, m, p]) =>
+    caseOf("request, id not a string or number", { jsonrpc: "2.0", id, method: m, params: p }, { tag: "Invalid", id: null })),
+  fc.tuple(fc.oneof(requestId, fc.constant(null)), result, errorObject).chain(([id, r, e]) =>
+    caseOf("response with result and error", { jsonrpc: "2.0", id, result: r, error: e }, { tag: "Invalid", id: id === null ? null : id })),
+  fc.tuple(requestId).chain(([id]) =>
+    caseOf("response with neither result nor error", { jsonrpc: "2.0", id }, { tag: "Invalid", id })),
+  result.chain((r) => caseOf("response without id", { jsonrpc: "2.0", result: r }, { tag: "Invalid", id: null })),
+  fc.tuple(wrongId.filter((id) => id !== null), result).chain(([id, r]) =>
+    caseOf("response, id not a string, number or null", { jsonrpc: "2.0", id, result: r }, { tag: "Invalid", id: null })),
+  fc.tuple(requestId, result, fc.option(wrongVersion, { nil: undefined })).chain(([id, r, v]) =>
+    caseOf("response, jsonrpc wrong or missing", { jsonrpc: v, id, result: r }, { tag: "Invalid", id }))
+]
+
+/** Values that can never be a message: not an object at all, or an object with none of the members. */
+const notAMessage: fc.Arbitrary<Case> = fc.oneof(
   fc.jsonValue().filter((v) => typeof v !== "object" || v === null || Array.isArray(v)),
-  fc.dictionary(fc.string().filter((k) => k !== "jsonrpc" && k !== "id"), fc.jsonValue())
-).map((value): Generated => ({ kind: "invalid", value }))
+  fc.dictionary(fc.string().filter((k) => !["jsonrpc", "id", "method", "result", "error"].includes(k)), fc.jsonValue())
+).map((value) => ({ label: "not a message", value, expected: { tag: "Invalid", id: null } }))
 
-const message = fc.oneof(generatedRequest, generatedNotification, generatedResponse, generatedInvalid)
+const message: fc.Arbitrary<Case> = fc.oneof(
+  { weight: 3, arbitrary: fc.oneof(...validCases) },
+  { weight: 4, arbitrary: fc.oneof(...nearValidCases) },
+  { weight: 1, arbitrary: notAMessage }
+)
 
 /** The id a JSON text round trip gives (what the server reads), e.g. -0 → 0. */
 const asSent = (id: unknown) => JSON.parse(JSON.stringify(id))
@@ -217,19 +282,64 @@ const wellFormed = (response: any) => {
   }
 }
 
+/** Bodies a client could send: arbitrary text, JSON, messages and batches, and valid bodies cut short. */
+const body = fc.oneof(
+  fc.string(),
+  fc.jsonValue().map((v) => JSON.stringify(v)),
+  message.map((m) => JSON.stringify(m.value)),
+  fc.array(message, { minLength: 1, maxLength: 8 }).map((ms) => JSON.stringify(ms.map((m) => m.value))),
+  fc.tuple(message, fc.nat()).map(([m, n]) => {
+    const text = JSON.stringify(m.value)
+    return text.slice(0, n % text.length)
+  })
+)
+
 describe("JSON-RPC 2.0 codec: properties", () => {
-  it.prop("never throws on any text, and always answers well-formed JSON-RPC or 202", [fc.oneof(fc.string(), fc.jsonValue().map((v) => JSON.stringify(v)))], ([body]) => {
-    const reply = run(body)
+  it("generates valid, near-valid and invalid messages of every kind (fixed seed)", () => {
+    const sample = fc.sample(message, { numRuns: 3_000, seed: 20_250_611 })
+    const labels = new Set(sample.map((m) => m.label))
+    expect(labels.size).toBe(validCases.length + nearValidCases.length + 1)
+    const tags = new Set(sample.map((m) => m.expected.tag))
+    expect([...tags].sort()).toEqual(["ClientResponse", "Invalid", "Notification", "Request"])
+    // The invalid ones include some whose id can be read back, and some that are refused with id null.
+    expect(sample.some((m) => m.expected.tag === "Invalid" && m.expected.id !== null)).toBe(true)
+    expect(sample.some((m) => m.expected.tag === "Invalid" && m.expected.id === null && typeof m.value === "object")).toBe(true)
+  })
+
+  it.prop("never throws on any text, and always answers well-formed JSON-RPC or 202", [body], ([text]) => {
+    const reply = run(text)
     if (reply._tag === "Accepted") return
     const json = JSON.parse(reply.body)
     for (const response of Array.isArray(json) ? json : [json]) wellFormed(response)
-  }, { fastCheck: { numRuns: 1000 } })
+  }, { fastCheck: { numRuns: 2000 } })
 
-  it.prop("gives every request exactly one response with its id, and notifications none", [fc.array(message, { minLength: 1, maxLength: 12 })], ([messages]) => {
+  it.prop("classifies valid and near-valid messages as the generator says, and any JSON value without throwing", [
+    fc.oneof(message, fc.jsonValue().map((value): Case => ({ label: "json", value, expected: { tag: "Invalid", id: null } })))
+  ], ([m]) => {
+    const classified = JsonRpc.classify(m.value)
+    expect(["Request", "Notification", "ClientResponse", "Invalid"]).toContain(classified._tag)
+    if (classified._tag === "Request") expect(JsonRpc.isRequestId(classified.id)).toBe(true)
+    if (m.label === "json") return // arbitrary JSON: only totality is claimed
+    expect(classified._tag, JSON.stringify(m.value)).toBe(m.expected.tag)
+    if (classified._tag === "Request" || classified._tag === "Invalid") {
+      expect(classified.id).toBe((m.expected as { id: unknown }).id)
+    }
+    if (classified._tag === "Request" || classified._tag === "Notification") {
+      expect(classified.method).toBe((m.value as { method: unknown }).method)
+      expect(classified.params).toBe((m.value as { params?: unknown }).params)
+    }
+  }, { fastCheck: { numRuns: 2000 } })
+
+  it.prop("gives every request and invalid message exactly one response, in order, and notifications none", [
+    fc.array(message, { minLength: 1, maxLength: 12 })
+  ], ([messages]) => {
     // Distinct ids so each response can be matched to its request.
-    const batch = messages.map((m, i) => (m.kind === "request" ? { ...m, value: { ...m.value, id: `${i}:${String(m.value.id)}` } } : m))
+    const batch = messages.map((m, i) =>
+      m.expected.tag === "Request"
+        ? { ...m, value: { ...(m.value as object), id: `${i}:${String(m.expected.id)}` }, expected: { tag: "Request" as const, id: `${i}:${String(m.expected.id)}` } }
+        : m)
     const reply = run(JSON.stringify(batch.map((m) => m.value)))
-    const expected = batch.filter((m) => m.kind === "request" || m.kind === "invalid")
+    const expected = batch.filter((m) => m.expected.tag === "Request" || m.expected.tag === "Invalid")
     if (expected.length === 0) {
       expect(reply).toEqual({ _tag: "Accepted" })
       return
@@ -241,35 +351,32 @@ describe("JSON-RPC 2.0 codec: properties", () => {
     json.forEach((response: any, i: number) => {
       wellFormed(response)
       const sent = expected[i]!
-      if (sent.kind === "request") expect(response.id).toStrictEqual((sent.value as { id: string }).id)
-      else expect(response).toMatchObject({ id: null, error: { code: -32600 } })
+      const id = asSent((sent.expected as { id: unknown }).id)
+      expect(response.id).toStrictEqual(id)
+      if (sent.expected.tag === "Invalid") expect(response.error.code).toBe(-32600)
     })
   }, { fastCheck: { numRuns: 500 } })
 
-  it.prop("answers a single request with its id exactly and a single notification with 202", [message], ([m]) => {
+  it.prop("answers a single message: a request 200 with its id, a notification or response 202, anything else 400", [message], ([m]) => {
     fc.pre(!Array.isArray(m.value)) // a top-level array is a batch, covered above
     const reply = run(JSON.stringify(m.value))
-    switch (m.kind) {
-      case "request": {
+    switch (m.expected.tag) {
+      case "Request": {
         expect(reply).toMatchObject({ _tag: "Answer", status: 200 })
         const json = replyJson(reply)
         wellFormed(json)
-        expect(json.id).toStrictEqual(asSent((m.value as { id: unknown }).id))
+        expect(json.id).toStrictEqual(asSent(m.expected.id))
         return
       }
-      case "notification":
-      case "response":
+      case "Notification":
+      case "ClientResponse":
         expect(reply).toEqual({ _tag: "Accepted" })
         return
-      case "invalid":
+      case "Invalid":
         expect(reply).toMatchObject({ _tag: "Answer", status: 400 })
-        expect(replyJson(reply)).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32600 } })
+        expect(replyJson(reply)).toEqual({
+          jsonrpc: "2.0", id: asSent(m.expected.id), error: { code: -32600, message: expect.stringMatching(/^Invalid Request: /) }
+        })
     }
-  }, { fastCheck: { numRuns: 1000 } })
-
-  it.prop("classifies any JSON value without throwing", [fc.jsonValue()], ([value]) => {
-    const message = JsonRpc.classify(value)
-    expect(["Request", "Notification", "ClientResponse", "Invalid"]).toContain(message._tag)
-    if (message._tag === "Request") expect(JsonRpc.isRequestId(message.id)).toBe(true)
-  }, { fastCheck: { numRuns: 1000 } })
+  }, { fastCheck: { numRuns: 2000 } })
 })

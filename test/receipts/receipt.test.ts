@@ -2,18 +2,24 @@ import { createHash } from "node:crypto"
 import { describe, expect, it } from "@effect/vitest"
 import canonicalize from "canonicalize"
 import { Either, FastCheck as fc } from "effect"
-import { trustStateDigestOf as exportedTrustDigest, verifyReceipt, verifyReceiptDigest } from "../../src/client/index.js"
-import { trustStateDigestOf } from "../../src/domain/MachineTrust.js"
+import {
+  type MachineTrustResponse,
+  receiptDigestOf,
+  trustStateDigestOf as exportedTrustDigest,
+  verifyReceipt,
+  verifyReceiptDigest
+} from "../../src/client/index.js"
+import { canonicalJson } from "../../src/domain/Canonical.js"
 import {
   decodeRelianceRequest,
   ProhibitedRequestFields,
-  type ReceiptSnapshot,
+  ReceiptSnapshot,
   ReceiptSchemaId,
   type RelianceReceipt,
   sealReceipt
 } from "../../src/domain/Receipt.js"
 import { evaluateActionability } from "../../src/receipts/Actionability.js"
-import { actionRule, claimScope, policyWith, request, trustDocument } from "./arbitraries.js"
+import { actionRule, claimScope, policyWith, request, shippedPolicy, trustDocument } from "./arbitraries.js"
 
 /** Snapshots as the service builds them: an evaluation of a generated document, plus id, time and schema. */
 const snapshot: fc.Arbitrary<ReceiptSnapshot> = fc.tuple(
@@ -43,16 +49,94 @@ const otherValue = (current: unknown) =>
     typeof current === "string" ? fc.string({ minLength: 1, maxLength: 3 }).map((s) => current + s) : fc.constant(null)
   ).filter((value) => independentDigest(value) !== independentDigest(current))
 
-const snapshotFields = Object.keys(fc.sample(snapshot, { numRuns: 1, seed: 1 })[0]!)
+/** Contract section 8: the receipt's fields, every one of them covered by receipt_digest. */
+const contractSnapshotFields = [
+  "schema", "receipt_id", "created_at", "tenant_id", "organization", "principal", "subject_public_id", "purpose_id",
+  "requested_action", "claim_scope", "determination_id", "determination_digest", "trust_state_digest",
+  "policy_version", "policy_digest", "tier", "lifecycle_state", "freshness_state", "decision", "verdicts",
+  "authority_state", "credential_state"
+] as const
+
+/** A snapshot, one of its fields and a different value for it, generated together (no sampling inside a property). */
+const snapshotWithReplacement = snapshot.chain((snap) =>
+  fc.constantFrom(...contractSnapshotFields).chain((field) =>
+    otherValue((snap as Record<string, unknown>)[field]).map((replacement) => ({ snap, field, replacement }))))
+
+/**
+ * A known vector, written by hand: a snapshot, its RFC 8785 text (members sorted by UTF-16 code units, no white
+ * space, only quotation mark, backslash and control characters escaped, non-ASCII kept as UTF-8) and that text's SHA-256.
+ */
+const D = (c: string) => c.repeat(64)
+const vectorSnapshot = {
+  schema: "pv-reliance-receipt-v1",
+  receipt_id: "rr_01J9ZQ4V8K6T3M2N5P7R9S1T4W",
+  created_at: "2031-03-05T09:30:00.000Z",
+  tenant_id: "tenant-a",
+  organization: "Acme Procurement – Zürich",
+  principal: "agent:buyer-7 \"night\"\tshift",
+  subject_public_id: "DET-V1-ACME-ROBOTICS-0001",
+  purpose_id: "supplier-onboarding",
+  requested_action: "screen",
+  claim_scope: ["identity", "assurance"],
+  determination_id: "dv_01J9ZQ0000000000000000000A",
+  determination_digest: D("1"),
+  trust_state_digest: D("2"),
+  policy_version: "2026-01",
+  policy_digest: D("3"),
+  tier: "T3",
+  lifecycle_state: "NOT_ISSUED",
+  freshness_state: "CURRENT",
+  decision: "ACTIONABLE",
+  verdicts: [
+    { check: "freshness", outcome: "PASS", reason: "CURRENT" },
+    { check: "lifecycle", outcome: "PASS", reason: "NOT_ISSUED" },
+    { check: "authority", outcome: "PASS", reason: "no issued credential required" },
+    { check: "tier", outcome: "PASS", reason: "T3 >= T2" },
+    { check: "eligibility", outcome: "PASS", reason: "eligible" },
+    { check: "claim_scope", outcome: "PASS", reason: "identity, assurance allowed" }
+  ],
+  authority_state: "ISSUANCE_NOT_AUTHORIZED",
+  credential_state: "NOT_ISSUED"
+} as const satisfies ReceiptSnapshot
+const vectorJcs =
+  `{"authority_state":"ISSUANCE_NOT_AUTHORIZED","claim_scope":["identity","assurance"],` +
+  `"created_at":"2031-03-05T09:30:00.000Z","credential_state":"NOT_ISSUED","decision":"ACTIONABLE",` +
+  `"determination_digest":"${D("1")}","determination_id":"dv_01J9ZQ0000000000000000000A",` +
+  `"freshness_state":"CURRENT","lifecycle_state":"NOT_ISSUED","organization":"Acme Procurement – Zürich",` +
+  `"policy_digest":"${D("3")}","policy_version":"2026-01","principal":"agent:buyer-7 \\"night\\"\\tshift",` +
+  `"purpose_id":"supplier-onboarding","receipt_id":"rr_01J9ZQ4V8K6T3M2N5P7R9S1T4W","requested_action":"screen",` +
+  `"schema":"pv-reliance-receipt-v1","subject_public_id":"DET-V1-ACME-ROBOTICS-0001","tenant_id":"tenant-a",` +
+  `"tier":"T3","trust_state_digest":"${D("2")}","verdicts":[` +
+  `{"check":"freshness","outcome":"PASS","reason":"CURRENT"},{"check":"lifecycle","outcome":"PASS","reason":"NOT_ISSUED"},` +
+  `{"check":"authority","outcome":"PASS","reason":"no issued credential required"},{"check":"tier","outcome":"PASS","reason":"T3 >= T2"},` +
+  `{"check":"eligibility","outcome":"PASS","reason":"eligible"},{"check":"claim_scope","outcome":"PASS","reason":"identity, assurance allowed"}]}`
+const vectorDigest = createHash("sha256").update(vectorJcs, "utf8").digest("hex")
 
 describe("receipt digests", () => {
-  it("snapshot_payload holds exactly the contract's receipt fields", () => {
-    expect(snapshotFields).toEqual([
-      "schema", "receipt_id", "created_at", "tenant_id", "organization", "principal", "subject_public_id", "purpose_id",
-      "requested_action", "claim_scope", "determination_id", "determination_digest", "trust_state_digest",
-      "policy_version", "policy_digest", "tier", "lifecycle_state", "freshness_state", "decision", "verdicts",
-      "authority_state", "credential_state"
-    ])
+  it("the service's receipt schema and its evaluation hold exactly the contract's receipt fields", () => {
+    // What the service encodes a snapshot with...
+    expect(Object.keys(ReceiptSnapshot.fields).sort()).toEqual([...contractSnapshotFields].sort())
+    // ...and what its evaluation produces (Receipts.create adds schema, receipt_id and created_at to it).
+    const [trust] = fc.sample(trustDocument, { numRuns: 1, seed: 3 })
+    const evaluation = Either.getOrThrow(evaluateActionability(trust!, shippedPolicy, request("supplier-onboarding", "screen", ["identity"])))
+    expect(Object.keys(evaluation).sort())
+      .toEqual(contractSnapshotFields.filter((f) => !["schema", "receipt_id", "created_at"].includes(f)).sort())
+  })
+
+  it("matches a hand-written RFC 8785 vector", () => {
+    // The vector itself: its SHA-256, also computed with Python's json (sort_keys, no white space) and hashlib.
+    expect(vectorDigest).toBe("315a4524933552b67e93118b8080d099d1342040cbbe4bc1709fae516050b274")
+    expect(canonicalJson(vectorSnapshot)).toBe(vectorJcs)
+    const sealed = sealReceipt(vectorSnapshot)
+    expect(sealed.receipt_digest).toBe(vectorDigest)
+    expect(sealed.snapshot_payload).toEqual(vectorSnapshot)
+    expect(receiptDigestOf(vectorSnapshot)).toBe(vectorDigest)
+    // Member order never matters; a client holding the stored digest verifies the parsed JSON.
+    const reordered = JSON.parse(JSON.stringify(Object.fromEntries(Object.entries(vectorSnapshot).reverse())))
+    expect(verifyReceiptDigest({ snapshot_payload: reordered, receipt_digest: vectorDigest })).toBe(true)
+    const wrong = (vectorDigest[0] === "0" ? "1" : "0") + vectorDigest.slice(1)
+    expect(verifyReceiptDigest({ snapshot_payload: reordered, receipt_digest: wrong })).toBe(false)
+    expect(verifyReceiptDigest({ snapshot_payload: { ...reordered, principal: "agent:buyer-7" }, receipt_digest: vectorDigest })).toBe(false)
   })
 
   it.prop("verify: receipt_digest is SHA-256 over the JCS form of snapshot_payload", [snapshot], ([snap]) => {
@@ -70,13 +154,7 @@ describe("receipt digests", () => {
     expect(topLevel).toEqual(receipt.snapshot_payload)
   })
 
-  it.prop("change when any snapshot field changes", [
-    snapshot,
-    fc.constantFrom(...snapshotFields),
-    fc.integer({ min: 0, max: 1_000_000 })
-  ], ([snap, field, seed]) => {
-    const current = (snap as Record<string, unknown>)[field]
-    const replacement = fc.sample(otherValue(current), { numRuns: 1, seed })[0]
+  it.prop("change when any snapshot field changes", [snapshotWithReplacement], ([{ field, replacement, snap }]) => {
     const changed = { ...snap, [field]: replacement } as ReceiptSnapshot
     const original = sealReceipt(snap)
     // The stored digest no longer verifies the edited snapshot...
@@ -85,20 +163,27 @@ describe("receipt digests", () => {
     expect(sealReceipt(changed).receipt_digest).not.toBe(original.receipt_digest)
   }, { fastCheck: { numRuns: 500 } })
 
-  it.prop("verifyReceipt catches a top-level field that disagrees with the snapshot", [
-    snapshot,
-    fc.constantFrom(...snapshotFields)
-  ], ([snap, field]) => {
+  it.prop("verifyReceipt catches a top-level field that disagrees with the snapshot", [snapshotWithReplacement], ([{ field, replacement, snap }]) => {
     const receipt = sealReceipt(snap)
-    const current = (receipt as Record<string, unknown>)[field]
-    const tampered = { ...receipt, [field]: fc.sample(otherValue(current), { numRuns: 1 })[0] } as RelianceReceipt
+    const tampered = { ...receipt, [field]: replacement } as unknown as RelianceReceipt
     expect(verifyReceiptDigest(tampered)).toBe(true)
     expect(verifyReceipt(tampered)).toBe(false)
   })
 
-  it.prop("the client package re-exports the trust digest recipe", [trustDocument], ([trust]) => {
-    expect(exportedTrustDigest(trust)).toBe(trustStateDigestOf(trust))
-    expect(exportedTrustDigest(trust)).toBe(trust.trust_state_digest)
+  it("the client package's trust digest recipe matches a hand-written vector", () => {
+    // trust_state_digest = SHA-256 of the JCS of the document without trust_state_digest (contract section 5).
+    const document = { tier: "T2", schema: "pv.machine-trust.v1", trust_state_digest: "f".repeat(64), authority: { issuance: "NOT_AUTHORIZED" } }
+    const text = `{"authority":{"issuance":"NOT_AUTHORIZED"},"schema":"pv.machine-trust.v1","tier":"T2"}`
+    const expected = createHash("sha256").update(text, "utf8").digest("hex")
+    expect(exportedTrustDigest(document as unknown as MachineTrustResponse)).toBe(expected)
+    expect(exportedTrustDigest({ ...document, trust_state_digest: "0".repeat(64) } as unknown as MachineTrustResponse)).toBe(expected)
+    expect(exportedTrustDigest({ ...document, tier: "T3" } as unknown as MachineTrustResponse)).not.toBe(expected)
+  })
+
+  it.prop("the client package's trust digest agrees with an independent computation and with the built document", [trustDocument], ([trust]) => {
+    const { trust_state_digest, ...rest } = trust
+    expect(exportedTrustDigest(trust)).toBe(independentDigest(rest))
+    expect(trust_state_digest).toBe(independentDigest(rest))
   })
 })
 

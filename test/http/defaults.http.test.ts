@@ -1,0 +1,214 @@
+import { type ChildProcess, spawn } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { afterAll, describe, expect, it } from "vitest"
+import { testSigningKeyPem } from "../../src/events/Signer.js"
+import { testLogSigningKeyPem } from "../../src/log/LogKey.js"
+import { createScratchDatabase, testDatabaseKind } from "../support/databases.js"
+
+/**
+ * The environment defaults (README "Configuration", CONTRACT section 9), on the real entry point: `src/main.ts`
+ * started as a child process with an environment written here in full (nothing from the developer's).
+ * Embedded mode with an empty database loads the demo data and generates an operator token (printed once,
+ * kept in the data directory with mode 0600); DATABASE_URL mode never invents a credential.
+ */
+
+const root = fileURLToPath(new URL("../..", import.meta.url))
+const kind = testDatabaseKind()
+
+/** The demo determinations the README promises, written out here rather than read from the service. */
+const demoIds = [
+  "DET-V1-ACME-ROBOTICS-0001", "DET-V1-NORTHWIND-0002", "DET-V1-GLOBEX-0003", "DET-V1-INITECH-0004",
+  "QUAL-V1-ACME-ROBOTICS-ISO27001", "QUAL-V1-NORTHWIND-SOC2"
+]
+
+interface Started {
+  readonly baseUrl: string
+  /** Everything the process printed so far (stdout and stderr). */
+  readonly output: () => string
+  readonly stop: () => Promise<void>
+}
+
+/**
+ * Starts `src/main.ts` with exactly `env` (plus PORT=0 and HOST) and waits for the whole banner, or rejects
+ * with the output if the process exits first.
+ */
+const startMain = (env: Record<string, string>): Promise<Started> =>
+  new Promise((resolve, reject) => {
+    const home = mkdtempSync(join(tmpdir(), "pv-defaults-home-"))
+    const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+      cwd: root,
+      env: { HOME: home, TMPDIR: tmpdir(), PORT: "0", HOST: "127.0.0.1", ...env },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let output = ""
+    let exited = false
+    const exit = new Promise<void>((done) => child.once("exit", () => {
+      exited = true
+      rmSync(home, { recursive: true, force: true })
+      done()
+    }))
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL")
+      reject(new Error(`server process did not start:\n${output}`))
+    }, 90_000)
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString()
+      const match = /listening on (http:\/\/[\d.]+:\d+)/.exec(output)
+      // The banner is one write; wait for its last line so every line is there.
+      if (match && /curl -s -X POST/.test(output)) {
+        clearTimeout(timer)
+        resolve({
+          baseUrl: match[1]!,
+          output: () => output,
+          stop: async () => {
+            if (!exited) {
+              child.kill("SIGTERM")
+              setTimeout(() => child.kill("SIGKILL"), 10_000).unref()
+            }
+            await exit
+          }
+        })
+      }
+    }
+    child.stdout!.on("data", onData)
+    child.stderr!.on("data", onData)
+    child.once("exit", (code) => {
+      clearTimeout(timer)
+      reject(new Error(`server process exited (${code}):\n${output}`))
+    })
+  })
+
+/** Runs `src/main.ts` with exactly `env` and expects it to refuse to start: its exit code and output. */
+const refusedStart = (env: Record<string, string>): Promise<{ readonly code: number | null; readonly output: string }> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+      cwd: root,
+      env: { HOME: tmpdir(), TMPDIR: tmpdir(), PORT: "0", HOST: "127.0.0.1", ...env },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let output = ""
+    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()))
+    child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()))
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL")
+      reject(new Error(`expected the start to be refused, but the process kept running:\n${output}`))
+    }, 60_000)
+    child.once("exit", (code) => {
+      clearTimeout(timer)
+      resolve({ code, output })
+    })
+  })
+
+const get = async (baseUrl: string, path: string, bearer?: string) => {
+  const response = await fetch(baseUrl + path, { headers: bearer === undefined ? {} : { authorization: `Bearer ${bearer}` } })
+  const text = await response.text()
+  return { status: response.status, body: text.length > 0 ? JSON.parse(text) : undefined }
+}
+
+const postKey = async (baseUrl: string, bearer: string | undefined) => {
+  const response = await fetch(baseUrl + "/api/v1/api-keys", {
+    method: "POST",
+    headers: { "content-type": "application/json", ...(bearer === undefined ? {} : { authorization: `Bearer ${bearer}` }) },
+    body: JSON.stringify({ tenant_id: "demo", name: "defaults", scopes: ["trust:read"] })
+  })
+  await response.text()
+  return response.status
+}
+
+const cleanups: Array<() => Promise<unknown> | void> = []
+afterAll(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup()
+})
+const dataDir = () => {
+  const dir = mkdtempSync(join(tmpdir(), "pv-defaults-"))
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+describe.runIf(kind === "pglite")("embedded defaults (no DATABASE_URL, no PV_OPERATOR_TOKEN)", () => {
+  it("loads the demo data and generates an operator token, printed once and kept with mode 0600", async () => {
+    const dir = dataDir()
+    const tokenFile = join(dir, "operator-token")
+    const first = await startMain({ PV_DATA_DIR: dir })
+    cleanups.push(first.stop)
+    const banner = first.output()
+    expect(banner).toMatch(/demo data: +loaded 6 determinations/)
+    expect(banner).toContain(`operator token: ${tokenFile} (generated now)`)
+    const printed = /operator token value \(shown once\): (\S+)/.exec(banner)?.[1]
+    expect(printed).toBeDefined()
+    expect(existsSync(tokenFile)).toBe(true)
+    expect(statSync(tokenFile).mode & 0o777).toBe(0o600)
+    const token = readFileSync(tokenFile, "utf8").trim()
+    expect(token).toBe(printed)
+    expect(token.length).toBeGreaterThanOrEqual(32)
+
+    // The demo determinations are served, and the generated token is the operator credential.
+    const heads = new Map<string, number>()
+    for (const publicId of demoIds) {
+      const reply = await get(first.baseUrl, `/api/v1/trust/${publicId}/human`)
+      expect(reply.status, publicId).toBe(200)
+      expect(reply.body.schema).toBe("pv.machine-trust.v1")
+      heads.set(publicId, reply.body.integrity.event_head.sequence)
+    }
+    expect(await postKey(first.baseUrl, token)).toBe(201)
+    expect(await postKey(first.baseUrl, undefined)).toBe(401)
+    expect(await postKey(first.baseUrl, `pv_op_${randomBytes(32).toString("base64url")}`)).toBe(401)
+    await first.stop()
+
+    // A restart on the same directory: the same token, not printed again, and the demo data not loaded twice.
+    const second = await startMain({ PV_DATA_DIR: dir })
+    cleanups.push(second.stop)
+    expect(second.output()).not.toContain("shown once")
+    expect(second.output()).not.toContain(token)
+    expect(second.output()).not.toContain("generated now")
+    expect(second.output()).not.toMatch(/demo data: +loaded/)
+    expect(readFileSync(tokenFile, "utf8").trim()).toBe(token)
+    expect(statSync(tokenFile).mode & 0o777).toBe(0o600)
+    expect(await postKey(second.baseUrl, token)).toBe(201)
+    for (const publicId of demoIds) {
+      const reply = await get(second.baseUrl, `/api/v1/trust/${publicId}/human`)
+      expect(reply.status, publicId).toBe(200)
+      expect(reply.body.integrity.event_head.sequence, publicId).toBe(heads.get(publicId))
+    }
+    await second.stop()
+  })
+
+  it("refuses to start with a PV_OPERATOR_TOKEN shorter than 32 characters, naming the variable", async () => {
+    const dir = dataDir()
+    const { code, output } = await refusedStart({ PV_DATA_DIR: dir, PV_OPERATOR_TOKEN: "x".repeat(31) })
+    expect(code).not.toBe(0)
+    expect(output).toContain("PV_OPERATOR_TOKEN")
+    expect(output).not.toContain("listening on")
+    expect(readdirSync(dir)).not.toContain("operator-token")
+  })
+})
+
+describe.runIf(kind === "postgres")("DATABASE_URL mode without PV_OPERATOR_TOKEN", () => {
+  it("never invents a credential: operator endpoints answer 401, nothing is written, no demo data", async () => {
+    const scratch = await createScratchDatabase()
+    cleanups.push(() => scratch.drop())
+    const dir = dataDir()
+    const server = await startMain({
+      DATABASE_URL: scratch.url,
+      PV_DATA_DIR: dir,
+      PV_EVENT_SIGNING_KEY: testSigningKeyPem(),
+      PV_LOG_SIGNING_KEY: testLogSigningKeyPem()
+    })
+    cleanups.push(server.stop)
+    expect(server.output()).toContain("operator token: not configured")
+    expect(server.output()).not.toContain("shown once")
+    expect(readdirSync(dir)).not.toContain("operator-token")
+    for (const bearer of [undefined, "", `pv_op_${randomBytes(32).toString("base64url")}`, randomBytes(48).toString("hex")]) {
+      expect(await postKey(server.baseUrl, bearer), JSON.stringify(bearer)).toBe(401)
+      expect((await get(server.baseUrl, "/api/v1/api-keys", bearer)).status).toBe(401)
+    }
+    // The demo data is for an empty embedded database only.
+    expect((await get(server.baseUrl, `/api/v1/trust/${demoIds[0]}/human`)).status).toBe(404)
+    await server.stop()
+    expect(readdirSync(dir)).not.toContain("operator-token")
+  })
+})

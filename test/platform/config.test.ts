@@ -1,0 +1,105 @@
+import { describe, expect, it } from "@effect/vitest"
+import { ConfigProvider, Effect, Either, FastCheck as fc, Layer, Option, Redacted } from "effect"
+import { AppConfig, AppConfigFrom } from "../../src/platform/Config.js"
+import { readConfig, testEnvironment } from "../support/testConfig.js"
+
+/**
+ * The configuration rules, read through ConfigProviders built here: nothing in these tests depends on the
+ * environment of the machine that runs them.
+ */
+
+const refusal = (env: Record<string, string>): string => {
+  const read = readConfig(env)
+  if (Either.isRight(read)) throw new Error(`expected ${JSON.stringify(Object.keys(env))} to be refused`)
+  return String(read.left)
+}
+
+const tokenOf = (env: Record<string, string>) =>
+  Option.map(Either.getOrThrow(readConfig(env)).operatorToken, Redacted.value)
+
+const printable = fc.constantFrom(..."ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.~+/=")
+const tokenOfLength = (min: number, max: number) => fc.array(printable, { minLength: min, maxLength: max }).map((cs) => cs.join(""))
+
+describe("PV_OPERATOR_TOKEN (contract section 2: at least 32 characters)", () => {
+  it("refuses 31 characters and accepts 32, naming the variable", () => {
+    const message = refusal({ PV_OPERATOR_TOKEN: "x".repeat(31) })
+    expect(message).toContain("PV_OPERATOR_TOKEN")
+    expect(message).toContain("at least 32 characters")
+    expect(tokenOf({ PV_OPERATOR_TOKEN: "x".repeat(32) })).toEqual(Option.some("x".repeat(32)))
+  })
+
+  it.prop("refuses every token shorter than 32 characters", [tokenOfLength(1, 31)], ([token]) => {
+    expect(refusal({ PV_OPERATOR_TOKEN: token })).toContain("PV_OPERATOR_TOKEN")
+  })
+
+  it.prop("keeps every token of 32 characters or more exactly as given", [tokenOfLength(32, 200)], ([token]) => {
+    expect(tokenOf({ PV_OPERATOR_TOKEN: token })).toEqual(Option.some(token))
+  })
+
+  it("is optional: unset means no configured token", () => {
+    expect(tokenOf({})).toEqual(Option.none())
+  })
+
+  it("refuses a short token even where everything else is valid (the test servers' settings)", () => {
+    expect(refusal({ ...testEnvironment(), PV_OPERATOR_TOKEN: "short-token" })).toContain("PV_OPERATOR_TOKEN")
+  })
+})
+
+describe("defaults (README, Configuration)", () => {
+  it("gives the documented value for every unset variable", () => {
+    const config = Either.getOrThrow(readConfig({}))
+    expect(config).toMatchObject({
+      port: 8080,
+      host: "127.0.0.1",
+      dataDir: "./.pv-data",
+      humanRateLimitPerMinute: 60,
+      operatorRateLimitPerMinute: 120,
+      authFailureLimitPerMinute: 20,
+      loadDemoData: true,
+      banner: true,
+      maxInFlight: 64,
+      shutdownGraceMs: 10_000,
+      headersTimeoutMs: 10_000,
+      requestTimeoutMs: 30_000,
+      keepAliveTimeoutMs: 5_000,
+      maxHeaderBytes: 16_384,
+      maxConnections: 1_024,
+      trustedProxies: [],
+      allowedOrigins: [],
+      devEphemeralKeys: false,
+      dbQueryTimeoutMs: 10_000,
+      dbConnectTimeoutMs: 1_000
+    })
+    // Embedded mode, and no credential of any kind unless configured.
+    expect(config.databaseUrl).toEqual(Option.none())
+    expect(config.operatorToken).toEqual(Option.none())
+    expect(config.internalToken).toEqual(Option.none())
+    expect(config.eventSigningKey).toEqual(Option.none())
+    expect(config.redisUrl).toEqual(Option.none())
+  })
+
+  it("refuses DATABASE_URL without PV_EVENT_SIGNING_KEY, before any database work", () => {
+    const message = refusal({ DATABASE_URL: "postgres://db.invalid/pv" })
+    expect(message).toContain("PV_EVENT_SIGNING_KEY")
+  })
+
+  it("never invents an operator token in DATABASE_URL mode", () => {
+    const { PV_OPERATOR_TOKEN: _token, ...withoutToken } = testEnvironment()
+    const config = Either.getOrThrow(readConfig({ ...withoutToken, DATABASE_URL: "postgres://db.invalid/pv" }))
+    expect(config.operatorToken).toEqual(Option.none())
+  })
+})
+
+describe("AppConfigFrom", () => {
+  it.effect("reads the ConfigProvider it is given, then applies the overrides", () =>
+    Effect.gen(function*() {
+      const config = yield* AppConfig
+      expect(config.humanRateLimitPerMinute).toBe(7)
+      expect(config.port).toBe(0)
+      expect(config.operatorToken).toEqual(Option.none())
+    }).pipe(Effect.provide(
+      AppConfigFrom({ port: 0 }).pipe(
+        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["PV_HUMAN_RATE_LIMIT_PER_MINUTE", "7"]]))))
+      )
+    )))
+})
