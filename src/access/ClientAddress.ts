@@ -35,8 +35,13 @@ const forwardedNode = (value: string): string => {
   return v4WithPort ? v4WithPort[1]! : unquoted
 }
 
-/** The hops a proxy chain reports, client first: RFC 7239 `Forwarded` when present, else X-Forwarded-For. */
+/**
+ * The hops a proxy chain reports, client first: X-Forwarded-For when present (what most proxies
+ * maintain), else RFC 7239 `Forwarded`. The trusted proxy must append to the header it reads.
+ */
 const reportedHops = (headers: Readonly<Record<string, string | undefined>>): Array<string> => {
+  const xff = headers["x-forwarded-for"]
+  if (xff !== undefined) return xff.split(",").map((hop) => hop.trim()).filter((hop) => hop.length > 0)
   const forwarded = headers["forwarded"]
   if (forwarded !== undefined) {
     return forwarded.split(",").flatMap((element) =>
@@ -46,14 +51,14 @@ const reportedHops = (headers: Readonly<Record<string, string | undefined>>): Ar
       })
     )
   }
-  const xff = headers["x-forwarded-for"]
-  return xff === undefined ? [] : xff.split(",").map((hop) => hop.trim()).filter((hop) => hop.length > 0)
+  return []
 }
 
 /**
  * CONTRACT section 11: the socket peer, unless the peer is a trusted proxy; then the right-most reported
  * hop that is not itself a trusted proxy (each proxy appends the address it saw, so everything left of
- * the last untrusted hop may be forged by the client). With every hop trusted, the left-most one.
+ * the last untrusted hop may be forged by the client), if it is an IP address (else the peer). With
+ * every hop trusted, the left-most one.
  */
 export const resolveClientAddress = (
   peer: string | undefined,
@@ -64,7 +69,8 @@ export const resolveClientAddress = (
   if (trusted === undefined || !isTrusted(trusted, socketPeer)) return socketPeer
   const hops = reportedHops(headers).map(normalise)
   for (let i = hops.length - 1; i >= 0; i--) {
-    if (!isTrusted(trusted, hops[i]!)) return hops[i]!
+    // A trusted proxy writes the address it saw; anything else there was not written by it.
+    if (!isTrusted(trusted, hops[i]!)) return isIP(hops[i]!) !== 0 ? hops[i]! : socketPeer
   }
   return hops[0] ?? socketPeer
 }

@@ -29,16 +29,28 @@ export const launch = (workers: number): void => {
     return
   }
   let stopping = false
+  let exitCode = 0
   const fork = (index: number) => cluster.fork({ PV_BANNER: index === 0 ? (process.env.PV_BANNER ?? "true") : "false", PV_WORKER_INDEX: String(index) })
   const indexOf = new Map<number, number>()
   for (let i = 0; i < workers; i++) indexOf.set(fork(i).id, i)
+  const listening = new Set<number>()
+  cluster.on("listening", (worker) => listening.add(worker.id))
   cluster.on("exit", (worker, code, signal) => {
     const index = indexOf.get(worker.id) ?? 0
     indexOf.delete(worker.id)
     if (stopping) {
-      if (indexOf.size === 0) process.exit(0)
+      if (indexOf.size === 0) process.exit(exitCode)
       return
     }
+    // A worker that dies before it ever listened failed to start (bad configuration, database gone):
+    // restarting it would loop forever, so stop everything and let the supervisor see the failure.
+    if (!listening.has(worker.id)) {
+      console.error(`worker ${index} failed to start (${signal ?? code}); stopping`)
+      exitCode = 1
+      stop()
+      return
+    }
+    listening.delete(worker.id)
     console.error(`worker ${index} exited (${signal ?? code}); starting a new one`)
     indexOf.set(fork(index).id, index)
   })
@@ -47,7 +59,7 @@ export const launch = (workers: number): void => {
     if (stopping) return
     stopping = true
     const workersLeft = Object.values(cluster.workers ?? {})
-    if (workersLeft.length === 0) process.exit(0)
+    if (workersLeft.length === 0) process.exit(exitCode)
     for (const worker of workersLeft) worker?.process.kill("SIGTERM")
     setTimeout(() => {
       for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill("SIGKILL")
