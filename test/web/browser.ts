@@ -1,3 +1,4 @@
+import { tmpdir } from "node:os"
 import { existsSync, mkdirSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -28,9 +29,12 @@ export const launchChromium = async (): Promise<Browser> => {
   return chromium.launch({ executablePath: chromiumPath, args: chromiumArgs, timeout: 60_000 })
 }
 
-export const screenshotsDir = join(dirname(fileURLToPath(import.meta.url)), "../../docs/screenshots")
+/** `PV_SCREENSHOTS=1 npm run test:web` refreshes docs/screenshots; otherwise they go to a scratch directory. */
+export const screenshotsDir = process.env.PV_SCREENSHOTS === "1"
+  ? join(dirname(fileURLToPath(import.meta.url)), "../../docs/screenshots")
+  : join(tmpdir(), "pv-screenshots")
 
-/** A screenshot of one part of the page (a CSS selector) into docs/screenshots/<name>.png. */
+/** A screenshot of one part of the page (a CSS selector) into `screenshotsDir`/<name>.png. */
 export const screenshot = async (page: Page, name: string, selector: string): Promise<void> => {
   mkdirSync(screenshotsDir, { recursive: true })
   // Pasted JSON reads from its start, not from where the caret was left.
