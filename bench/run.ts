@@ -34,6 +34,7 @@ const embedded = values.embedded!
 const workers = Number(values.workers ?? (embedded ? "1" : "2"))
 const operatorToken = `bench_${randomBytes(24).toString("hex")}`
 const signingKey = generateKeyPairSync("ed25519").privateKey.export({ format: "pem", type: "pkcs8" }).toString()
+const logSigningKey = generateKeyPairSync("ed25519").privateKey.export({ format: "pem", type: "pkcs8" }).toString()
 const log = (line: string) => console.error(`[bench] ${line}`)
 
 // ---- database ------------------------------------------------------------------------------------
@@ -69,6 +70,7 @@ const serviceEnv = () => ({
   PV_DEMO_DATA: "false",
   PV_OPERATOR_TOKEN: operatorToken,
   PV_EVENT_SIGNING_KEY: signingKey,
+  PV_LOG_SIGNING_KEY: logSigningKey,
   PV_HUMAN_RATE_LIMIT_PER_MINUTE: "1000000",
   PV_OPERATOR_RATE_LIMIT_PER_MINUTE: "1000000",
   PV_AUTH_FAILURE_LIMIT_PER_MINUTE: "1000000",

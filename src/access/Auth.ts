@@ -1,6 +1,8 @@
 import { HttpApiMiddleware, HttpApiSecurity, HttpServerRequest, OpenApi } from "@effect/platform"
 import { Effect, Layer, Option, Redacted, Schema } from "effect"
 import { QuotaExceeded, RateLimited, Unauthorized, Unavailable } from "../domain/Problem.js"
+import { countRateLimited } from "../observability/Metrics.js"
+import { noteCaller } from "../observability/RequestRecord.js"
 import { AppConfig } from "../platform/Config.js"
 import { ApiKeys, Caller } from "./ApiKeys.js"
 import { OperatorCredential } from "./Operator.js"
@@ -43,7 +45,8 @@ const throttleFailures = <A, R>(
   Effect.flatMap(Effect.option(Effect.flip(limits.guardAuthentication(address))), (throttled) =>
     check.pipe(
       Effect.tapError(() => limits.recordAuthenticationFailure(address)),
-      Effect.catchAll((unauthorized) => Effect.fail(Option.getOrElse(throttled, () => unauthorized)))
+      Effect.catchAll((unauthorized): Effect.Effect<never, Unauthorized | RateLimited> =>
+        Option.isSome(throttled) ? Effect.zipRight(countRateLimited("auth_failures"), Effect.fail(throttled.value)) : Effect.fail(unauthorized))
     ))
 
 export const ApiKeyAuthLive = Layer.effect(
@@ -55,8 +58,11 @@ export const ApiKeyAuthLive = Layer.effect(
     return ApiKeyAuth.of({
       apiKey: (token) =>
         Effect.gen(function*() {
-          const address = addresses.of(yield* HttpServerRequest.HttpServerRequest)
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const address = addresses.of(request)
           const key = yield* throttleFailures(limits, address, keys.authenticate(Redacted.value(token)))
+          // The request log names the key by id and tenant (never the key), also when a limit refuses it.
+          noteCaller(request, key.key_id, key.tenant_id)
           yield* limits.consumeKey(key)
           yield* keys.markUsed(key.key_id)
           return key

@@ -3,6 +3,7 @@ import { HttpApp, HttpServerResponse } from "@effect/platform"
 import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import type { ApiKeyRecord } from "../domain/AccessKey.js"
 import { QuotaExceeded, RateLimited, Unavailable } from "../domain/Problem.js"
+import { countQuotaExceeded, countRateLimited } from "../observability/Metrics.js"
 import { AppConfig } from "../platform/Config.js"
 import { DatabaseMode } from "../platform/Database.js"
 import { WindowCounters, memoryStore } from "./Counters.js"
@@ -73,7 +74,7 @@ export class RateLimits extends Effect.Service<RateLimits>()("pv/RateLimits", {
       take(`min:${key.key_id}`, key.rate_limit_per_minute, MINUTE_MS).pipe(
         Effect.catchTag("Exceeded", (e) =>
           Effect.zipRight(
-            setHeaders(rateLimitHeaders(key, 0, seconds(e.retryMs))),
+            Effect.zipRight(countRateLimited("key"), setHeaders(rateLimitHeaders(key, 0, seconds(e.retryMs)))),
             Effect.fail(new RateLimited({
               detail: `This key allows ${key.rate_limit_per_minute} requests per minute.`,
               retry_after: seconds(e.retryMs)
@@ -84,24 +85,24 @@ export class RateLimits extends Effect.Service<RateLimits>()("pv/RateLimits", {
           const now = clock.unsafeCurrentTimeMillis()
           return take(`day:${key.key_id}:${utcDay(now)}`, key.daily_quota, DAY_MS).pipe(
             Effect.catchTag("Exceeded", () =>
-              Effect.fail(new QuotaExceeded({
+              Effect.zipRight(countQuotaExceeded, Effect.fail(new QuotaExceeded({
                 detail: `This key's daily quota of ${key.daily_quota} requests is used up until 00:00 UTC.`,
                 retry_after: secondsUntilUtcMidnight(now)
-              })))
+              }))))
           )
         })),
         Effect.asVoid
       )
 
     /** Per-address limit for traffic without a key (the human endpoint) and for operator endpoints. */
-    const consumeAddress = (bucket: "human" | "operator", address: string, limitPerMinute: number) =>
+    const consumeAddress = (bucket: "human" | "operator" | "log", address: string, limitPerMinute: number) =>
       take(`${bucket}:${address}`, limitPerMinute, MINUTE_MS).pipe(
         Effect.asVoid,
         Effect.catchTag("Exceeded", (e) =>
-          Effect.fail(new RateLimited({
+          Effect.zipRight(countRateLimited(bucket), Effect.fail(new RateLimited({
             detail: `At most ${limitPerMinute} requests per minute from one address.`,
             retry_after: seconds(e.retryMs)
-          })))
+          }))))
       )
 
     const failureLimit = config.authFailureLimitPerMinute

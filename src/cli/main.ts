@@ -11,6 +11,8 @@ import { Schema } from "effect"
 import { verifyEventsCommand } from "../events/VerifyCommand.js"
 import { launch, workersFromEnv } from "../http/Launch.js"
 import { importDeterminations } from "./Import.js"
+import { logMonitorCommand } from "./LogMonitor.js"
+import { verifyReceiptCommand } from "./VerifyReceipt.js"
 
 const usage = `pv — Trust Resolution and Reliance Receipt Service
 
@@ -22,6 +24,10 @@ Usage:
   pv keys revoke KEY_ID
   pv import FILE.ndjson                      store determinations, one {"public_id", …PUT body} per line
   pv verify-events (--base-url URL --api-key KEY --public-id ID | --file FEED.json)
+  pv verify-receipt BUNDLE.json [--verifier-key KEY] [--jwks JWKS.json]
+                                             check a receipt's proof bundle offline, step by step
+  pv log monitor --base-url URL --state FILE [--verifier-key KEY]
+                                             check the log's latest checkpoint against the last one seen
 
 Environment: DATABASE_URL (PostgreSQL; unset = embedded PGlite in PV_DATA_DIR, default ./.pv-data),
 PORT, HOST, PV_OPERATOR_TOKEN. The keys and import commands talk to the database directly.`
@@ -111,6 +117,26 @@ const program = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
         ...(values["public-id"] !== undefined ? { publicId: values["public-id"] } : {}),
         ...(values.file !== undefined ? { file: values.file } : {})
       }).pipe(Effect.asVoid)
+    }
+    case "verify-receipt": {
+      const { values, positionals } = parseArgs({
+        args: args as Array<string>,
+        allowPositionals: true,
+        options: { "verifier-key": { type: "string" }, jwks: { type: "string" } }
+      })
+      return positionals[0] === undefined
+        ? fail("usage: pv verify-receipt BUNDLE.json [--verifier-key KEY] [--jwks JWKS.json]")
+        : verifyReceiptCommand({ file: positionals[0], verifierKey: values["verifier-key"], jwks: values.jwks }).pipe(Effect.asVoid)
+    }
+    case "log": {
+      const [sub, ...rest] = args
+      const { values } = parseArgs({
+        args: rest as Array<string>,
+        options: { "base-url": { type: "string" }, state: { type: "string" }, "verifier-key": { type: "string" } }
+      })
+      return sub !== "monitor" || values["base-url"] === undefined || values.state === undefined
+        ? fail("usage: pv log monitor --base-url URL --state FILE [--verifier-key KEY]")
+        : logMonitorCommand({ baseUrl: values["base-url"], state: values.state, verifierKey: values["verifier-key"] }).pipe(Effect.asVoid)
     }
     case undefined:
     case "help":

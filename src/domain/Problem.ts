@@ -70,6 +70,12 @@ export class OriginNotAllowed extends Schema.TaggedError<OriginNotAllowed>()("Or
   HttpApiSchema.annotations({ status: 403 })) {}
 export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", fields,
   HttpApiSchema.annotations({ status: 503 })) {}
+/** The receipt exists but the log has not integrated its entry yet (contract section 10). */
+export class NotYetLogged extends Schema.TaggedError<NotYetLogged>()("NotYetLogged",
+  { ...fields, retry_after: Schema.Number }, HttpApiSchema.annotations({ status: 404 })) {}
+/** Contract section 10 answers a proof request outside the published tree with 400 (not 422), code validation-failed. */
+export class InvalidProofRequest extends Schema.TaggedError<InvalidProofRequest>()("InvalidProofRequest", fields,
+  HttpApiSchema.annotations({ status: 400 })) {}
 
 export type ProblemError =
   | InvalidPublicId | MalformedJson | Unauthorized | InsufficientScope | Forbidden | DeterminationNotFound
@@ -77,6 +83,7 @@ export type ProblemError =
   | ValidationFailed | ProhibitedField | UnknownPurpose | RateLimited | QuotaExceeded | Internal | Unavailable
   | NotAcceptable | UnsupportedProtocolVersion | Overloaded | OriginNotAllowed
   | BadRequest | RequestTimeout | ExpectationFailed | HeaderFieldsTooLarge
+  | NotYetLogged | InvalidProofRequest
 
 /** Contract section 1: tag → (code, status, title). */
 export const problemCatalog: Record<ProblemError["_tag"], { readonly code: string; readonly status: number; readonly title: string }> = {
@@ -107,7 +114,10 @@ export const problemCatalog: Record<ProblemError["_tag"], { readonly code: strin
   BadRequest: { code: "bad-request", status: 400, title: "Bad request" },
   RequestTimeout: { code: "request-timeout", status: 408, title: "Request timeout" },
   ExpectationFailed: { code: "expectation-failed", status: 417, title: "Expectation failed" },
-  HeaderFieldsTooLarge: { code: "header-fields-too-large", status: 431, title: "Request header fields too large" }
+  HeaderFieldsTooLarge: { code: "header-fields-too-large", status: 431, title: "Request header fields too large" },
+  // The transparency log (contract section 10).
+  NotYetLogged: { code: "not-yet-logged", status: 404, title: "Not yet logged" },
+  InvalidProofRequest: { code: "validation-failed", status: 400, title: "Validation failed" }
 }
 
 const problemTags = new Set(Object.keys(problemCatalog))

@@ -125,11 +125,26 @@ export const ReceiptSnapshot = Schema.Struct({
 }).annotations({ identifier: "ReceiptSnapshot" })
 export type ReceiptSnapshot = typeof ReceiptSnapshot.Type
 
-/** A stored receipt, as GET returns it: the snapshot's fields, the snapshot itself and its digest. */
-export const RelianceReceipt = Schema.Struct({
+/** The service's signature of a receipt (contract section 10); outside snapshot_payload, so the digest is unchanged. */
+export const ReceiptSignature = Schema.Struct({
+  alg: Schema.Literal("Ed25519"),
+  kid: Schema.String.annotations({ description: "Key id of the signing key, listed at /api/v1/events/keys" }),
+  sig: Schema.String.annotations({ description: "base64url (no padding) Ed25519 signature over the UTF-8 of \"pv-receipt-v1\\n\" + receipt_digest" })
+}).annotations({ identifier: "ReceiptSignature" })
+export type ReceiptSignature = typeof ReceiptSignature.Type
+
+/** A receipt before it is signed: the snapshot's fields, the snapshot itself and its digest. */
+export const SealedReceipt = Schema.Struct({
   ...ReceiptSnapshot.fields,
   snapshot_payload: ReceiptSnapshot,
   receipt_digest: Schema.String
+})
+export type SealedReceipt = typeof SealedReceipt.Type
+
+/** A stored receipt, as GET returns it: the sealed receipt and the service's signature of its digest. */
+export const RelianceReceipt = Schema.Struct({
+  ...SealedReceipt.fields,
+  signature: ReceiptSignature
 }).annotations({ identifier: "RelianceReceipt", description: "Reliance receipt, schema pv-reliance-receipt-v1" })
 export type RelianceReceipt = typeof RelianceReceipt.Type
 
@@ -143,7 +158,7 @@ export type CreatedRelianceReceipt = typeof CreatedRelianceReceipt.Type
 /** The receipt digest recipe: SHA-256 over the JCS form of snapshot_payload. */
 export const receiptDigestOf = (snapshot: ReceiptSnapshot): string => digestOf(snapshot)
 
-export const sealReceipt = (snapshot: ReceiptSnapshot): RelianceReceipt => ({
+export const sealReceipt = (snapshot: ReceiptSnapshot): SealedReceipt => ({
   ...snapshot,
   snapshot_payload: snapshot,
   receipt_digest: receiptDigestOf(snapshot)

@@ -4,12 +4,17 @@ import type { EventHead } from "../domain/MachineTrust.js"
 import { DeterminationNotFound, InvalidPublicId, ValidationFailed } from "../domain/Problem.js"
 import { isPublicId } from "../domain/PublicId.js"
 import type { EventJwks, EventPage, EventPayload, EventType, TrustEvent } from "../domain/TrustEvent.js"
+import { entryBytesOf, eventEntryOf } from "../log/Entries.js"
+import { LogNudge } from "../log/LogNudge.js"
+import { LogRepo } from "../log/Repo.js"
+import { AppConfig } from "../platform/Config.js"
 import { Ids } from "../platform/Ids.js"
 import { TrustCache } from "../trust/TrustCache.js"
 import { freshnessAt, FreshnessStates, freshnessTimeline, type FreshnessState } from "../trust/Freshness.js"
 import { sealEvent } from "./EventChain.js"
 import { EventsRepo } from "./Repo.js"
 import { Signer } from "./Signer.js"
+import { countEventAppended } from "../observability/Metrics.js"
 
 /** Contract section 3: page sizes. */
 export const DefaultPageSize = 100
@@ -95,6 +100,9 @@ export class EventLog extends Effect.Service<EventLog>()("pv/EventLog", {
     const signer = yield* Signer
     const ids = yield* Ids
     const cache = yield* TrustCache
+    const pending = yield* LogRepo
+    const nudges = yield* LogNudge
+    const { logEnabled } = yield* AppConfig
     // Every key that ever signs is recorded first, so the JWKS of every instance lists it.
     yield* Effect.orDie(repo.recordKey(signer.jwk, new Date(yield* Clock.currentTimeMillis)))
 
@@ -118,7 +126,13 @@ export class EventLog extends Effect.Service<EventLog>()("pv/EventLog", {
           previousEventHash: head.value.eventHash
         }, signer)
         yield* repo.insertEvent(event)
+        // Its transparency-log entry commits with the event (contract section 10).
+        if (logEnabled) {
+          yield* pending.enqueue("event", event.event_id, entryBytesOf(eventEntryOf(event)))
+          yield* nudges.nudge
+        }
         yield* cache.announce(publicId)
+        yield* countEventAppended(type)
         return event
       })
 
@@ -228,7 +242,7 @@ export class EventLog extends Effect.Service<EventLog>()("pv/EventLog", {
 
     return { append, recordChange, announceFreshness, sweepOnce, head, page, jwks, signer } as const
   }),
-  dependencies: [EventsRepo.Default, Signer.Default, Ids.Default, TrustCache.Default]
+  dependencies: [EventsRepo.Default, Signer.Default, Ids.Default, TrustCache.Default, LogRepo.Default, LogNudge.Default]
 }) {}
 
 /**

@@ -5,6 +5,7 @@ import { TrustApi } from "../trust/Api.js"
 import { ReceiptsApi } from "../receipts/Api.js"
 import { EventsApi } from "../events/Api.js"
 import { McpApi } from "../mcp/Api.js"
+import { LogApi } from "../log/Api.js"
 import { SystemApi } from "./SystemApi.js"
 import { problemJsonSpec } from "./OpenApiSpec.js"
 
@@ -17,6 +18,7 @@ export class Api extends HttpApi.make("pv-trust")
   .add(ReceiptsApi)
   .add(McpApi)
   .add(EventsApi)
+  .add(LogApi)
   .annotate(OpenApi.Title, "Trust Resolution and Reliance Receipt Service")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Description,

@@ -13,8 +13,12 @@ import {
   type ProblemError,
   RequestTimeout,
   toProblemDocument,
+  Unauthorized,
+  MethodNotAllowed,
   Unavailable
 } from "../domain/Problem.js"
+import { beginRequest, problemInstance, recordOfMessage, type RequestRecord, RequestIdHeader, requestIdFrom } from "../observability/RequestRecord.js"
+import { MetricsPath, Telemetry, TelemetryLive } from "../observability/Telemetry.js"
 import { AppConfig, type AppConfigShape } from "../platform/Config.js"
 
 /**
@@ -35,9 +39,12 @@ export interface FrontDoorShape {
 
 export class FrontDoor extends Context.Tag("pv/FrontDoor")<FrontDoor, FrontDoorShape>() {}
 
+/** A problem answered here; its `instance` names the request id (set on `res` when the request arrived). */
 const sendProblem = (res: Http.ServerResponse, error: ProblemError, headers: Record<string, string> = {}) => {
-  const body = JSON.stringify(toProblemDocument(error))
-  res.writeHead(toProblemDocument(error).status, {
+  const id = res.getHeader(RequestIdHeader)
+  const document = toProblemDocument(error, typeof id === "string" ? problemInstance(id) : undefined)
+  const body = JSON.stringify(document)
+  res.writeHead(document.status, {
     "content-type": "application/problem+json",
     "content-length": Buffer.byteLength(body),
     ...headers
@@ -45,16 +52,21 @@ const sendProblem = (res: Http.ServerResponse, error: ProblemError, headers: Rec
   res.end(body)
 }
 
-/** A whole response written straight onto a socket the parser gave up on (no ServerResponse exists). */
-const writeRawProblem = (socket: Duplex, error: ProblemError) => {
-  const document = toProblemDocument(error)
+/**
+ * A whole response written straight onto a socket the parser gave up on (no ServerResponse exists, so
+ * no request id was read either: it carries a generated one). Returns the status written.
+ */
+const writeRawProblem = (socket: Duplex, error: ProblemError, requestId: string) => {
+  const document = toProblemDocument(error, problemInstance(requestId))
   const body = JSON.stringify(document)
   socket.end(
     `HTTP/1.1 ${document.status} ${Http.STATUS_CODES[document.status] ?? document.title}\r\n` +
       "Content-Type: application/problem+json\r\n" +
       `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+      `X-Request-Id: ${requestId}\r\n` +
       "Connection: close\r\n\r\n" + body
   )
+  return document.status
 }
 
 const parserRefusal = (code: string | undefined): ProblemError => {
@@ -80,7 +92,7 @@ const pathOf = (url: string | undefined) => {
  * CORS `*` exposes nothing that a plain GET would not. Everything else is credentialed.
  */
 export const isOpenToBrowsers = (path: string): boolean =>
-  path === "/" || path === "/healthz" || path === "/readyz" || path === "/openapi.json" || path === "/docs" ||
+  path === "/" || path.startsWith("/web/") || path === "/healthz" || path === "/readyz" || path === "/openapi.json" || path === "/docs" ||
   path === "/api/v1/events/keys" || path.startsWith("/log/") || path.startsWith("/api/v1/log/") ||
   (path.startsWith("/api/v1/trust/") && path.endsWith("/human"))
 
@@ -155,7 +167,7 @@ const nodeServer = (config: AppConfigShape) =>
  * cannot exist; the scope's end drains: `/readyz` 503, no new connections, requests in flight finish
  * (up to the grace period) with `Connection: close`, late requests on kept-alive sockets get 503.
  */
-const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, AppConfig> = Layer.scopedContext(
+const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, AppConfig | Telemetry> = Layer.scopedContext(
   Effect.gen(function*() {
     const config = yield* AppConfig
     const server = nodeServer(config)
@@ -166,8 +178,42 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
     let handler: Handler | undefined
     let draining = false
     let onIdle: (() => void) | undefined
+    const telemetry = yield* Telemetry
+
+    function requestDone(this: Http.ServerResponse) {
+      const record = recordOfMessage(this.req)
+      if (record !== undefined) telemetry.requestEnded(this.req, this, record)
+    }
+    /**
+     * Every request, answered here or by the app: its id (the client's when acceptable, else generated)
+     * goes on the response at once and replaces the request's header, where the app reads it; its
+     * record collects the route and caller for the metrics and the log line written when it ends.
+     */
+    const arrive = (req: Http.IncomingMessage, res: Http.ServerResponse): RequestRecord => {
+      const startedAt = performance.now()
+      const id = requestIdFrom(req.headers[RequestIdHeader])
+      req.headers[RequestIdHeader] = id
+      res.setHeader(RequestIdHeader, id)
+      // `close` fires once per response; `on` spares the wrapper `once` would allocate.
+      res.on("close", requestDone)
+      return beginRequest(req, id, startedAt)
+    }
+
+    /** GET /metrics: the exporter's handler, behind PV_METRICS_TOKEN when it is set. */
+    const serveMetrics = (req: Http.IncomingMessage, res: Http.ServerResponse) => {
+      if (req.method !== "GET" && req.method !== "HEAD") {
+        return sendProblem(res, new MethodNotAllowed({ detail: "The metrics endpoint takes GET only." }), { allow: "GET, HEAD" })
+      }
+      if (!telemetry.metricsAuthorized(req)) {
+        return sendProblem(res, new Unauthorized({ detail: "The metrics endpoint requires its bearer token." }), {
+          "www-authenticate": `Bearer realm="pv", error="invalid_token"`
+        })
+      }
+      telemetry.serveMetrics(req, res)
+    }
 
     server.on("request", (req: Http.IncomingMessage, res: Http.ServerResponse) => {
+      const record = arrive(req, res)
       if (draining || handler === undefined) {
         return sendProblem(res, new Unavailable({ detail: "The service is shutting down; retry on another connection." }), {
           "retry-after": "1",
@@ -199,15 +245,21 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
         open.delete(res)
         if (open.size === 0) onIdle?.()
       })
+      if (pathOf(req.url) === MetricsPath) {
+        record.route = MetricsPath
+        return serveMetrics(req, res)
+      }
       handler(req, res)
     })
 
     // The parser's refusals (malformed request line or headers, oversized headers, time-outs).
     server.on("clientError", (error: NodeJS.ErrnoException, socket: Duplex) => {
       if (!socket.writable || error.code === "ECONNRESET") return socket.destroy()
-      writeRawProblem(socket, parserRefusal(error.code))
+      const id = requestIdFrom(undefined)
+      telemetry.parserRefusal(id, writeRawProblem(socket, parserRefusal(error.code), id))
     })
-    server.on("checkExpectation", (_req: Http.IncomingMessage, res: Http.ServerResponse) => {
+    server.on("checkExpectation", (req: Http.IncomingMessage, res: Http.ServerResponse) => {
+      arrive(req, res)
       sendProblem(res, new ExpectationFailed({ detail: "Only `Expect: 100-continue` is supported." }), { connection: "close" })
     })
 
@@ -277,4 +329,4 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
 )
 
 /** The front door and the platform services HttpApi expects next to a server (file system, ETags, …). */
-export const FrontDoorLive = Layer.merge(FrontDoorServer, NodeHttpServer.layerContext)
+export const FrontDoorLive = Layer.merge(FrontDoorServer.pipe(Layer.provide(TelemetryLive)), NodeHttpServer.layerContext)

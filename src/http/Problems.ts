@@ -19,6 +19,8 @@ import {
   UnsupportedMediaType,
   ValidationFailed
 } from "../domain/Problem.js"
+import { countDatabaseError } from "../observability/Metrics.js"
+import { problemInstance, requestIdOf } from "../observability/RequestRecord.js"
 import { AppConfig } from "../platform/Config.js"
 
 /** Contract section 0: bodies over 64 KiB are refused before they are read in full. */
@@ -196,6 +198,12 @@ const pathOf = (url: string) => {
   return q === -1 ? url : url.slice(0, q)
 }
 
+/** A problem's `instance`: the request id the front door settled on (CONTRACT section 11), else the path. */
+export const instanceOf = (request: HttpServerRequest.HttpServerRequest): string => {
+  const id = requestIdOf(request)
+  return id === undefined ? pathOf(request.url) : problemInstance(id)
+}
+
 /**
  * The outermost API middleware: refuses oversized, non-JSON and unparseable bodies before any routing
  * or authentication work, checks x-pv-internal-token, and renders every failure (domain errors,
@@ -229,25 +237,26 @@ export const ProblemsLive = HttpApiBuilder.middleware(
         return yield* app
       }).pipe(
         Effect.catchAll((error: unknown) => Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-          Effect.succeed(problemResponse(classify(error), pathOf(request.url))))),
+          Effect.succeed(problemResponse(classify(error), instanceOf(request))))),
         Effect.catchAllCause((cause) =>
           Effect.gen(function*() {
             const request = yield* HttpServerRequest.HttpServerRequest
             // The client went away mid-request: nobody is left to answer, and nothing failed.
-            if (Cause.isInterruptedOnly(cause)) return problemResponse(new Unavailable({ detail: "The request was abandoned." }), pathOf(request.url))
+            if (Cause.isInterruptedOnly(cause)) return problemResponse(new Unavailable({ detail: "The request was abandoned." }), instanceOf(request))
             const squashed = Cause.squash(cause)
             // HttpApi's payload decoder turns a failed body read into a defect: the problem is still ours.
-            if (isProblemError(squashed)) return problemResponse(squashed, pathOf(request.url))
+            if (isProblemError(squashed)) return problemResponse(squashed, instanceOf(request))
             const failure = databaseFailure(squashed)
+            if (failure !== undefined) countDatabaseError(failure)
             if (failure === "input") {
-              return problemResponse(new ValidationFailed({ detail: "The request holds a value the database cannot store." }), pathOf(request.url))
+              return problemResponse(new ValidationFailed({ detail: "The request holds a value the database cannot store." }), instanceOf(request))
             }
             yield* Effect.logError("request failed", cause)
             return problemResponse(
               failure === "unavailable"
                 ? new Unavailable({ detail: "A dependency of the service is unavailable; retry shortly." })
                 : new Internal({ detail: "The service failed to handle this request." }),
-              pathOf(request.url)
+              instanceOf(request)
             )
           }))
       )

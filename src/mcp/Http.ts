@@ -3,17 +3,15 @@ import { Effect, Option } from "effect"
 import { requireScope } from "../access/ApiKeys.js"
 import { MethodNotAllowed, PayloadTooLarge } from "../domain/Problem.js"
 import { Api } from "../http/Api.js"
-import { MaxBodyBytes, problemResponse } from "../http/Problems.js"
+import { instanceOf, MaxBodyBytes, problemResponse } from "../http/Problems.js"
 import { Mcp, transportProblem } from "./Mcp.js"
-
-const path = "/api/v1/mcp"
 
 /** Text that is certainly not JSON, standing in for a body that could not be decoded at all. */
 const notJson = ""
 
-const methodNotAllowed = Effect.sync(() =>
+const methodNotAllowed = Effect.map(HttpServerRequest.HttpServerRequest, (request) =>
   HttpServerResponse.setHeader(
-    problemResponse(new MethodNotAllowed({ detail: "This MCP endpoint takes POST only: it offers no SSE stream and no sessions." }), path),
+    problemResponse(new MethodNotAllowed({ detail: "This MCP endpoint takes POST only: it offers no SSE stream and no sessions." }), instanceOf(request)),
     "allow",
     "POST"
   ))

@@ -17,6 +17,7 @@ import {
 } from "../domain/Receipt.js"
 import { Subscription, Subscriptions } from "../events/Subscriptions.js"
 import { toPointer } from "../http/Problems.js"
+import { ReceiptProofBundle } from "../log/Api.js"
 import { Receipts } from "../receipts/Receipts.js"
 import { compareWithDigest, compareWithReceipt } from "../trust/Compare.js"
 import { Determinations } from "../trust/Determinations.js"
@@ -336,14 +337,21 @@ const getRelianceReceipt = defineTool({
   name: "get_reliance_receipt",
   title: "Get a reliance receipt",
   description:
-    "Read one stored reliance receipt of your tenant by receipt_id (rr_ + ULID), exactly as stored. Receipts are " +
-    "immutable; to see whether the trust state has moved since, call compare_current with the receipt_id. " +
-    "Scope: receipt:read.",
+    "Read one stored reliance receipt of your tenant by receipt_id (rr_ + ULID), exactly as stored, with the service's " +
+    "Ed25519 signature. Receipts are immutable; to see whether the trust state has moved since, call compare_current " +
+    "with the receipt_id. With include_proof: true, returns instead the receipt's proof bundle { receipt, log_entry, " +
+    "leaf_index, checkpoint, inclusion_path, verifier_key, receipt_key } that anyone can verify offline against the " +
+    "transparency log (not-yet-logged for the first moments after creation: retry after a second). Scope: receipt:read.",
   scope: "receipt:read",
   annotations: readOnly,
-  input: Schema.Struct({ receipt_id: ReceiptId }),
-  output: RelianceReceipt,
-  run: ({ receipt_id }, caller) => Effect.flatMap(Receipts, (receipts) => receipts.get(caller.tenant_id, receipt_id))
+  input: Schema.Struct({
+    receipt_id: ReceiptId,
+    include_proof: Schema.optional(Schema.Boolean.annotations({ description: "Return the proof bundle instead of the bare receipt" }))
+  }),
+  output: Schema.Union(RelianceReceipt, ReceiptProofBundle),
+  run: ({ receipt_id, include_proof }, caller) =>
+    Effect.flatMap(Receipts, (receipts): Effect.Effect<RelianceReceipt | typeof ReceiptProofBundle.Type, ProblemError> =>
+      include_proof === true ? receipts.proof(caller.tenant_id, receipt_id) : receipts.get(caller.tenant_id, receipt_id))
 })
 
 const subscribeTrustChanges = defineTool({

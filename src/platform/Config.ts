@@ -1,5 +1,6 @@
 import { isIP } from "node:net"
 import { Config, ConfigError, Context, Effect, Either, Layer, Option, Redacted } from "effect"
+import { isValidKeyName } from "../log/Note.js"
 
 /**
  * The service's settings, read once from the environment and validated: a bad value stops the start
@@ -48,6 +49,24 @@ export interface AppConfigShape {
   readonly dbQueryTimeoutMs: number
   /** Time to open one database connection. */
   readonly dbConnectTimeoutMs: number
+  /** Ed25519 PKCS#8 PEM signing the transparency log's checkpoints (PV_LOG_SIGNING_KEY). */
+  readonly logSigningKey: Option.Option<Redacted.Redacted>
+  /** The log's origin line and note key name (PV_LOG_ORIGIN). */
+  readonly logOrigin: string
+  /** Log reads (checkpoint, key, tiles, proofs) per client address per minute. */
+  readonly logRateLimitPerMinute: number
+  /** Write a log entry with every receipt and event (PV_LOG_ENABLED; off only for benchmark baselines). */
+  readonly logEnabled: boolean
+  /** How often this instance's integrator looks for pending entries; 0 = never (another instance or an explicit call integrates). */
+  readonly logIntegrationIntervalMs: number
+  /** `json`: one JSON line per request on stdout (PV_LOG_FORMAT); `text`: no per-request lines. */
+  readonly logFormat: "json" | "text"
+  /** When set, GET /metrics requires `Authorization: Bearer <token>` (PV_METRICS_TOKEN). */
+  readonly metricsToken: Option.Option<Redacted.Redacted>
+  /** OTLP/HTTP collector base URL (OTEL_EXPORTER_OTLP_ENDPOINT); unset = tracing off. */
+  readonly otlpEndpoint: Option.Option<string>
+  /** `service.name` of exported spans (OTEL_SERVICE_NAME). */
+  readonly otelServiceName: string
 }
 
 export class AppConfig extends Context.Tag("pv/AppConfig")<AppConfig, AppConfigShape>() {}
@@ -81,6 +100,15 @@ export const isOrigin = (entry: string): boolean => {
   try {
     const url = new URL(entry)
     return (url.protocol === "https:" || url.protocol === "http:") && url.origin === entry
+  } catch {
+    return false
+  }
+}
+
+const isHttpUrl = (entry: string): boolean => {
+  try {
+    const url = new URL(entry)
+    return url.protocol === "https:" || url.protocol === "http:"
   } catch {
     return false
   }
@@ -143,18 +171,55 @@ const settings: Config.Config<AppConfigShape> = Config.all({
   }),
   devEphemeralKeys: Config.boolean("PV_DEV_EPHEMERAL_KEYS").pipe(Config.withDefault(false)),
   dbQueryTimeoutMs: positive("PV_DB_QUERY_TIMEOUT_MS", 10_000),
-  dbConnectTimeoutMs: positive("PV_DB_CONNECT_TIMEOUT_MS", 1_000)
+  dbConnectTimeoutMs: positive("PV_DB_CONNECT_TIMEOUT_MS", 1_000),
+  logSigningKey: Config.redacted("PV_LOG_SIGNING_KEY").pipe(Config.option),
+  logOrigin: Config.string("PV_LOG_ORIGIN").pipe(
+    Config.validate({ message: "PV_LOG_ORIGIN must be non-empty, without white space or '+' (e.g. example.com/pv-log)", validation: isValidKeyName }),
+    Config.withDefault("localhost/pv-log")
+  ),
+  logRateLimitPerMinute: positive("PV_LOG_RATE_LIMIT_PER_MINUTE", 1_200),
+  logEnabled: Config.boolean("PV_LOG_ENABLED").pipe(Config.withDefault(true)),
+  logIntegrationIntervalMs: Config.integer("PV_LOG_INTEGRATION_INTERVAL_MS").pipe(
+    Config.validate({ message: "PV_LOG_INTEGRATION_INTERVAL_MS must be an integer ≥ 0 (0: this instance never integrates)", validation: (n) => n >= 0 }),
+    Config.withDefault(250)
+  ),
+  logFormat: Config.literal("json", "text")("PV_LOG_FORMAT").pipe(Config.withDefault("text" as const)),
+  metricsToken: Config.redacted("PV_METRICS_TOKEN").pipe(
+    Config.validate({ message: "PV_METRICS_TOKEN must be at least 16 characters", validation: (token) => Redacted.value(token).length >= 16 }),
+    Config.option
+  ),
+  // An empty value means unset, as environment files often leave it.
+  otlpEndpoint: Config.string("OTEL_EXPORTER_OTLP_ENDPOINT").pipe(
+    Config.validate({
+      message: "OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL (e.g. http://127.0.0.1:4318)",
+      validation: (url) => url === "" || isHttpUrl(url)
+    }),
+    Config.option,
+    Config.map(Option.filter((url) => url !== ""))
+  ),
+  otelServiceName: Config.string("OTEL_SERVICE_NAME").pipe(Config.withDefault("pv-trust-service"))
 })
 
 /**
  * Settings that only make sense together. On PostgreSQL every instance must sign with one configured
  * key (CONTRACT section 11), so a start without one is refused before anything touches the database.
  */
-export const appConfig: Config.Config<AppConfigShape> = Config.mapOrFail(settings, (config) =>
+const eventKeyChecked: Config.Config<AppConfigShape> = Config.mapOrFail(settings, (config) =>
   Option.isSome(config.databaseUrl) && Option.isNone(config.eventSigningKey) && !config.devEphemeralKeys
     ? Either.left(ConfigError.InvalidData(
       ["PV_EVENT_SIGNING_KEY"],
       "must be set when DATABASE_URL is: every instance signs with the same configured key " +
+        "(an Ed25519 PKCS#8 PEM, e.g. from `openssl genpkey -algorithm ed25519`); " +
+        "PV_DEV_EPHEMERAL_KEYS=true allows a throw-away key per process in development"
+    ))
+    : Either.right(config))
+
+/** The same rule for the transparency log's key (CONTRACT section 11), also before any database work. */
+export const appConfig: Config.Config<AppConfigShape> = Config.mapOrFail(eventKeyChecked, (config) =>
+  Option.isSome(config.databaseUrl) && Option.isNone(config.logSigningKey) && !config.devEphemeralKeys
+    ? Either.left(ConfigError.InvalidData(
+      ["PV_LOG_SIGNING_KEY"],
+      "must be set when DATABASE_URL is: every instance signs log checkpoints with the same configured key " +
         "(an Ed25519 PKCS#8 PEM, e.g. from `openssl genpkey -algorithm ed25519`); " +
         "PV_DEV_EPHEMERAL_KEYS=true allows a throw-away key per process in development"
     ))

@@ -4,9 +4,11 @@ import { NodeContext } from "@effect/platform-node"
 import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { SqlClient } from "@effect/sql"
 import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
+import pg from "pg"
 import { migrations } from "../../migrations/index.js"
 import { AppConfig } from "./Config.js"
 import { makePgPool } from "./PgPool.js"
+import { observePool } from "../observability/Metrics.js"
 
 /** Where the database lives: a real PostgreSQL from DATABASE_URL, or PGlite embedded in the data directory. */
 export class DatabaseMode extends Context.Tag("pv/DatabaseMode")<
@@ -38,13 +40,24 @@ const embeddedPostgres = (dataDir: string) =>
       () => Effect.promise(() => server.stop())
     )
     const port = Number(server.getServerConn().split(":").pop())
-    return PgClient.layer({
-      host: "127.0.0.1",
-      port,
-      username: "postgres",
-      database: "postgres",
-      maxConnections: 1,
-      idleTimeout: Duration.hours(24),
+    // The pool is made here (as PgClient.layer would) so the metrics can observe it.
+    return PgClient.layerFromPool({
+      acquire: Effect.acquireRelease(
+        Effect.sync(() => {
+          const pool = new pg.Pool({
+            host: "127.0.0.1",
+            port,
+            user: "postgres",
+            database: "postgres",
+            max: 1,
+            idleTimeoutMillis: Duration.toMillis(Duration.hours(24)),
+            application_name: "pv-embedded"
+          })
+          pool.on("error", () => {})
+          return { pool, unobserve: observePool({ pool, answering: () => true }) }
+        }),
+        ({ pool, unobserve }) => Effect.sync(unobserve).pipe(Effect.zipRight(Effect.promise(() => pool.end())), Effect.timeoutOption("1 second"))
+      ).pipe(Effect.map(({ pool }) => pool)),
       applicationName: "pv-embedded"
     })
   })
@@ -57,17 +70,18 @@ const clientLayer = Layer.unwrapScoped(
       return Layer.merge(
         PgClient.layerFromPool({
           acquire: Effect.acquireRelease(
-            Effect.sync(() =>
-              makePgPool({
+            Effect.sync(() => {
+              const guarded = makePgPool({
                 url,
                 maxConnections: 16,
                 applicationName: "pv-trust",
                 queryTimeoutMs: config.dbQueryTimeoutMs,
                 connectTimeoutMs: config.dbConnectTimeoutMs
               })
-            ),
-            (guarded) => Effect.promise(() => guarded.end()).pipe(Effect.timeoutOption("2 seconds"))
-          ).pipe(Effect.map((guarded) => guarded.pool)),
+              return { guarded, unobserve: observePool(guarded) }
+            }),
+            ({ guarded, unobserve }) => Effect.sync(unobserve).pipe(Effect.zipRight(Effect.promise(() => guarded.end())), Effect.timeoutOption("2 seconds"))
+          ).pipe(Effect.map(({ guarded }) => guarded.pool)),
           applicationName: "pv-trust"
         }),
         Layer.succeed(DatabaseMode, { kind: "postgres" })

@@ -6,6 +6,7 @@ import {
   Forbidden,
   IdempotencyConflict,
   InsufficientScope,
+  NotYetLogged,
   ProhibitedField,
   ReceiptNotFound,
   Unauthorized,
@@ -13,6 +14,7 @@ import {
   ValidationFailed
 } from "../domain/Problem.js"
 import { ActionabilityEvaluation, CreatedRelianceReceipt, RelianceReceipt, RelianceRequestBody } from "../domain/Receipt.js"
+import { ReceiptProofBundle } from "../log/Api.js"
 import { PolicyView } from "./Policy.js"
 
 export class ReceiptsApi extends HttpApiGroup.make("receipts")
@@ -43,6 +45,19 @@ export class ReceiptsApi extends HttpApiGroup.make("receipts")
       .addError(ReceiptNotFound)
       .annotate(OpenApi.Summary, "Read a stored reliance receipt (scope receipt:read)")
       .annotate(OpenApi.Description, "Receipts are immutable and visible to their own tenant only; another tenant's id is 404.")
+  )
+  .add(
+    HttpApiEndpoint.get("proof", "/reliance-receipts/:receiptId/proof")
+      .setPath(Schema.Struct({ receiptId: Schema.String.annotations({ description: "rr_ + ULID" }) }))
+      .addSuccess(ReceiptProofBundle)
+      .addError(ReceiptNotFound)
+      .addError(NotYetLogged)
+      .annotate(OpenApi.Summary, "A receipt's proof bundle: signed receipt, log entry, inclusion path, checkpoint (scope receipt:read)")
+      .annotate(OpenApi.Description,
+        "Everything needed to verify offline (`pv verify-receipt`, or the package's `verifyReceiptBundle`) that the receipt " +
+        "is what the service signed and that the transparency log holds it under a signed checkpoint. Pin verifier_key " +
+        "(GET /log/key) and the receipt key (GET /events/keys) rather than trusting the bundle's own. Same tenant rule as " +
+        "GET receipt. Before the receipt's entry is integrated (normally well under 2 s): 404 not-yet-logged with Retry-After: 1.")
   )
   .add(
     HttpApiEndpoint.post("evaluate", "/actionability")

@@ -33,6 +33,11 @@ export const ReceiptsHttpLive = HttpApiBuilder.group(Api, "receipts", (handlers)
           Effect.flatMap((key) => receipts.get(key.tenant_id, path.receiptId)),
           Effect.map((receipt) => respond(receipt, 200))
         ))
+      .handle("proof", ({ path }) =>
+        requireScope("receipt:read").pipe(
+          Effect.flatMap((key) => receipts.proof(key.tenant_id, path.receiptId)),
+          Effect.map((bundle) => HttpServerResponse.text(JSON.stringify(bundle), { status: 200, contentType: "application/json" }))
+        ))
       .handle("evaluate", ({ payload }) =>
         requireScope("actionability:read").pipe(Effect.flatMap((key) => receipts.evaluate(key.tenant_id, payload))))
       .handle("policy", () => Effect.succeed(receipts.policy))

@@ -1,10 +1,11 @@
-import { Clock, Effect, Option } from "effect"
+import { Clock, Duration, Effect, Option } from "effect"
 import {
   DeterminationNotFound,
   FieldError,
   Forbidden,
   IdempotencyConflict,
   InvalidPublicId,
+  type NotYetLogged,
   ProhibitedField,
   ReceiptNotFound,
   UnknownPurpose,
@@ -16,13 +17,21 @@ import {
   decodeRelianceRequest,
   ReceiptSchemaId,
   type RelianceReceipt,
+  type SealedReceipt,
   sealReceipt
 } from "../domain/Receipt.js"
+import type { EventJwk } from "../domain/TrustEvent.js"
+import { EventLog } from "../events/EventLog.js"
+import { signReceiptDigest } from "../log/Entries.js"
+import { LogNudge } from "../log/LogNudge.js"
+import type { ReceiptProofBundle } from "../log/ReceiptProof.js"
+import { TransparencyLog } from "../log/TransparencyLog.js"
+import { countReceipt } from "../observability/Metrics.js"
 import { Ids } from "../platform/Ids.js"
 import { TrustResolver } from "../trust/TrustResolver.js"
 import { evaluateActionability, requireRule } from "./Actionability.js"
 import { Policy, policyView } from "./Policy.js"
-import { ReceiptsRepo } from "./Repo.js"
+import { ReceiptsRepo, type StoredReceipt } from "./Repo.js"
 
 export type EvaluationError = ProhibitedField | ValidationFailed | Forbidden | UnknownPurpose | DeterminationNotFound
 
@@ -51,12 +60,20 @@ const conflict = () =>
 /** `rr_` + a ULID (Crockford base 32), the only shape of receipt id ever issued. */
 export const ReceiptIdPattern = /^rr_[0-9A-HJKMNP-TV-Z]{26}$/
 
+/** Receipts signed per transaction by the start-up backfill. */
+const BackfillBatch = 500
+
 export class Receipts extends Effect.Service<Receipts>()("pv/Receipts", {
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const resolver = yield* TrustResolver
     const policy = yield* Policy
     const repo = yield* ReceiptsRepo
     const ids = yield* Ids
+    const events = yield* EventLog
+    const log = yield* TransparencyLog
+    const nudges = yield* LogNudge
+    // The service signing key of contract section 6 also signs receipts; its kid is in /events/keys.
+    const sign = (receipt: SealedReceipt): RelianceReceipt => ({ ...receipt, signature: signReceiptDigest(receipt.receipt_digest, events.signer) })
     // Stored receipts never change, so a replay or a read can be answered from memory on any instance:
     // by idempotency key (replays) and by id (reads). A receipt is ~6 KB in memory, so each map keeps the
     // newest 5,000 (~30 MB at most); older ones are read from the database again.
@@ -69,6 +86,35 @@ export class Receipts extends Effect.Service<Receipts>()("pv/Receipts", {
       if (byId.size >= ReceiptCacheEntries) byId.delete(byId.keys().next().value!)
       byId.set(receipt.receipt_id, receipt)
     }
+
+    /**
+     * A receipt stored before receipts were signed gets its signature now, stored once (the backfill
+     * does the same in batches); a signed one is returned as stored.
+     */
+    const ensureSigned = (stored: StoredReceipt): Effect.Effect<RelianceReceipt> =>
+      stored.signature !== undefined
+        ? Effect.succeed(stored as RelianceReceipt)
+        : Effect.orDie(repo.storeSignatures([sign(stored)])).pipe(
+          Effect.flatMap(([receipt]) => receipt?.signature !== undefined ? Effect.succeed(receipt as RelianceReceipt) : Effect.dieMessage("a receipt signature was not stored"))
+        )
+
+    /** Signs every receipt the migration queued, a batch per transaction; safe on several instances at once. */
+    const backfillSignatures: Effect.Effect<number> = Effect.gen(function*() {
+      let signed = 0
+      yield* Effect.orDie(repo.dropOrphanedBackfill)
+      for (;;) {
+        const batch = yield* Effect.orDie(repo.unsignedBatch(BackfillBatch))
+        if (batch.length === 0) return signed
+        yield* Effect.orDie(repo.storeSignatures(batch.map((receipt) => receipt.signature === undefined ? sign(receipt) : receipt as RelianceReceipt)))
+        signed += batch.length
+      }
+    })
+    yield* backfillSignatures.pipe(
+      Effect.tap((signed) => signed > 0 ? Effect.logInfo(`signed ${signed} receipts stored before receipt signatures`) : Effect.void),
+      Effect.catchAllCause((cause) => Effect.logWarning("receipt signature backfill failed; unsigned receipts are signed when read", cause)),
+      Effect.delay(Duration.millis(10)),
+      Effect.forkScoped
+    )
 
     /** Prohibited fields, then the schema, then tenant, purpose and determination: nothing is stored. */
     const evaluate = (tenantId: string, body: unknown): Effect.Effect<ActionabilityEvaluation, EvaluationError> =>
@@ -95,17 +141,19 @@ export class Receipts extends Effect.Service<Receipts>()("pv/Receipts", {
           return replayed
         }
         const createdAt = new Date(yield* Clock.currentTimeMillis).toISOString()
-        const receipt = sealReceipt({
+        const receipt = sign(sealReceipt({
           schema: ReceiptSchemaId,
           receipt_id: yield* ids.make("rr"),
           created_at: createdAt,
           ...evaluation
-        })
+        }))
         const stored = yield* Effect.orDie(repo.insertOrFetch(receipt))
-        remember(stored.receipt)
-        if (!stored.created && !sameIntent(stored.receipt, receipt)) return yield* Effect.fail(conflict())
-        return { ...stored.receipt, idempotent: !stored.created }
-      })
+        if (stored.created) yield* nudges.nudge
+        const signed = yield* ensureSigned(stored.receipt)
+        remember(signed)
+        if (!stored.created && !sameIntent(signed, receipt)) return yield* Effect.fail(conflict())
+        return { ...signed, idempotent: !stored.created }
+      }).pipe(Effect.tap((receipt) => countReceipt(receipt.idempotent)))
 
     const get = (tenantId: string, receiptId: string): Effect.Effect<RelianceReceipt, ReceiptNotFound> => {
       // An id this service could never have issued is not looked up at all.
@@ -113,15 +161,33 @@ export class Receipts extends Effect.Service<Receipts>()("pv/Receipts", {
       const known = byId.get(receiptId)
       if (known !== undefined && known.tenant_id === tenantId) return Effect.succeed(known)
       return Effect.orDie(repo.find(tenantId, receiptId)).pipe(
-        Effect.tap(Option.match({ onNone: () => Effect.void, onSome: (receipt) => Effect.sync(() => remember(receipt)) })),
         Effect.flatMap(Option.match({
           onNone: () => Effect.fail(new ReceiptNotFound({ detail: `no receipt ${receiptId.slice(0, 80)}` })),
-          onSome: Effect.succeed
-        }))
+          onSome: ensureSigned
+        })),
+        Effect.tap((receipt) => Effect.sync(() => remember(receipt)))
       )
     }
 
-    return { evaluate, create, get, policy: policyView(policy) } as const
+    // Public keys never change, so each kid's JWK is read once.
+    const receiptKeys = new Map<string, EventJwk>()
+    const receiptKeyOf = (kid: string): Effect.Effect<EventJwk | undefined> => {
+      const known = receiptKeys.get(kid)
+      if (known !== undefined) return Effect.succeed(known)
+      return Effect.map(events.jwks, (jwks) => {
+        for (const jwk of jwks.keys) receiptKeys.set(jwk.kid, jwk)
+        return receiptKeys.get(kid)
+      })
+    }
+
+    /** GET /reliance-receipts/{id}/proof: the receipt (same tenant rule as `get`) with its inclusion in the log. */
+    const proof = (tenantId: string, receiptId: string): Effect.Effect<ReceiptProofBundle, ReceiptNotFound | NotYetLogged> =>
+      Effect.gen(function*() {
+        const receipt = yield* get(tenantId, receiptId)
+        return yield* log.receiptBundle(receipt, yield* receiptKeyOf(receipt.signature.kid))
+      })
+
+    return { evaluate, create, get, proof, backfillSignatures, policy: policyView(policy) } as const
   }),
-  dependencies: [TrustResolver.Default, Policy.Default, ReceiptsRepo.Default, Ids.Default]
+  dependencies: [TrustResolver.Default, Policy.Default, ReceiptsRepo.Default, Ids.Default, EventLog.Default, TransparencyLog.Default, LogNudge.Default]
 }) {}

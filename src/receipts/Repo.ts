@@ -1,11 +1,16 @@
 import { PgClient } from "@effect/sql-pg"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Deferred, Effect, Exit, Option, Queue } from "effect"
-import type { RelianceReceipt } from "../domain/Receipt.js"
+import type { ReceiptSignature, RelianceReceipt, SealedReceipt } from "../domain/Receipt.js"
+import { entryBytesOf, receiptEntryOf } from "../log/Entries.js"
+import { AppConfig } from "../platform/Config.js"
 import { DatabaseMode } from "../platform/Database.js"
 
+/** A receipt as stored: every receipt written since the transparency log is signed; older ones until the backfill reaches them. */
+export type StoredReceipt = SealedReceipt & { readonly signature?: ReceiptSignature }
+
 export interface StoredOutcome {
-  readonly receipt: RelianceReceipt
+  readonly receipt: StoredReceipt
   /** True when this call stored the receipt; false when the idempotency key already held one. */
   readonly created: boolean
 }
@@ -43,14 +48,19 @@ const row = (r: RelianceReceipt) => ({
  * a row not returned lost to an existing receipt (or to an identical one earlier in the same batch), which a
  * following SELECT (a new snapshot under READ COMMITTED) then reads. A batch that fails is retried row by
  * row, so one bad row never fails the others.
+ *
+ * With the transparency log on (PV_LOG_ENABLED), the same statement also enqueues one log entry per
+ * receipt it actually inserted (a CTE joined on the inserted ids), so a receipt and its pending entry
+ * commit together or not at all.
  */
 export class ReceiptsRepo extends Effect.Service<ReceiptsRepo>()("pv/ReceiptsRepo", {
   scoped: Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     const mode = yield* DatabaseMode
+    const { logEnabled } = yield* AppConfig
 
     const existing = (r: RelianceReceipt): Effect.Effect<StoredOutcome, SqlError> =>
-      sql<{ receipt: RelianceReceipt }>`
+      sql<{ receipt: StoredReceipt }>`
         SELECT receipt FROM reliance_receipts
         WHERE tenant_id = ${r.tenant_id} AND principal = ${r.principal}
           AND subject_public_id = ${r.subject_public_id} AND purpose_id = ${r.purpose_id}
@@ -64,11 +74,25 @@ export class ReceiptsRepo extends Effect.Service<ReceiptsRepo>()("pv/ReceiptsRep
     /** One statement for the whole batch; the outcome of each receipt, in order. */
     const insertBatch = (receipts: ReadonlyArray<RelianceReceipt>) =>
       Effect.gen(function*() {
-        const inserted = yield* sql<{ receipt_id: string }>`
-          INSERT INTO reliance_receipts ${sql.insert(receipts.map(row))}
-          ON CONFLICT (tenant_id, principal, subject_public_id, purpose_id, requested_action, determination_digest)
-          DO NOTHING
-          RETURNING receipt_id`
+        const inserted = yield* (logEnabled
+          ? sql<{ receipt_id: string }>`
+            WITH inserted AS (
+              INSERT INTO reliance_receipts ${sql.insert(receipts.map(row))}
+              ON CONFLICT (tenant_id, principal, subject_public_id, purpose_id, requested_action, determination_digest)
+              DO NOTHING
+              RETURNING receipt_id
+            ), enqueued AS (
+              INSERT INTO log_pending (kind, ref, entry)
+              SELECT 'receipt', e.ref, e.entry
+              FROM unnest(${receipts.map((r) => r.receipt_id)}::text[], ${receipts.map((r) => entryBytesOf(receiptEntryOf(r)))}::bytea[]) AS e(ref, entry)
+              JOIN inserted ON inserted.receipt_id = e.ref
+            )
+            SELECT receipt_id FROM inserted`
+          : sql<{ receipt_id: string }>`
+            INSERT INTO reliance_receipts ${sql.insert(receipts.map(row))}
+            ON CONFLICT (tenant_id, principal, subject_public_id, purpose_id, requested_action, determination_digest)
+            DO NOTHING
+            RETURNING receipt_id`)
         const stored = new Set(inserted.map((r) => r.receipt_id))
         return yield* Effect.forEach(receipts, (receipt): Effect.Effect<StoredOutcome, SqlError> =>
           stored.has(receipt.receipt_id) ? Effect.succeed({ receipt, created: true }) : existing(receipt))
@@ -106,11 +130,38 @@ export class ReceiptsRepo extends Effect.Service<ReceiptsRepo>()("pv/ReceiptsRep
 
     /** A receipt of this tenant only: another tenant's id reads as absent. */
     const find = (tenantId: string, receiptId: string) =>
-      sql<{ receipt: RelianceReceipt }>`
+      sql<{ receipt: StoredReceipt }>`
         SELECT receipt FROM reliance_receipts WHERE receipt_id = ${receiptId} AND tenant_id = ${tenantId}`.pipe(
         Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), (r) => r.receipt))
       )
 
-    return { insertOrFetch, find } as const
+    /**
+     * Adds signatures to receipts stored without one (the only update a receipt ever gets), unless one
+     * is there already (another instance got there first), and takes them off the backfill queue.
+     * Returns each receipt as stored afterwards.
+     */
+    const storeSignatures = (signed: ReadonlyArray<RelianceReceipt>) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const ids = signed.map((r) => r.receipt_id)
+        yield* sql`
+          UPDATE reliance_receipts AS r SET receipt = s.receipt::json
+          FROM unnest(${ids}::text[], ${signed.map((r) => JSON.stringify(r))}::text[]) AS s(receipt_id, receipt)
+          WHERE r.receipt_id = s.receipt_id AND (r.receipt -> 'signature') IS NULL`
+        yield* sql`DELETE FROM receipt_signature_backfill WHERE receipt_id = ANY(${ids}::text[])`
+        return yield* sql<{ receipt: StoredReceipt }>`SELECT receipt FROM reliance_receipts WHERE receipt_id = ANY(${ids}::text[])`
+      })).pipe(Effect.map((rows) => rows.map((row) => row.receipt)))
+
+    /** The next receipts the migration queued for the signature backfill (instances racing on one batch store one signature). */
+    const unsignedBatch = (limit: number) =>
+      sql<{ receipt: StoredReceipt }>`
+        SELECT r.receipt FROM receipt_signature_backfill b JOIN reliance_receipts r USING (receipt_id)
+        ORDER BY b.receipt_id LIMIT ${limit}`.pipe(Effect.map((rows) => rows.map((row) => row.receipt)))
+
+    /** Queue entries whose receipt is gone (never expected: receipts are not deleted) would block the loop. */
+    const dropOrphanedBackfill = sql`
+      DELETE FROM receipt_signature_backfill b
+      WHERE NOT EXISTS (SELECT 1 FROM reliance_receipts r WHERE r.receipt_id = b.receipt_id)`.pipe(Effect.asVoid)
+
+    return { insertOrFetch, find, storeSignatures, unsignedBatch, dropOrphanedBackfill } as const
   })
 }) {}

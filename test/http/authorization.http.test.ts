@@ -140,18 +140,18 @@ const table: Readonly<Record<string, Row>> = {
     otherTenant: { status: 404, code: "receipt-not-found" },
     call: () => ({ path: `/api/v1/reliance-receipts/${ctx.receiptId}/proof` })
   },
-  "GET /log/checkpoint": { auth: "none", success: [200], contract10: true, call: () => ({ path: "/log/checkpoint" }) },
-  "GET /log/key": { auth: "none", success: [200], contract10: true, call: () => ({ path: "/log/key" }) },
-  "GET /log/proof/inclusion": {
+  "GET /api/v1/log/checkpoint": { auth: "none", success: [200], contract10: true, call: () => ({ path: "/log/checkpoint" }) },
+  "GET /api/v1/log/key": { auth: "none", success: [200], contract10: true, call: () => ({ path: "/log/key" }) },
+  "GET /api/v1/log/proof/inclusion": {
     auth: "none", success: [200], contract10: true, call: () => ({ path: "/log/proof/inclusion?index=0&tree_size=1" })
   },
-  "GET /log/proof/consistency": {
+  "GET /api/v1/log/proof/consistency": {
     auth: "none", success: [200], contract10: true, call: () => ({ path: "/log/proof/consistency?first=1&second=1" })
   }
 }
 
 /** Contract section 10: every `/log/…` read path is open. Tile paths not named above are held to this rule. */
-const isLogPath = (key: string) => /^GET \/log\//.test(key)
+const isLogPath = (key: string) => /^GET (\/api\/v1)?\/log\//.test(key)
 
 const defined = definedEndpoints()
 const definedKeys = new Set(defined.map((e) => e.key))

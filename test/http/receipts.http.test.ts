@@ -57,7 +57,7 @@ describe(`reliance receipts (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
     const reply = await create(writer, body("agent:create"))
     expect(reply.status, reply.text).toBe(201)
     const receipt = reply.body
-    expect(Object.keys(receipt).sort()).toEqual([...receiptFields, "snapshot_payload", "receipt_digest", "idempotent"].sort())
+    expect(Object.keys(receipt).sort()).toEqual([...receiptFields, "snapshot_payload", "receipt_digest", "signature", "idempotent"].sort())
     expect(Object.keys(receipt.snapshot_payload).sort()).toEqual([...receiptFields].sort())
     expect(receipt.schema).toBe("pv-reliance-receipt-v1")
     expect(receipt.receipt_id).toMatch(/^rr_[0-9A-HJKMNP-TV-Z]{26}$/)

@@ -75,6 +75,10 @@ export const expectProblem = (reply: Reply, status: number, code: string) => {
   expect(body.title.length).toBeGreaterThan(0)
   expect(body.detail).toBeTypeOf("string")
   if ("instance" in body) expect(body.instance).toBeTypeOf("string")
+  // CONTRACT section 11: every response carries X-Request-Id; a problem's `instance` names that request.
+  const requestId = reply.headers.get("x-request-id")
+  expect(requestId, "X-Request-Id").toBeTruthy()
+  if ("instance" in body) expect(body.instance).toBe(`urn:pv:request:${encodeURIComponent(requestId!)}`)
   if ("errors" in body) {
     expect(Array.isArray(body.errors)).toBe(true)
     for (const error of body.errors) {

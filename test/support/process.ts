@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { testSigningKeyPem } from "../../src/events/Signer.js"
+import { testLogSigningKeyPem } from "../../src/log/LogKey.js"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
 
@@ -14,7 +15,7 @@ export const startServerProcess = (env: Record<string, string>): Promise<ServerP
   new Promise((resolve, reject) => {
     const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
       cwd: root,
-      env: { ...process.env, PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", PV_EVENT_SIGNING_KEY: testSigningKeyPem(), ...env },
+      env: { ...process.env, PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", PV_EVENT_SIGNING_KEY: testSigningKeyPem(), PV_LOG_SIGNING_KEY: testLogSigningKeyPem(), ...env },
       stdio: ["ignore", "pipe", "pipe"]
     })
     let output = ""

@@ -4,6 +4,7 @@ import { join } from "node:path"
 import { HttpServer } from "@effect/platform"
 import { Context, Effect, Exit, Layer, Option, Redacted, Scope } from "effect"
 import { testSigningKeyPem } from "../../src/events/Signer.js"
+import { testLogSigningKeyPem } from "../../src/log/LogKey.js"
 import { ServerLive } from "../../src/http/Server.js"
 import { AppConfigFrom, type AppConfigShape } from "../../src/platform/Config.js"
 import { createScratchDatabase, testDatabaseKind, type TestDatabaseKind } from "./databases.js"
@@ -54,6 +55,7 @@ export const startTestServer = async (options: StartOptions = {}): Promise<TestS
     authFailureLimitPerMinute: 100_000,
     // PostgreSQL mode refuses to start without a configured key; every test server signs with the test key.
     eventSigningKey: Option.some(Redacted.make(testSigningKeyPem())),
+    logSigningKey: Option.some(Redacted.make(testLogSigningKeyPem())),
     ...options.config
   })
   const layer = ServerLive.pipe(Layer.provide(config), Layer.provide(Layer.setClock(clock)))

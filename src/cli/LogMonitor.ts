@@ -1,0 +1,131 @@
+import { readFile, rename, writeFile } from "node:fs/promises"
+import { Console, Data, Effect } from "effect"
+import { verifyCheckpointConsistency } from "../client/log.js"
+import { openCheckpoint, peekCheckpoint } from "../log/Checkpoint.js"
+import { hexOf } from "../log/Merkle.js"
+import { parseVerifierKey } from "../log/Note.js"
+
+export type MonitorFailure = "unreachable" | "bad_key" | "bad_signature" | "rollback" | "fork" | "state"
+
+/** `pv log monitor` found a problem (or could not check): the message says which. */
+export class LogMonitorFailed extends Data.TaggedError("LogMonitorFailed")<{ readonly failure: MonitorFailure; readonly message: string }> {}
+
+export interface LogMonitorOptions {
+  readonly baseUrl: string
+  /** Keeps the pinned key and the last checkpoint that passed. */
+  readonly state: string
+  /** Pins the log's note verifier key; else the one recorded in the state file, else GET /log/key on the first run. */
+  readonly verifierKey?: string | undefined
+}
+
+/** What the state file holds between runs. */
+export interface MonitorState {
+  readonly verifier_key: string
+  readonly checkpoint: string
+  readonly checked_at: string
+}
+
+export interface MonitorOutcome {
+  readonly size: number
+  readonly root: string
+  readonly previous_size: number | undefined
+}
+
+const failed = (failure: MonitorFailure, message: string) => new LogMonitorFailed({ failure, message })
+
+const trimmed = (baseUrl: string) => baseUrl.replace(/\/+$/, "")
+
+const get = (url: string) =>
+  Effect.tryPromise({
+    try: async () => {
+      const response = await fetch(url)
+      return { status: response.status, text: await response.text() }
+    },
+    catch: (error) => failed("unreachable", `cannot reach ${new URL(url).origin}: ${String((error as Error).message ?? error)}`)
+  }).pipe(Effect.flatMap(({ status, text }) =>
+    status === 200 ? Effect.succeed(text) : Effect.fail(failed("unreachable", `GET ${new URL(url).pathname} answered ${status}: ${text.slice(0, 200)}`))))
+
+const getJson = (url: string) =>
+  Effect.flatMap(get(url), (text) =>
+    Effect.try({ try: () => JSON.parse(text) as Record<string, unknown>, catch: () => failed("unreachable", `GET ${new URL(url).pathname} did not answer JSON`) }))
+
+const readState = (file: string): Effect.Effect<MonitorState | undefined, LogMonitorFailed> =>
+  Effect.tryPromise({
+    try: () => readFile(file, "utf8"),
+    catch: (error) => error as NodeJS.ErrnoException
+  }).pipe(
+    Effect.matchEffect({
+      onFailure: (error) => error.code === "ENOENT" ? Effect.succeed(undefined) : Effect.fail(failed("state", `cannot read ${file}: ${error.message}`)),
+      onSuccess: (text) =>
+        Effect.try({
+          try: () => {
+            const state = JSON.parse(text) as MonitorState
+            if (typeof state.verifier_key !== "string" || typeof state.checkpoint !== "string") throw new Error("missing members")
+            return state
+          },
+          catch: () => failed("state", `${file} is not a monitor state file ({ verifier_key, checkpoint })`)
+        })
+    })
+  )
+
+/** Written beside the file and renamed over it, so a crash never leaves half a state. */
+const writeState = (file: string, state: MonitorState) =>
+  Effect.tryPromise({
+    try: async () => {
+      const temporary = `${file}.${process.pid}.tmp`
+      await writeFile(temporary, JSON.stringify(state, null, 2) + "\n", { mode: 0o644 })
+      await rename(temporary, file)
+    },
+    catch: (error) => failed("state", `cannot write ${file}: ${String((error as Error).message ?? error)}`)
+  })
+
+/**
+ * One monitoring pass over a log: fetch its latest checkpoint, check the signature with the pinned
+ * key, and check it against the last checkpoint this monitor accepted (kept in the state file): a
+ * smaller tree is a rollback, the same size with another root or a failing consistency proof is a
+ * fork. Only a checkpoint that passes replaces the one in the state file.
+ */
+export const logMonitorCommand = (options: LogMonitorOptions): Effect.Effect<MonitorOutcome, LogMonitorFailed> =>
+  Effect.gen(function*() {
+    const base = trimmed(options.baseUrl)
+    const state = yield* readState(options.state)
+    if (options.verifierKey !== undefined && state !== undefined && state.verifier_key !== options.verifierKey) {
+      return yield* Effect.fail(failed("bad_key", `--verifier-key differs from the key pinned in ${options.state} (${state.verifier_key})`))
+    }
+    let verifierKey = options.verifierKey ?? state?.verifier_key
+    if (verifierKey === undefined) {
+      const key = yield* getJson(`${base}/log/key`)
+      if (typeof key.verifier_key !== "string") return yield* Effect.fail(failed("bad_key", "GET /log/key has no verifier_key"))
+      verifierKey = key.verifier_key
+      yield* Console.log(`pinned the log key from ${base}/log/key (first run): ${verifierKey}`)
+    }
+    const parsedKey = parseVerifierKey(verifierKey)
+    if (!parsedKey.ok) return yield* Effect.fail(failed("bad_key", `the verifier key is not usable: ${parsedKey.detail}`))
+    const note = yield* get(`${base}/log/checkpoint`)
+    const opened = openCheckpoint(note, parsedKey.value)
+    if (!opened.ok) return yield* Effect.fail(failed("bad_signature", `the checkpoint does not verify with ${verifierKey}: ${opened.detail}`))
+    const current = opened.value
+    let previousSize: number | undefined
+    if (state !== undefined) {
+      const previous = peekCheckpoint(state.checkpoint)
+      if (!previous.ok) return yield* Effect.fail(failed("state", `the checkpoint in ${options.state} is malformed: ${previous.detail}`))
+      previousSize = previous.value.size
+      if (current.size < previous.value.size) {
+        return yield* Effect.fail(failed("rollback", `ROLLBACK: the log now shows size ${current.size}, below the ${previous.value.size} it showed before`))
+      }
+      const path = current.size === previous.value.size
+        ? []
+        : (yield* getJson(`${base}/log/proof/consistency?first=${previous.value.size}&second=${current.size}`)).consistency_path
+      const verdict = verifyCheckpointConsistency(state.checkpoint, note, path, parsedKey.value)
+      if (!verdict.ok) {
+        const failure = verdict.failure === "rollback" ? "rollback" : verdict.failure === "newer_checkpoint" || verdict.failure === "older_checkpoint" ? "bad_signature" : "fork"
+        return yield* Effect.fail(failed(failure, `${failure === "fork" ? "FORK" : failure.toUpperCase()}: ${verdict.detail}`))
+      }
+      yield* Console.log(`OK ${verdict.detail}`)
+    } else {
+      yield* Console.log(`OK first checkpoint recorded`)
+    }
+    yield* writeState(options.state, { verifier_key: verifierKey, checkpoint: note, checked_at: new Date().toISOString() })
+    yield* Console.log(`size ${current.size}, root ${hexOf(current.root)}`)
+    return { size: current.size, root: hexOf(current.root), previous_size: previousSize }
+  })

@@ -1,0 +1,54 @@
+import { readFile } from "node:fs/promises"
+import { Console, Data, Effect } from "effect"
+import { type BundleVerdict, verifyReceiptBundle } from "../client/log.js"
+
+/** `pv verify-receipt` failed: a step failed, or the bundle or a key could not be read. The message says which. */
+export class VerifyReceiptFailed extends Data.TaggedError("VerifyReceiptFailed")<{ readonly message: string }> {}
+
+export interface VerifyReceiptOptions {
+  /** A saved proof bundle (GET /reliance-receipts/{id}/proof, or MCP get_reliance_receipt with include_proof). */
+  readonly file: string
+  /** The log's note verifier key to pin (GET /log/key `verifier_key`). */
+  readonly verifierKey?: string | undefined
+  /** The receipt-signing keys to pin: a saved GET /events/keys document. */
+  readonly jwks?: string | undefined
+}
+
+const failed = (message: string) => new VerifyReceiptFailed({ message })
+
+const readJson = (file: string, what: string) =>
+  Effect.tryPromise({
+    try: async () => JSON.parse(await readFile(file, "utf8")) as unknown,
+    catch: (error) => failed(`cannot read ${what} ${file}: ${String((error as Error).message ?? error)}`)
+  })
+
+const mark = (step: BundleVerdict["steps"][number]) => (!step.checked ? "-" : step.ok ? "✓" : "✗")
+
+/**
+ * Checks a receipt's proof bundle offline, step by step (digest → entry → leaf → inclusion →
+ * checkpoint signature → receipt signature), prints each step, and fails naming the first failing
+ * step. Without pinned keys the bundle's own are used, which proves only that it agrees with itself.
+ */
+export const verifyReceiptCommand = (options: VerifyReceiptOptions): Effect.Effect<BundleVerdict, VerifyReceiptFailed> =>
+  Effect.gen(function*() {
+    const bundle = yield* readJson(options.file, "the bundle")
+    const jwks = options.jwks === undefined ? undefined : yield* readJson(options.jwks, "the JWKS")
+    if (jwks !== undefined && (typeof jwks !== "object" || jwks === null || !Array.isArray((jwks as { keys?: unknown }).keys))) {
+      return yield* Effect.fail(failed(`${options.jwks} is not a JWKS ({ "keys": [...] }, as GET /api/v1/events/keys returns)`))
+    }
+    const verdict = verifyReceiptBundle(bundle, {
+      ...(options.verifierKey === undefined ? {} : { verifierKey: options.verifierKey }),
+      ...(jwks === undefined ? {} : { receiptKeys: jwks as { keys: ReadonlyArray<unknown> } })
+    })
+    for (const step of verdict.steps) yield* Console.log(`${mark(step)} ${step.step}: ${step.detail}`)
+    if (verdict.keys.verifier_key === "bundle") yield* Console.log("note: the log key was not pinned (--verifier-key): the bundle vouched for itself")
+    if (verdict.keys.receipt_key === "bundle") yield* Console.log("note: the receipt key was not pinned (--jwks): the bundle vouched for itself")
+    if (verdict.failed_step !== undefined) {
+      const first = verdict.steps.find((step) => step.step === verdict.failed_step)!
+      return yield* Effect.fail(failed(`FAILED at step ${verdict.failed_step}: ${first.detail}`))
+    }
+    if (!verdict.ok) return yield* Effect.fail(failed(`NOT VERIFIED: step(s) ${verdict.not_checked.join(", ")} could not be checked`))
+    const receipt = (bundle as { receipt?: { receipt_id?: unknown } }).receipt
+    yield* Console.log(`OK receipt ${String(receipt?.receipt_id)} is signed and in the log at index ${String((bundle as { leaf_index?: unknown }).leaf_index)}`)
+    return verdict
+  })
