@@ -3,6 +3,7 @@ import { Caller, requireScope } from "../access/ApiKeys.js"
 import type { ApiKeyRecord } from "../domain/AccessKey.js"
 import type { Scope } from "../domain/ApiKey.js"
 import { DigestPattern } from "../domain/Canonical.js"
+import { FieldDescriptions, titleOf } from "./Descriptions.js"
 import { Subject } from "../domain/Determination.js"
 import { NonEmptyText } from "../domain/Json.js"
 import { MachineTrustResponse } from "../domain/MachineTrust.js"
@@ -108,8 +109,38 @@ export const objectJsonSchema = <A, I>(schema: Schema.Schema<A, I>): JsonSchemaO
     }
   }
   visit(body)
-  const kept = Object.entries($defs).filter(([name]) => reachable.has(name))
-  return { $schema, ...body, type: "object", ...(kept.length === 0 ? {} : { $defs: Object.fromEntries(kept) }) } as JsonSchemaObject
+  const kept = Object.entries($defs).filter(([name]) => reachable.has(name)).map(([name, node]) => [name, described(node)] as const)
+  return { $schema, ...described(body), type: "object", ...(kept.length === 0 ? {} : { $defs: Object.fromEntries(kept) }) } as JsonSchemaObject
+}
+
+/** Effect names a refinement's schema after its constraint (`maxLength(256)`, `int`): no title for a reader. */
+const constraintTitle = /^[a-z][A-Za-z]*(\(.*\))?$/
+
+/**
+ * The schema as an agent reads it: constraint names dropped from titles, and every member that has no
+ * description of its own gets its title and its meaning from FieldDescriptions.
+ */
+const described = (node: JsonSchemaNode): JsonSchemaNode => {
+  const out: JsonSchemaNode = {}
+  for (const [key, value] of Object.entries(node)) {
+    if (key === "title" && typeof value === "string" && constraintTitle.test(value)) continue
+    if (key === "properties" && typeof value === "object" && value !== null) {
+      out.properties = Object.fromEntries(Object.entries(value as Record<string, JsonSchemaNode>).map(([member, schema]) => {
+        const inner = described(schema)
+        const meaning = FieldDescriptions[member]
+        return [member, {
+          title: typeof inner.title === "string" ? inner.title : titleOf(member),
+          ...inner,
+          ...(inner.description === undefined && meaning !== undefined ? { description: meaning } : {})
+        }]
+      }))
+    } else if (Array.isArray(value)) {
+      out[key] = value.map((item) => typeof item === "object" && item !== null ? described(item as JsonSchemaNode) : item)
+    } else if (typeof value === "object" && value !== null && key !== "enum" && key !== "const") {
+      out[key] = described(value as JsonSchemaNode)
+    } else out[key] = value
+  }
+  return out
 }
 
 const argumentsProblem = (error: ParseResult.ParseError): ValidationFailed =>
@@ -152,8 +183,8 @@ export const defineTool = <I, II, O, OI>(spec: ToolSpec<I, II, O, OI>): Tool => 
     description: spec.description,
     scope: spec.scope,
     annotations: spec.annotations,
-    inputSchema: objectJsonSchema(spec.input),
-    outputSchema: objectJsonSchema(spec.output),
+    inputSchema: { ...objectJsonSchema(spec.input), title: `${spec.title}: arguments` },
+    outputSchema: { ...objectJsonSchema(spec.output), title: `${spec.title}: result` },
     call: (args) =>
       Effect.gen(function*() {
         const caller = yield* requireScope(spec.scope)
@@ -186,7 +217,7 @@ const resolveTrust = defineTool({
   name: "resolve_trust",
   title: "Resolve trust",
   description:
-    "Resolve a determination (public_id DET-V1-* or QUAL-V1-*) into its canonical pv.machine-trust.v1 document: " +
+    "Resolve a determination (public_id DET-V1-* or QUAL-V1-*). Returns its canonical pv.machine-trust.v1 document: " +
     "tier, claims, evidence, freshness, lifecycle, authority and trust_state_digest. Same document as " +
     "GET /api/v1/trust/{publicId}/machine. Keep trust_state_digest to detect changes later with compare_current. " +
     reliance + " Scope: trust:read.",
@@ -199,7 +230,7 @@ const resolveTrust = defineTool({
 
 const SubjectDeterminations = Schema.Struct({
   subject: Subject,
-  determinations: Schema.Array(MachineTrustResponse)
+  determinations: Schema.Array(Schema.Struct({ public_id: Schema.String, document: MachineTrustResponse }))
 })
 
 const resolveSubject = defineTool({
@@ -207,8 +238,9 @@ const resolveSubject = defineTool({
   title: "Resolve a subject",
   description:
     "Find the subject of a determination and every current determination of that subject. Pass exactly one of " +
-    "{ public_id } (a determination of the subject) or { subject_id }. Returns { subject, determinations }, each " +
-    "determination a full pv.machine-trust.v1 document, ordered by public id. " + reliance + " Scope: trust:read.",
+    "{ public_id } (a determination of the subject) or { subject_id }. Returns { subject, determinations: " +
+    "[{ public_id, document }] }, each document a full pv.machine-trust.v1 trust document, ordered by public id. " +
+    reliance + " Scope: trust:read.",
   scope: "trust:read",
   annotations: readOnly,
   input: Schema.Union(PublicIdArgument, Schema.Struct({ subject_id: NonEmptyText })),
@@ -225,7 +257,7 @@ const resolveSubject = defineTool({
       if (subject === undefined) {
         return yield* Effect.fail(new NotFound({ detail: `no determinations for subject ${subjectId.slice(0, 80)}` }))
       }
-      return { subject, determinations: documents }
+      return { subject, determinations: stored.map((record, i) => ({ public_id: record.public_id, document: documents[i]! })) }
     })
 })
 
@@ -233,7 +265,7 @@ const resolveLifecycle = defineTool({
   name: "resolve_lifecycle",
   title: "Resolve lifecycle and freshness",
   description:
-    "The lifecycle, freshness and authority state of one determination (public_id), without claims or evidence: " +
+    "Returns the lifecycle, freshness and authority state of one determination (public_id), without claims or evidence: " +
     "the checks a client makes before relying. Rely only when freshness.state is CURRENT and lifecycle.state fits " +
     "the intended use; authority stays NOT_AUTHORIZED (no credential is ever issued). Scope: trust:read.",
   scope: "trust:read",
@@ -273,7 +305,8 @@ const compareCurrent = defineTool({
   description:
     "Has the trust state moved since you looked? Pass { public_id, trust_state_digest } from an earlier " +
     "resolve_trust, or { receipt_id } of one of your reliance receipts. changed is true when the current " +
-    "trust_state_digest differs; changes lists { field, previous, current } for what moved (with a receipt: " +
+    "trust_state_digest differs. Returns { changed, current_trust_state_digest, compared_trust_state_digest, changes }; " +
+    "changes lists { field, previous, current } for what moved (with a receipt: " +
     "determination, tier, lifecycle_state, freshness_state, policy and the digest). Re-evaluate before relying " +
     "again when changed is true. Scope: trust:read.",
   scope: "trust:read",
@@ -307,7 +340,8 @@ const evaluateActionabilityTool = defineTool({
     "Evaluate whether an intended use of a determination is actionable under the current policy, without storing " +
     "anything. Returns verdicts (freshness, lifecycle, authority, tier, eligibility, claim_scope) and decision " +
     "ACTIONABLE only when every verdict passes. Actions that need an issued credential always fail authority " +
-    "(issuance is NOT_AUTHORIZED). " + relianceFields + " Scope: actionability:read.",
+    "(issuance is NOT_AUTHORIZED). Act only on decision ACTIONABLE, and evaluate again before relying later. " +
+    relianceFields + " Scope: actionability:read.",
   scope: "actionability:read",
   annotations: readOnly,
   input: RelianceRequest,
@@ -341,7 +375,9 @@ const getRelianceReceipt = defineTool({
     "Ed25519 signature. Receipts are immutable; to see whether the trust state has moved since, call compare_current " +
     "with the receipt_id. With include_proof: true, returns instead the receipt's proof bundle { receipt, log_entry, " +
     "leaf_index, checkpoint, inclusion_path, verifier_key, receipt_key } that anyone can verify offline against the " +
-    "transparency log (not-yet-logged for the first moments after creation: retry after a second). Scope: receipt:read.",
+    "transparency log (not-yet-logged for the first moments after creation: retry after a second). A receipt records " +
+    "an evaluation, it is not permission: act only when its decision is ACTIONABLE, and check the trust state again " +
+    "(compare_current) before relying later. Scope: receipt:read.",
   scope: "receipt:read",
   annotations: readOnly,
   input: Schema.Struct({
@@ -361,7 +397,8 @@ const subscribeTrustChanges = defineTool({
     "Subscribe to changes of one determination (public_id). Delivery is pull: the answer names events_url " +
     "(GET /api/v1/events?public_id=…&after=…, scope trust:read) and `after`, the chain head when you subscribed; " +
     "poll it and follow next_after for signed, hash-chained events (recorded, updated, lifecycle and freshness " +
-    "changes). Subscribing again with the same API key returns the same subscription. Scope: subscription:write.",
+    "changes). Subscribing again with the same API key returns the same subscription. An event is news, not " +
+    "permission: resolve and evaluate again before relying on a changed determination. Scope: subscription:write.",
   scope: "subscription:write",
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   input: PublicIdArgument,

@@ -141,6 +141,34 @@ describe(`MCP with the official SDK client (${process.env.PV_TEST_DB ?? "pglite"
     expect(byName.get("subscribe_trust_changes")!.annotations!.readOnlyHint).toBe(false)
   })
 
+  it("describes every tool for an agent: what it returns, what to check before relying, and readable schemas", async () => {
+    const client = await connect(fullKey)
+    const { tools } = await client.listTools()
+    const titles: Array<string> = []
+    const collectTitles = (node: unknown): void => {
+      if (typeof node !== "object" || node === null) return
+      const title = (node as { title?: unknown }).title
+      if (typeof title === "string") titles.push(title)
+      Object.values(node).forEach(collectTitles)
+    }
+    for (const tool of tools) {
+      expect(tool.description, tool.name).toMatch(/returns/i)
+      expect(tool.description, tool.name).toMatch(/before relying|rely only|act only|not permission/i)
+      for (const schema of [tool.inputSchema, tool.outputSchema!]) {
+        expect(schema.title, tool.name).toMatch(new RegExp(`^${tool.title}: (arguments|result)$`))
+        const members = Object.entries((schema.properties ?? {}) as Record<string, { title?: string; description?: string }>)
+        const branches = ((schema as { anyOf?: Array<{ properties?: object }> }).anyOf ?? []).flatMap((b) => Object.entries(b.properties ?? {}))
+        for (const [member, property] of [...members, ...branches] as Array<[string, { title?: string; description?: string }]>) {
+          expect(property.title, `${tool.name}.${member}`).toBeTypeOf("string")
+          expect(property.description?.length ?? 0, `${tool.name}.${member} has a description`).toBeGreaterThan(10)
+        }
+        collectTitles(schema)
+      }
+    }
+    // Effect names refinements after their constraint; none of those may reach an agent as a title.
+    expect(titles.filter((title) => /^[a-z][A-Za-z]*(\(.*\))?$/.test(title))).toEqual([])
+  })
+
   it("calls every tool: each result is the REST twin's object, as structuredContent and as JSON text", async () => {
     const client = await connect(fullKey)
     await client.listTools() // the SDK validates structuredContent against outputSchema from here on
@@ -161,8 +189,13 @@ describe(`MCP with the official SDK client (${process.env.PV_TEST_DB ?? "pglite"
 
     const bySubject = await call("resolve_subject", { subject_id: "sub_mcp" })
     expect(bySubject.subject).toEqual({ subject_id: "sub_mcp", physical_subject_id: "phys_mcp", identity_state: "VERIFIED" })
-    expect(bySubject.determinations.map((d: any) => d.determination.tier)).toEqual(["T2", "T3"])
-    expect(bySubject.determinations[0]).toEqual(machine.body)
+    // Each document with the public id it belongs to (an agent cannot tell them apart otherwise).
+    expect(bySubject.determinations.map((d: any) => d.public_id)).toEqual([first, second].sort())
+    expect(bySubject.determinations.map((d: any) => d.document.determination.tier)).toEqual(["T2", "T3"])
+    expect(bySubject.determinations.find((d: any) => d.public_id === first).document).toEqual(machine.body)
+    for (const { public_id, document } of bySubject.determinations) {
+      expect(document).toEqual((await request(server, "GET", `/api/v1/trust/${public_id}/machine`, { bearer: fullKey })).body)
+    }
     expect(await call("resolve_subject", { public_id: second })).toEqual(bySubject)
 
     const lifecycle = await call("resolve_lifecycle", { public_id: first })
