@@ -1,6 +1,6 @@
 // `npm run bench`: starts the service, seeds it, drives load with autocannon from a separate process and
 // prints a markdown table of absolute figures and of ratios against baselines measured in the same run.
-//   npm run bench [-- --embedded] [--seconds 10] [--determinations 10000] [--growth 100000] [--chain 100000]
+//   npm run bench [-- --embedded] [--seconds 10] [--determinations 10000] [--growth 100000] [--chain 100000] [--logEntries 1000000]
 // Without --embedded it uses PostgreSQL: a fresh database on DATABASE_URL's server (default
 // postgres://postgres@127.0.0.1:5432/postgres), dropped afterwards.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
@@ -12,6 +12,7 @@ import { generateKeyPairSync, randomBytes } from "node:crypto"
 import pg from "pg"
 import { benchPublicId, chainPublicId } from "./data.js"
 import { verifyEventChain } from "../src/events/Verify.js"
+import { encodeTileIndex } from "../src/log/Tiles.js"
 import { execFileSync } from "node:child_process"
 import { drive } from "./faultLoad.js"
 import { load, type LoadResult, mapConcurrent, peakRssMb, type Process, processTree, root, runScript, startProcess } from "./lib.js"
@@ -24,6 +25,7 @@ const { values } = parseArgs({
     determinations: { type: "string", default: "10000" },
     growth: { type: "string", default: "100000" },
     chain: { type: "string", default: "100000" },
+    logEntries: { type: "string", default: "1000000" },
     workers: { type: "string" }
   }
 })
@@ -71,6 +73,7 @@ const serviceEnv = () => ({
   PV_OPERATOR_TOKEN: operatorToken,
   PV_EVENT_SIGNING_KEY: signingKey,
   PV_LOG_SIGNING_KEY: logSigningKey,
+  PV_LOG_RATE_LIMIT_PER_MINUTE: "1000000",
   PV_HUMAN_RATE_LIMIT_PER_MINUTE: "1000000",
   PV_OPERATOR_RATE_LIMIT_PER_MINUTE: "1000000",
   PV_AUTH_FAILURE_LIMIT_PER_MINUTE: "1000000",
@@ -78,7 +81,8 @@ const serviceEnv = () => ({
   REDIS_URL: ""
 })
 /** The service as `npm start` runs it (same node flags): compiled JavaScript, built at the start of the run. */
-const startService = () => startProcess("dist/src/main.js", serviceEnv(), [], ["--max-old-space-size=192"])
+const startService = (env: Record<string, string> = {}) =>
+  startProcess("dist/src/main.js", { ...serviceEnv(), ...env }, [], ["--max-old-space-size=192"])
 const seed = (args: Array<string>) => runScript("bench/seed.ts", args, serviceEnv()).then((out) => JSON.parse(out.trim().split("\n").pop()!))
 
 const createKey = async (service: Process): Promise<string> => {
@@ -117,6 +121,50 @@ const probe = async (url: string, headers: Record<string, string>, n = 2000): Pr
   return { p50: samples[Math.floor(n * 0.5)]!, p99: samples[Math.floor(n * 0.99)]! }
 }
 
+// ---- transparency log --------------------------------------------------------------------------------
+/** The published tree size (GET /log/checkpoint: origin, size, root). */
+const treeSize = async (baseUrl: string): Promise<number> => Number((await (await fetch(`${baseUrl}/log/checkpoint`)).text()).split("\n")[1])
+
+/**
+ * Appends `count` receipt-shaped entries straight into the log's queue (PostgreSQL only), as a burst of
+ * writes would, and times how long the integrator takes to cover all of them with a signed checkpoint.
+ */
+const bulkAppend = async (baseUrl: string, count: number): Promise<{ entries: number; seconds: number; perSecond: number; size: number }> => {
+  const client = new pg.Client({ connectionString: dbEnv.DATABASE_URL })
+  await client.connect()
+  const target = (await treeSize(baseUrl)) + count
+  const first = Date.now() * 1000
+  const started = Date.now()
+  for (let done = 0; done < count; done += 50_000) {
+    const n = Math.min(50_000, count - done)
+    await client.query(
+      `INSERT INTO log_pending (kind, ref, entry)
+       SELECT 'receipt', 'rr_BENCH' || lpad(g::text, 22, '0'),
+         convert_to('{"created_at":"2026-01-01T00:00:00.000Z","receipt_digest":"' || encode(sha256(g::text::bytea), 'hex') ||
+           '","receipt_id":"rr_BENCH' || lpad(g::text, 22, '0') || '","type":"pv.log.receipt.v1"}', 'UTF8')
+       FROM generate_series($1::bigint, $2::bigint) g`, [first + done, first + done + n - 1])
+  }
+  await client.end()
+  let size = await treeSize(baseUrl)
+  while (size < target) {
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    size = await treeSize(baseUrl)
+  }
+  const seconds = (Date.now() - started) / 1000
+  return { entries: count, seconds, perSecond: count / seconds, size }
+}
+
+/** Sequential latency of an inclusion proof and of a full hash tile, in a tree of the current size. */
+const logProbes = async (baseUrl: string) => {
+  const size = await treeSize(baseUrl)
+  const index = Math.floor(size / 2)
+  return {
+    size,
+    proof: await probe(`${baseUrl}/api/v1/log/proof/inclusion?index=${index}&tree_size=${size}`, {}),
+    tile: await probe(`${baseUrl}/api/v1/log/tile/0/${encodeTileIndex(Math.floor(index / 256))}`, {})
+  }
+}
+
 const ok = (name: string, r: LoadResult) => {
   if (r.non2xx > 0 || r.errors > 0) throw new Error(`${name}: ${r.non2xx} non-2xx, ${r.errors} errors (${JSON.stringify(r.statusCodes)})`)
   log(`${name}: ${r.requestsPerSecond.toFixed(0)} req/s, p50 ${r.p50} ms, p99 ${r.p99} ms`)
@@ -142,6 +190,13 @@ const main = async () => {
     let key = await createKey(service)
     const smallMachine = await probe(service.baseUrl + machinePath(500), auth(key))
     const smallEvents = await probe(`${service.baseUrl}/api/v1/events?public_id=${shortChain}&after=0&limit=10`, auth(key))
+    // The transparency log at 10k entries (bulk-appended; PostgreSQL only), for the growth comparison.
+    let smallLog: Awaited<ReturnType<typeof logProbes>> | undefined
+    if (!embedded) {
+      await bulkAppend(service.baseUrl, Math.max(0, 10_000 - (await treeSize(service.baseUrl))))
+      smallLog = await logProbes(service.baseUrl)
+      log(`log at ${smallLog.size} entries: proof p50 ${smallLog.proof.p50.toFixed(3)} ms, tile p50 ${smallLog.tile.p50.toFixed(3)} ms`)
+    }
     await service.stop()
 
     // Phase B: the default data set; every throughput scenario and the baselines.
@@ -182,6 +237,9 @@ const main = async () => {
     const created = await run("POST receipts (new)", { url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, body: receiptBody("p-[<id>]"), idReplacement: true })
     await fetch(`${base}/api/v1/reliance-receipts`, { method: "POST", headers: json, body: receiptBody("replay") })
     const replayed = await run("POST receipts (replayed)", { url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, body: receiptBody("replay") })
+    const size = await treeSize(base)
+    const proofs = await run("GET /log/proof/inclusion", { url: `${base}/api/v1/log/proof/inclusion?index=${Math.floor(size / 2)}&tree_size=${size}` })
+    const tiles = await run("GET /log/tile (full hash tile)", { url: `${base}/api/v1/log/tile/0/${encodeTileIndex(Math.floor(size / 512))}` })
     const rssPerProcess = processTree(service.child.pid!).map((pid) => peakRssMb(pid) ?? 0)
     const serverRss = Math.max(...rssPerProcess)
     const serverRssTotal = rssPerProcess.reduce((a, b) => a + b, 0)
@@ -217,6 +275,22 @@ const main = async () => {
     log(`drain: exit ${exited} after ${drainSeconds.toFixed(2)} s; ${JSON.stringify(drained.byStatus)}; lost ${drained.lost}; ${acknowledged.length} acknowledged, ${missing} missing after restart`)
     await service.stop()
 
+    // New receipts with the transparency log switched off, then on again, back to back on the same data.
+    const receiptsWith = async (logging: boolean) => {
+      service = await startService({ PV_LOG_ENABLED: String(logging) })
+      key = await createKey(service)
+      const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" }
+      const url = `${service.baseUrl}/api/v1/reliance-receipts`
+      await load({ connections, seconds: Math.max(2, seconds / 3), url, method: "POST", headers, body: receiptBody(`warm-${logging}-[<id>]`), idReplacement: true })
+      const result = ok(`POST receipts (new), logging ${logging ? "on" : "off"}`, await load({
+        connections, seconds, url, method: "POST", headers, body: receiptBody(`log-${logging}-[<id>]`), idReplacement: true
+      }))
+      await service.stop()
+      return result
+    }
+    const unlogged = await receiptsWith(false)
+    const logged = await receiptsWith(true)
+
     log("baselines")
     const nodeHttp = await startProcess("bench/baselines/nodeHttp.ts")
     const baselineA = ok("baseline (a) node:http", await load({ url: nodeHttp.baseUrl + "/", connections, seconds }))
@@ -234,6 +308,17 @@ const main = async () => {
     service = await startService()
     key = await createKey(service)
     const largeMachine = await probe(service.baseUrl + machinePath(500), auth(key))
+    // The log grown to a million entries: the integration rate, then the same probes as at 10k.
+    let integration: Awaited<ReturnType<typeof bulkAppend>> | undefined
+    let largeLog: Awaited<ReturnType<typeof logProbes>> | undefined
+    if (!embedded) {
+      const toAdd = Math.max(0, Number(values.logEntries) - (await treeSize(service.baseUrl)))
+      log(`bulk-appending ${toAdd} log entries`)
+      integration = await bulkAppend(service.baseUrl, toAdd)
+      log(`integrated ${integration.entries} entries in ${integration.seconds.toFixed(1)} s (${integration.perSecond.toFixed(0)}/s)`)
+      largeLog = await logProbes(service.baseUrl)
+      log(`log at ${largeLog.size} entries: proof p50 ${largeLog.proof.p50.toFixed(3)} ms, tile p50 ${largeLog.tile.p50.toFixed(3)} ms`)
+    }
     const head = Number(values.chain)
     const largeEvents = await probe(`${service.baseUrl}/api/v1/events?public_id=${longChain}&after=${head - 10}&limit=10`, auth(key))
     // verify-events: save the whole chain, then time `pv verify-events --file` (one process, one core).
@@ -274,6 +359,14 @@ const main = async () => {
       ["GET /events page of 100", fmt(events.requestsPerSecond), `${events.p50} / ${events.p99}`, `${(events.requestsPerSecond / baselineB.requestsPerSecond).toFixed(2)} × (b)`],
       [`overload: GET /machine, ${4 * connections} connections (4×), admitted`, fmt(overload.admittedPerSecond), `${overload.admittedP50.toFixed(1)} / ${overload.admittedP99.toFixed(1)}`, atMost(overload.admittedP99 / machine.p99, 4, `× unloaded p99 (≤ 4×); ${pct(overloadRefused, overload.sent)} answered 503 overloaded (p99 ${overload.refusalP99.toFixed(1)} ms); lost ${overload.lost}`)],
       ["drain: SIGTERM under receipt load, requests lost", String(drained.lost + missing), "", `${drained.lost + missing === 0 ? "0 ✅" : "❌"} (${drained.lost} unanswered, ${missing} of ${acknowledged.length} acknowledged receipts missing after restart; exit ${exited} in ${drainSeconds.toFixed(2)} s; ${JSON.stringify(drained.byStatus)})`],
+      ["POST reliance-receipts (new), logging off / on, back to back", `${fmt(unlogged.requestsPerSecond)} / ${fmt(logged.requestsPerSecond)}`, `${logged.p50} / ${logged.p99}`, ratio(logged.requestsPerSecond / unlogged.requestsPerSecond, 0.9, "× logging off")],
+      ["GET /log/proof/inclusion", fmt(proofs.requestsPerSecond), `${proofs.p50} / ${proofs.p99}`, atMost(proofs.p99, 10, " ms p99 (≤ 10)")],
+      ["GET /log/tile (full hash tile)", fmt(tiles.requestsPerSecond), `${tiles.p50} / ${tiles.p99}`, atMost(tiles.p99, 10, " ms p99 (≤ 10)")],
+      ...(integration === undefined || smallLog === undefined || largeLog === undefined ? [] : [
+        [`log integration: ${fmt(integration.entries)} bulk-appended entries (entries/s)`, fmt(integration.perSecond), "", ratio(integration.perSecond / 10_000, 1, `× 10,000 entries/s; all covered by a checkpoint ${integration.seconds.toFixed(1)} s after the append began`)],
+        [`growth: inclusion proof p50, ${fmt(smallLog.size)} → ${fmt(largeLog.size)} entries`, `${smallLog.proof.p50.toFixed(3)} → ${largeLog.proof.p50.toFixed(3)} ms`, "", atMost(largeLog.proof.p50 / smallLog.proof.p50, 1.2, "× (≤ 1.2×)")],
+        [`growth: hash tile p50, ${fmt(smallLog.size)} → ${fmt(largeLog.size)} entries`, `${smallLog.tile.p50.toFixed(3)} → ${largeLog.tile.p50.toFixed(3)} ms`, "", atMost(largeLog.tile.p50 / smallLog.tile.p50, 1.2, "× (≤ 1.2×)")]
+      ] as Array<[string, string, string, string]>),
       [`verify-events: ${feed.length}-event chain, verifier on one core (events/s)`, fmt(verifyRate), "", ratio(verifyRate / 10_000, 1, `× 10,000 events/s; whole \`pv verify-events --file\` ${fmt(feed.length / cliSeconds)} events/s`)],
       [`server peak RSS under load, largest of ${rssPerProcess.length} process(es) (MB)`, serverRss.toFixed(0), "", atMost(serverRss, 250, ` MB (≤ 250); all processes ${serverRssTotal.toFixed(0)} MB; ${largeRss.toFixed(0)} MB in the ${values.growth} run`)],
       [`growth: GET /machine p50, 1k → ${values.growth} determinations`, `${smallMachine.p50.toFixed(3)} → ${largeMachine.p50.toFixed(3)} ms`, "", atMost(largeMachine.p50 / smallMachine.p50, 1.2, "× (≤ 1.2×)")],
@@ -289,7 +382,7 @@ const main = async () => {
     console.log(table)
     Object.assign(results, {
       at: new Date().toISOString(), embedded, seconds, connections, baselineA, baselineB, baselineC, machine, notModified, human, mcp,
-      events, created, replayed, overload, drain: { ...drained, acknowledged: acknowledged.length, missing, exitCode: exited, seconds: drainSeconds }, verify: { events: feed.length, seconds: verifySeconds, perSecond: verifyRate, cliSeconds },
+      events, created, replayed, proofs, tiles, receiptsLogging: { off: unlogged, on: logged }, log: { smallLog, largeLog, integration }, overload, drain: { ...drained, acknowledged: acknowledged.length, missing, exitCode: exited, seconds: drainSeconds }, verify: { events: feed.length, seconds: verifySeconds, perSecond: verifyRate, cliSeconds },
       workers, rssAfter, rssMb: serverRss, rssTotalMb: serverRssTotal, largeRssMb: largeRss, growth: { smallMachine, largeMachine, smallEvents, largeEvents }, table
     })
     mkdirSync(join(root, "bench/results"), { recursive: true })
