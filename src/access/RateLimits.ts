@@ -111,7 +111,7 @@ export class RateLimits extends Effect.Service<RateLimits>()("pv/RateLimits", {
     // everywhere while the guard itself costs nothing.
     const blockedUntil = new Map<string, number>()
 
-    /** Refuses an address that has failed authentication too often this minute, before any key lookup. */
+    /** Whether an address has failed authentication too often this minute (its failing attempts then get 429; valid credentials still pass, see access/Auth.ts). */
     const guardAuthentication = (address: string): Effect.Effect<void, RateLimited> =>
       blockedUntil.size === 0 ? Effect.void : Effect.clockWith((clock) => {
         const now = clock.unsafeCurrentTimeMillis()

@@ -23,7 +23,7 @@ export const launchChromium = async (): Promise<Browser> => {
   if (!existsSync(chromiumPath)) {
     throw new Error(
       `The browser tests need Debian's chromium at ${chromiumPath}, and it is not there. Install it as root: ` +
-        "`apt-get update && apt-get install -y chromium` (.ci/run does this), or point PV_CHROMIUM_PATH at a Chromium binary."
+        "`apt-get update && apt-get install -y chromium` (`npm test` does this: scripts/ensure-chromium.sh), or point PV_CHROMIUM_PATH at a Chromium binary."
     )
   }
   return chromium.launch({ executablePath: chromiumPath, args: chromiumArgs, timeout: 60_000 })
