@@ -1,6 +1,10 @@
 #!/usr/bin/env node
-// The `pv` command: loads the TypeScript sources through tsx, then runs the CLI.
-import { register } from "tsx/esm/api"
+// The `pv` command runs the compiled CLI (`npm run build`; `npm pack` builds it too), the same code `npm start` runs.
+import { existsSync } from "node:fs"
 
-register()
-await import("../src/cli/main.ts")
+const compiled = new URL("../dist/src/cli/main.js", import.meta.url)
+if (!existsSync(compiled)) {
+  console.error("pv: the compiled CLI is missing: run `npm run build` first (or `npm run pv -- …` to run the sources).")
+  process.exit(1)
+}
+await import(compiled.href)

@@ -1,13 +1,26 @@
 /**
- * What a client needs to check the service's answers without trusting it: the same digest recipes the
- * server uses (RFC 8785 JCS, SHA-256, lowercase hex).
+ * What the package exports to consumers (`pv-trust-service/client`):
+ * - a typed client for the REST surface, derived from the service's HttpApi definition (`./http.ts`):
+ *   `makeTrustClient` (async functions) and `makeTrustHttpClient` (Effect);
+ * - what a client needs to check the service's answers without trusting it: the same digest recipes the
+ *   server uses (RFC 8785 JCS, SHA-256, lowercase hex), the event-chain verifier and the receipt-bundle and
+ *   checkpoint-consistency verifiers of the transparency log (`./log.ts`).
  */
 import { digestOf } from "../domain/Canonical.js"
 import { receiptDigestOf, type ReceiptSnapshot, type RelianceReceipt } from "../domain/Receipt.js"
 
 export { trustStateDigestOf } from "../domain/MachineTrust.js"
 export type { MachineTrustResponse } from "../domain/MachineTrust.js"
-export type { CreatedRelianceReceipt, ReceiptSnapshot, RelianceReceipt } from "../domain/Receipt.js"
+export type {
+  ActionabilityEvaluation,
+  CreatedRelianceReceipt,
+  Decision,
+  ReceiptSnapshot,
+  RelianceReceipt,
+  RelianceRequest,
+  Verdict
+} from "../domain/Receipt.js"
+export type { PolicyView } from "../receipts/Policy.js"
 export { receiptDigestOf }
 
 const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
@@ -32,3 +45,40 @@ export { keysFromJwks, verifyEventChain } from "../events/Verify.js"
 export type { ChainFailureReason, ChainVerdict, VerifyOptions } from "../events/Verify.js"
 export type { EventJwks, EventPage, TrustEvent } from "../domain/TrustEvent.js"
 export * from "./log.js"
+
+// The typed REST client and the problem classes its failures are.
+export * from "./http.js"
+export {
+  BadRequest,
+  DeterminationNotFound,
+  ExpectationFailed,
+  FieldError,
+  Forbidden,
+  HeaderFieldsTooLarge,
+  IdempotencyConflict,
+  InsufficientScope,
+  Internal,
+  InvalidProofRequest,
+  InvalidPublicId,
+  MalformedJson,
+  MethodNotAllowed,
+  NotAcceptable,
+  NotFound,
+  NotYetLogged,
+  Overloaded,
+  OriginNotAllowed,
+  PayloadTooLarge,
+  ProhibitedField,
+  problemCatalog,
+  QuotaExceeded,
+  RateLimited,
+  ReceiptNotFound,
+  RequestTimeout,
+  Unauthorized,
+  UnknownPurpose,
+  Unavailable,
+  UnsupportedMediaType,
+  UnsupportedProtocolVersion,
+  ValidationFailed
+} from "../domain/Problem.js"
+export type { ProblemDocument, ProblemError } from "../domain/Problem.js"

@@ -185,6 +185,13 @@ describe(`per-key limits (${kind})`, () => {
     const writer = await createKey(server, ["receipt:write"])
     const created = await request(server, "POST", "/api/v1/reliance-receipts", { bearer: writer.api_key, body: receiptBody("limits:fixture") })
     expect(created.status, created.text).toBe(201)
+    // The proof endpoint answers 404 not-yet-logged until the integrator covers the receipt (within 2 s).
+    const reader = await createKey(server, ["receipt:read"])
+    const deadline = Date.now() + 5_000
+    while ((await request(server, "GET", `/api/v1/reliance-receipts/${created.body.receipt_id}/proof`, { bearer: reader.api_key })).status !== 200) {
+      expect(Date.now(), "the receipt was not logged within 5 s").toBeLessThan(deadline)
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
     const calls = authenticatedCalls(created.body.receipt_id)
     const endpoints = definedEndpoints().filter((e) => e.auth === "api-key")
     expect(endpoints.length).toBeGreaterThanOrEqual(8)

@@ -1,0 +1,171 @@
+import { execFile } from "node:child_process"
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { DAY_MS, determinationBody } from "../support/fixtures.js"
+import { createKey, putDetermination } from "../support/http.js"
+import { startTestServer, type TestServer } from "../support/server.js"
+import { packageSpecifier, projectRoot, readmeExamples } from "./readmeExamples.js"
+
+/**
+ * The package as a consumer gets it: `npm pack` in a copy of the sources (so its `prepack` build runs on a
+ * tree with no dist/), `npm install` of the tarball into an empty project, then a plain JavaScript module
+ * importing `pv-trust-service/client`, a TypeScript project type-checked against the shipped
+ * declarations (the README's examples, verbatim, and type checks of its own), and the `pv` command.
+ * In `npm test` (unit project): about 35 s on an idle 2-core machine, mostly the build and the install
+ * (`--prefer-offline`: the npm cache, the registry only for what it lacks).
+ */
+const npm = process.platform === "win32" ? "npm.cmd" : "npm"
+const tsc = join(projectRoot, "node_modules", "typescript", "bin", "tsc")
+
+interface Run {
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/** Asynchronous (the test server answers the child from this process), with the caller's npm run context removed. */
+const run = (command: string, args: ReadonlyArray<string>, cwd: string, env: Record<string, string> = {}): Promise<Run> => {
+  const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^npm_(package|lifecycle)_/.test(name)))
+  return new Promise((resolve, reject) =>
+    execFile(command, args, { cwd, env: { ...inherited, ...env }, maxBuffer: 64 * 1024 * 1024, timeout: 150_000 }, (error, stdout, stderr) =>
+      error === null
+        ? resolve({ stdout, stderr })
+        : reject(new Error(`${command} ${args.join(" ")} (in ${cwd}) failed: ${error.message}\n${stdout}\n${stderr}`))))
+}
+
+let work: string
+let tarball: string
+let consumer: string
+let server: TestServer | undefined
+
+beforeAll(async () => {
+  work = mkdtempSync(join(tmpdir(), "pv-pack-"))
+  const tree = join(work, "tree")
+  mkdirSync(tree)
+  // What a clean checkout has that the build and the package need; node_modules is the project's (build tools).
+  for (const entry of ["package.json", "README.md", "tsconfig.json", "tsconfig.build.json", "src", "migrations", "policy", "bin"]) {
+    cpSync(join(projectRoot, entry), join(tree, entry), { recursive: true })
+  }
+  symlinkSync(join(projectRoot, "node_modules"), join(tree, "node_modules"), "dir")
+  const packed = await run(npm, ["pack", "--json", "--pack-destination", work], tree)
+  const [summary] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf("["))) as Array<{ filename: string }>
+  tarball = join(work, summary!.filename)
+
+  consumer = join(work, "consumer")
+  mkdirSync(consumer)
+  writeFileSync(join(consumer, "package.json"), JSON.stringify({ name: "pv-consumer", private: true, type: "module" }))
+  await run(npm, ["install", tarball, "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error"], consumer)
+}, 300_000)
+
+afterAll(async () => {
+  await server?.close()
+  if (work !== undefined) rmSync(work, { recursive: true, force: true })
+})
+
+// Concurrent: the type check (a CPU-bound child) and the JavaScript consumer (a server in this process) overlap.
+describe.concurrent("the packed package", () => {
+  it("ships compiled JavaScript with declarations, and no tests or build state", async () => {
+    const files = (await run("tar", ["-tzf", tarball], work)).stdout.split("\n").filter((line) => line.length > 0)
+    for (const file of [
+      "package/package.json",
+      "package/dist/src/client/index.js",
+      "package/dist/src/client/index.d.ts",
+      "package/dist/src/client/http.d.ts",
+      "package/dist/src/client/log.d.ts",
+      "package/dist/src/main.js",
+      "package/dist/policy/policy.v1.json",
+      "package/bin/pv.js"
+    ]) expect(files, file).toContain(file)
+    expect(files.filter((file) => /^package\/(dist\/)?test\/|\.tsbuildinfo$|\.test\.|^package\/node_modules\//.test(file))).toEqual([])
+    const manifest = JSON.parse(readFileSync(join(consumer, "node_modules", "pv-trust-service", "package.json"), "utf8"))
+    expect(manifest.exports["./client"]).toEqual({ types: "./dist/src/client/index.d.ts", import: "./dist/src/client/index.js" })
+  }, 120_000)
+
+  it("is imported by a plain JavaScript module: digests verify, and the typed client talks to a server", async () => {
+    server = await startTestServer()
+    const subject = "DET-V1-PACKAGE-0001"
+    expect((await putDetermination(server, subject, determinationBody(Date.now() - DAY_MS))).status).toBe(201)
+    const key = (await createKey(server, ["trust:read", "receipt:write", "receipt:read"])).api_key
+    writeFileSync(join(consumer, "consumer.mjs"), `
+import { createHash } from "node:crypto"
+import * as client from "${packageSpecifier}"
+
+// RFC 8785 for what this vector holds (ASCII strings, integers, nesting): members sorted, no whitespace.
+const jcs = (v) => Array.isArray(v) ? "[" + v.map(jcs).join(",") + "]"
+  : v !== null && typeof v === "object" ? "{" + Object.keys(v).sort().map((k) => JSON.stringify(k) + ":" + jcs(v[k])).join(",") + "}"
+  : JSON.stringify(v)
+const snapshot = { schema: "pv-reliance-receipt-v1", receipt_id: "rr_vector", decision: "ACTIONABLE", verdicts: [{ check: "tier", pass: true }], n: 3 }
+const digest = createHash("sha256").update(jcs(snapshot)).digest("hex")
+
+const pv = client.makeTrustClient({ baseUrl: process.env.PV_URL, apiKey: process.env.PV_KEY })
+const receipt = await pv.createReceipt({
+  tenant_id: "tenant-a", organization: "Packaged Co", principal: "mjs", subject_public_id: "${subject}",
+  purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"]
+})
+let missing
+try { await pv.machineTrust("DET-V1-PACKAGE-9999") } catch (error) { missing = error }
+console.log(JSON.stringify({
+  resolved: import.meta.resolve("${packageSpecifier}"),
+  vector: client.verifyReceiptDigest({ snapshot_payload: snapshot, receipt_digest: digest }),
+  tampered: client.verifyReceiptDigest({ snapshot_payload: { ...snapshot, decision: "NOT_ACTIONABLE" }, receipt_digest: digest }),
+  served: client.verifyReceiptDigest(receipt) && client.verifyReceipt(await pv.getReceipt(receipt.receipt_id)),
+  tier: (await pv.machineTrust("${subject}")).determination.tier,
+  missing: missing instanceof client.DeterminationNotFound ? missing._tag : String(missing)
+}))
+`)
+    const { stdout } = await run(process.execPath, ["consumer.mjs"], consumer, { PV_URL: server.baseUrl, PV_KEY: key })
+    expect(JSON.parse(stdout)).toEqual({
+      resolved: expect.stringMatching(/\/node_modules\/pv-trust-service\/dist\/src\/client\/index\.js$/),
+      vector: true,
+      tampered: false,
+      served: true,
+      tier: "T2",
+      missing: "DeterminationNotFound"
+    })
+  }, 120_000)
+
+  it("installs the `pv` command, which runs from the package", async () => {
+    const { stdout } = await run(join(consumer, "node_modules", ".bin", "pv"), ["--help"], consumer)
+    expect(stdout).toMatch(/^pv — Trust Resolution and Reliance Receipt Service\n/)
+    expect(stdout).toContain("pv verify-receipt")
+  }, 120_000)
+
+  it("type-checks a TypeScript project against the shipped declarations (the README examples and more)", async () => {
+    const examples = readmeExamples()
+    expect(examples.length).toBeGreaterThan(0)
+    mkdirSync(join(consumer, "ts"))
+    for (const example of examples) writeFileSync(join(consumer, "ts", `readme-${example.name}.ts`), `${example.code}export {}\n`)
+    writeFileSync(join(consumer, "ts", "types.ts"), `
+import { DeterminationNotFound, makeTrustClient, verifyReceiptDigest, type MachineTrustResponse, type TrustClient } from "${packageSpecifier}"
+
+const pv: TrustClient = makeTrustClient({ baseUrl: "http://127.0.0.1:8080", apiKey: "pv_live_x" })
+export const tier = async (): Promise<"T0" | "T1" | "T2" | "T3" | "T4"> => (await pv.machineTrust("DET-V1-X-0001")).determination.tier
+export const doc = async (): Promise<MachineTrustResponse> => pv.humanTrust("DET-V1-X-0001")
+export const digestOk = async (id: string): Promise<boolean> => verifyReceiptDigest(await pv.getReceipt(id))
+export const detail = (error: DeterminationNotFound): string => error.detail
+// The declarations carry real types, not any:
+// @ts-expect-error a public id is a string
+pv.machineTrust(42)
+// @ts-expect-error the documents have no such member
+export const nothing = async () => (await pv.machineTrust("DET-V1-X-0001")).no_such_member
+// @ts-expect-error a receipt request needs its 7 fields
+pv.createReceipt({ tenant_id: "t" })
+`)
+    writeFileSync(join(consumer, "tsconfig.json"), JSON.stringify({
+      compilerOptions: {
+        target: "ES2022",
+        module: "NodeNext",
+        moduleResolution: "NodeNext",
+        strict: true,
+        noEmit: true,
+        // Checks the shipped declarations themselves: one that reached the server's modules would need @types/pg here.
+        skipLibCheck: false,
+        types: ["node"],
+        typeRoots: [join(projectRoot, "node_modules", "@types")]
+      },
+      include: ["ts"]
+    }))
+    await run(process.execPath, [tsc, "-p", "tsconfig.json"], consumer)
+  }, 120_000)
+})

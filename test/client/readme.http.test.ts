@@ -1,0 +1,71 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
+import { demoDeterminations } from "../../src/demo/DemoData.js"
+import { createKey, putDetermination } from "../support/http.js"
+import { startTestServer, type TestServer } from "../support/server.js"
+import { packageSpecifier, projectRoot, readmeBaseUrl, readmeExamples } from "./readmeExamples.js"
+
+/**
+ * README.md's "TypeScript client" examples, run as written against a real server holding the demo data.
+ * Only two things are rewritten: the package name becomes this checkout's client module (the packaged
+ * module is run in package.test.ts) and the address becomes the test server's. Each example's
+ * `console.log` lines are the assertions. package.test.ts type-checks the same blocks against the
+ * declarations `npm pack` ships.
+ */
+let server: TestServer
+let key: string
+let dir: string
+const examples = readmeExamples()
+
+/** What each example prints, line by line. */
+const expectedOutput: Record<string, ReadonlyArray<string | RegExp>> = {
+  receipt: ["T3 CURRENT NOT_ISSUED", "ACTIONABLE logged and signed"],
+  errors: [/^DeterminationNotFound \S/],
+  effect: [/^[1-9]\d* events verified$/]
+}
+
+beforeAll(async () => {
+  server = await startTestServer()
+  for (const { publicId, body } of demoDeterminations(Date.now())) {
+    expect((await putDetermination(server, publicId, body)).status).toBe(201)
+  }
+  key = (await createKey(server, ["trust:read", "receipt:write", "receipt:read"], { tenant_id: "demo" })).api_key
+  // Inside the project (so `effect` and `@effect/platform` resolve from its node_modules), in an ignored directory.
+  mkdirSync(join(projectRoot, ".pv-test-data"), { recursive: true })
+  dir = mkdtempSync(join(projectRoot, ".pv-test-data", "readme-examples-"))
+})
+afterAll(async () => {
+  if (dir !== undefined) rmSync(dir, { recursive: true, force: true })
+  await server?.close()
+})
+
+describe(`README TypeScript client examples (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
+  it("marks every ts block as an example, and each has its expected output here", () => {
+    expect(examples.map((example) => example.name)).toEqual(Object.keys(expectedOutput))
+  })
+
+  it.each(examples.map((example) => [example.name, example] as const))("runs the example %s", async (name, example) => {
+    expect(example.code, "imports the package by name").toContain(`"${packageSpecifier}"`)
+    expect(example.code, "talks to the README's address").toContain(readmeBaseUrl)
+    const source = example.code
+      .replaceAll(`"${packageSpecifier}"`, JSON.stringify(join(projectRoot, "src/client/index.ts")))
+      .replaceAll(readmeBaseUrl, server.baseUrl)
+    const file = join(dir, `${name}.ts`)
+    writeFileSync(file, source)
+    const printed: Array<string> = []
+    const log = vi.spyOn(console, "log").mockImplementation((...args: Array<unknown>) => void printed.push(args.map(String).join(" ")))
+    process.env.KEY = key
+    try {
+      await import(/* @vite-ignore */ file)
+    } catch (error) {
+      throw new Error(`README.md:${example.line}: example ${name} failed: ${String(error)}`, { cause: error })
+    } finally {
+      log.mockRestore()
+      delete process.env.KEY
+    }
+    const expected = expectedOutput[name]!
+    expect(printed, `README.md:${example.line}`).toHaveLength(expected.length)
+    expected.forEach((line, i) => (typeof line === "string" ? expect(printed[i]).toBe(line) : expect(printed[i]).toMatch(line)))
+  })
+})
