@@ -47,6 +47,7 @@ const printBanner = (address: HttpServer.Address, demoLoaded: boolean) =>
     const base = address._tag === "TcpAddress" ? `http://${address.hostname}:${address.port}` : `unix:${address.path}`
     const lines = [
       `pv trust service listening on ${base}`,
+      `  in a browser:  ${base}/   (a determination, its verified event chain, receipt proofs)`,
       `  API docs:      ${base}/docs   (OpenAPI: ${base}/openapi.json)`,
       `  database:      ${mode.kind === "embedded" ? `embedded PGlite in ${mode.dataDir}` : "PostgreSQL (DATABASE_URL)"}`
     ]
