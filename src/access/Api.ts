@@ -18,6 +18,7 @@ export class ApiKeysApi extends HttpApiGroup.make("apiKeys")
       .setUrlParams(Schema.Struct({ tenant_id: Schema.optional(Schema.String) }))
       .addSuccess(ApiKeyList)
       .annotate(OpenApi.Summary, "List API keys (operator)")
+      .annotate(OpenApi.Description, "Every key (of one tenant with `tenant_id`), with scopes, limits and dates; never the key or its hash.")
   )
   .add(
     HttpApiEndpoint.del("revoke", "/api-keys/:keyId")

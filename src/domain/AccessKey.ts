@@ -38,7 +38,11 @@ export const CreateApiKeyRequest = Schema.Struct({
   rate_limit_per_minute: Schema.optional(Schema.Int.pipe(Schema.between(1, 1_000_000))),
   daily_quota: Schema.optional(Schema.Int.pipe(Schema.between(1, 1_000_000_000))),
   expires_at: Schema.optional(Timestamp)
-}).annotations({ identifier: "CreateApiKeyRequest", parseOptions: { onExcessProperty: "error" } })
+}).annotations({
+  identifier: "CreateApiKeyRequest",
+  parseOptions: { onExcessProperty: "error" },
+  examples: [{ tenant_id: "demo", name: "laptop", scopes: ["trust:read", "receipt:write", "receipt:read", "mcp:call"] }]
+})
 export type CreateApiKeyRequest = typeof CreateApiKeyRequest.Type
 
 export const CreatedApiKey = Schema.Struct({

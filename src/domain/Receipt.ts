@@ -29,7 +29,16 @@ export const RelianceRequest = Schema.Struct({
   claim_scope: ClaimScope
 }).annotations({
   identifier: "RelianceRequest",
-  description: "The caller's identity and intended use. Every decision field is derived by the server."
+  description: "The caller's identity and intended use. Every decision field is derived by the server.",
+  examples: [{
+    tenant_id: "demo",
+    organization: "Acme Buyers",
+    principal: "alice",
+    subject_public_id: PublicId.make("DET-V1-ACME-ROBOTICS-0001"),
+    purpose_id: "supplier-onboarding",
+    requested_action: "screen",
+    claim_scope: ["identity"]
+  }]
 })
 export type RelianceRequest = typeof RelianceRequest.Type
 

@@ -296,6 +296,25 @@ describe(`service documents (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
     expect((await request(server, "GET", "/api/v1/events/keys")).body.keys.length).toBeGreaterThan(0)
   })
 
+  it("is enough for a newcomer: every operation has a summary and a description, and request bodies an example", () => {
+    const schemaOf = (ref: string) => spec.components.schemas[ref.replace("#/components/schemas/", "")]
+    for (const [path, item] of Object.entries<any>(spec.paths)) {
+      for (const [method, operation] of Object.entries<any>(item)) {
+        expect(operation.summary?.length ?? 0, `${method} ${path} summary`).toBeGreaterThan(5)
+        expect(operation.description?.length ?? 0, `${method} ${path} description`).toBeGreaterThan(20)
+      }
+    }
+    for (const [path, example] of [
+      ["/api/v1/reliance-receipts", { principal: "alice", purpose_id: "supplier-onboarding" }],
+      ["/api/v1/api-keys", { tenant_id: "demo" }]
+    ] as const) {
+      const body = spec.paths[path].post.requestBody.content["application/json"].schema
+      const resolved = body.$ref === undefined ? body : schemaOf(body.$ref)
+      const examples = JSON.stringify(resolved.examples ?? resolved.example ?? [])
+      for (const [member, value] of Object.entries(example)) expect(examples, `${path} example ${member}`).toContain(`"${member}":"${value}"`)
+    }
+  })
+
   it("serves interactive docs as HTML", async () => {
     const reply = await request(server, "GET", "/docs")
     expect(reply.status).toBe(200)
