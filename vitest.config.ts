@@ -53,6 +53,9 @@ export default defineConfig(async () => {
     test: {
       testTimeout: 60_000,
       hookTimeout: 120_000,
+      // Vitest's default on a 2-core machine is one worker (cores − 1), so every file would wait on the
+      // database and on its own server in turn; two overlap those waits. The faults project stays serial.
+      maxWorkers: 2,
       reporters: ["default", "./test/support/SummaryReporter.ts"],
       projects
     }

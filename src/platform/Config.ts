@@ -201,29 +201,24 @@ const settings: Config.Config<AppConfigShape> = Config.all({
 })
 
 /**
- * Settings that only make sense together. On PostgreSQL every instance must sign with one configured
- * key (CONTRACT section 11), so a start without one is refused before anything touches the database.
+ * Settings that only make sense together. On PostgreSQL every instance must sign with the same
+ * configured keys (CONTRACT section 11), so a start without them is refused before anything touches the
+ * database.
  */
-const eventKeyChecked: Config.Config<AppConfigShape> = Config.mapOrFail(settings, (config) =>
-  Option.isSome(config.databaseUrl) && Option.isNone(config.eventSigningKey) && !config.devEphemeralKeys
-    ? Either.left(ConfigError.InvalidData(
-      ["PV_EVENT_SIGNING_KEY"],
-      "must be set when DATABASE_URL is: every instance signs with the same configured key " +
-        "(an Ed25519 PKCS#8 PEM, e.g. from `openssl genpkey -algorithm ed25519`); " +
-        "PV_DEV_EPHEMERAL_KEYS=true allows a throw-away key per process in development"
-    ))
-    : Either.right(config))
+const requiredKey = (variable: string, signs: string) =>
+  ConfigError.InvalidData(
+    [variable],
+    `must be set when DATABASE_URL is: every instance signs ${signs} with the same configured key ` +
+      "(an Ed25519 PKCS#8 PEM, e.g. from `openssl genpkey -algorithm ed25519`); " +
+      "PV_DEV_EPHEMERAL_KEYS=true allows a throw-away key per process in development"
+  )
 
-/** The same rule for the transparency log's key (CONTRACT section 11), also before any database work. */
-export const appConfig: Config.Config<AppConfigShape> = Config.mapOrFail(eventKeyChecked, (config) =>
-  Option.isSome(config.databaseUrl) && Option.isNone(config.logSigningKey) && !config.devEphemeralKeys
-    ? Either.left(ConfigError.InvalidData(
-      ["PV_LOG_SIGNING_KEY"],
-      "must be set when DATABASE_URL is: every instance signs log checkpoints with the same configured key " +
-        "(an Ed25519 PKCS#8 PEM, e.g. from `openssl genpkey -algorithm ed25519`); " +
-        "PV_DEV_EPHEMERAL_KEYS=true allows a throw-away key per process in development"
-    ))
-    : Either.right(config))
+export const appConfig: Config.Config<AppConfigShape> = Config.mapOrFail(settings, (config) => {
+  if (Option.isNone(config.databaseUrl) || config.devEphemeralKeys) return Either.right(config)
+  if (Option.isNone(config.eventSigningKey)) return Either.left(requiredKey("PV_EVENT_SIGNING_KEY", "events and receipts"))
+  if (Option.isNone(config.logSigningKey)) return Either.left(requiredKey("PV_LOG_SIGNING_KEY", "log checkpoints"))
+  return Either.right(config)
+})
 
 export const AppConfigLive = Layer.effect(AppConfig, appConfig)
 

@@ -29,7 +29,7 @@ import {
   type TrustClient
 } from "../../src/client/index.js"
 import { Api } from "../../src/http/Api.js"
-import { DAY_MS, determinationBody } from "../support/fixtures.js"
+import { DAY_MS, determinationBody, relianceRequest } from "../support/fixtures.js"
 import { createKey, putDetermination, request } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 
@@ -42,16 +42,8 @@ let trust: TrustClient
 let keys: { all: string; trustOnly: string; limited: string }
 const subject = "DET-V1-CLIENT-0001"
 
-const requestFor = (principal: string, overrides: Partial<RelianceRequestInput> = {}): RelianceRequestInput => ({
-  tenant_id: "tenant-a",
-  organization: "Acme Procurement",
-  principal,
-  subject_public_id: subject,
-  purpose_id: "supplier-onboarding",
-  requested_action: "approve",
-  claim_scope: ["identity"],
-  ...overrides
-})
+const requestFor = (principal: string, overrides: Partial<RelianceRequestInput> = {}): RelianceRequestInput =>
+  relianceRequest(subject, principal, overrides) as RelianceRequestInput
 
 /** The rejection of a promise (fails the test when it resolves). */
 const rejectionOf = async (promise: Promise<unknown>): Promise<unknown> => {

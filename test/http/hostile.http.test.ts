@@ -1,6 +1,6 @@
 import { connect } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { DAY_MS, determinationBody } from "../support/fixtures.js"
+import { DAY_MS, determinationBody, relianceRequest } from "../support/fixtures.js"
 import { asOperator, createKey, expectProblem, putDetermination, type Reply, request } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 
@@ -67,17 +67,8 @@ const send = async (
   return { status: response.status, headers: response.headers, body, text }
 }
 
-/** The 7 receipt fields; every test uses its own principal so idempotency keys never collide. */
-const receiptBody = (principal: string, overrides: Record<string, unknown> = {}): Record<string, unknown> => ({
-  tenant_id: "tenant-a",
-  organization: "Acme Procurement",
-  principal,
-  subject_public_id: subject,
-  purpose_id: "supplier-onboarding",
-  requested_action: "approve",
-  claim_scope: ["identity"],
-  ...overrides
-})
+const receiptBody = (principal: string, overrides: Record<string, unknown> = {}): Record<string, unknown> =>
+  relianceRequest(subject, principal, overrides)
 
 /** JSON text with `placeholder` (a JSON string) replaced by `rawJsonString` verbatim, so escapes reach the server. */
 const withRaw = (value: unknown, placeholder: string, rawJsonString: string) => {

@@ -3,7 +3,7 @@ import { connect } from "node:net"
 import { Either, Option, Redacted } from "effect"
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest"
 import { testDatabaseKind } from "../support/databases.js"
-import { DAY_MS, determinationBody } from "../support/fixtures.js"
+import { DAY_MS, determinationBody, relianceRequest } from "../support/fixtures.js"
 import { asOperator, createKey, expectProblem, putDetermination, request } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 import { readConfig } from "../support/testConfig.js"
@@ -21,15 +21,7 @@ const subject = "DET-V1-OBSERVE-0001"
 const metricsToken = "metrics-token-0123456789"
 const mcpHeaders = { "content-type": "application/json", accept: "application/json, text/event-stream" }
 
-const receiptBody = (principal: string) => ({
-  tenant_id: "tenant-a",
-  organization: "Acme Procurement",
-  principal,
-  subject_public_id: subject,
-  purpose_id: "supplier-onboarding",
-  requested_action: "approve",
-  claim_scope: ["identity"]
-})
+const receiptBody = (principal: string) => relianceRequest(subject, principal)
 
 /** The sum of a metric's samples whose labels include `labels` (0 when no such series exists yet). */
 const sample = (exposition: string, name: string, labels: Record<string, string> = {}): number => {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { verifyReceipt, verifyReceiptDigest } from "../../src/client/index.js"
 import { digestOf } from "../../src/domain/Canonical.js"
-import { DAY_MS, determinationBody } from "../support/fixtures.js"
+import { DAY_MS, determinationBody, relianceRequest } from "../support/fixtures.js"
 import { createKey, putDetermination, request, expectProblem } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 
@@ -24,17 +24,8 @@ const prohibited = [
   "lifecycle_state", "determination_id"
 ]
 
-/** The 7 caller fields; each test picks its own principal so idempotency keys never collide across tests. */
-const body = (principal: string, overrides: Record<string, unknown> = {}): Record<string, unknown> => ({
-  tenant_id: "tenant-a",
-  organization: "Acme Procurement",
-  principal,
-  subject_public_id: subject,
-  purpose_id: "supplier-onboarding",
-  requested_action: "approve",
-  claim_scope: ["identity"],
-  ...overrides
-})
+const body = (principal: string, overrides: Record<string, unknown> = {}): Record<string, unknown> =>
+  relianceRequest(subject, principal, overrides)
 
 const create = (bearer: string, payload: unknown) => request(server, "POST", "/api/v1/reliance-receipts", { bearer, body: payload })
 const read = (bearer: string, receiptId: string) => request(server, "GET", `/api/v1/reliance-receipts/${receiptId}`, { bearer })

@@ -28,3 +28,18 @@ export const determinationBody = (asOfMs: number, overrides: Partial<Determinati
 })
 
 export const DAY_MS = DAY
+
+/**
+ * The 7 caller fields of a receipt or an evaluation, for `subject`; each test picks its own principal so
+ * idempotency keys never collide across tests.
+ */
+export const relianceRequest = (subject: string, principal: string, overrides: Record<string, unknown> = {}) => ({
+  tenant_id: "tenant-a",
+  organization: "Acme Procurement",
+  principal,
+  subject_public_id: subject,
+  purpose_id: "supplier-onboarding",
+  requested_action: "approve",
+  claim_scope: ["identity"],
+  ...overrides
+})
