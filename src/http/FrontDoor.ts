@@ -235,11 +235,13 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
       if (req.url?.startsWith("/log/")) req.url = "/api/v1" + req.url
       // An answer given before the body was read (401, 413, 415, …) closes the connection, so the
       // socket is not held open waiting for a body nobody will read.
-      const writeHead = res.writeHead
-      res.writeHead = function(this: Http.ServerResponse, ...args: Parameters<typeof writeHead>) {
-        if (!req.complete) this.setHeader("connection", "close")
-        return writeHead.apply(this, args)
-      } as typeof writeHead
+      if (req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? "0") > 0) {
+        const writeHead = res.writeHead
+        res.writeHead = function(this: Http.ServerResponse, ...args: Parameters<typeof writeHead>) {
+          if (!req.complete) this.setHeader("connection", "close")
+          return writeHead.apply(this, args)
+        } as typeof writeHead
+      }
       open.add(res)
       res.once("close", () => {
         open.delete(res)
