@@ -298,7 +298,7 @@ const main = async () => {
     const httpApi = await startProcess("bench/baselines/httpApi.ts")
     const baselineB = ok("baseline (b) HttpApi", await load({ url: httpApi.baseUrl + "/fixed", connections, seconds }))
     await httpApi.stop()
-    const insertEnv = embedded ? { PV_DATA_DIR: join(dataDir, "baseline-c") } : { DATABASE_URL: dbEnv.DATABASE_URL!, PV_EVENT_SIGNING_KEY: signingKey }
+    const insertEnv = embedded ? { PV_DATA_DIR: join(dataDir, "baseline-c") } : { DATABASE_URL: dbEnv.DATABASE_URL!, PV_EVENT_SIGNING_KEY: signingKey, PV_LOG_SIGNING_KEY: logSigningKey }
     const baselineC = JSON.parse((await runScript("bench/baselines/insertLoop.ts", [String(connections), String(seconds)], insertEnv)).trim())
     log(`baseline (c) INSERT loop: ${baselineC.rows_per_second.toFixed(0)} rows/s`)
 
