@@ -41,8 +41,10 @@ export default defineConfig(async () => {
       include: faults,
       globalSetup: ["test/faults/globalSetup.ts"],
       testTimeout: 120_000,
+      // vitest 5 has no poolOptions/singleFork: one worker makes vitest run the project's files one by one,
+      // in a group of their own after the other projects.
       pool: "forks",
-      poolOptions: { forks: { singleFork: true } },
+      maxWorkers: 1,
       env: { PV_TEST_POSTGRES_URL: postgresUrl, PV_FAULTS_POSTGRES: postgres ? "1" : "0" }
     }
   })

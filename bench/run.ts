@@ -1,8 +1,10 @@
 // `npm run bench`: starts the service, seeds it, drives load with autocannon from a separate process and
 // prints a markdown table of absolute figures and of ratios against baselines measured in the same run.
-//   npm run bench [-- --embedded] [--seconds 10] [--determinations 10000] [--growth 100000] [--chain 100000] [--logEntries 1000000]
+//   npm run bench [-- --embedded] [--seconds 10] [--determinations 10000] [--growth 100000] [--chain 100000] [--logEntries 1000000] [--workers N]
 // Without --embedded it uses PostgreSQL: a fresh database on DATABASE_URL's server (default
-// postgres://postgres@127.0.0.1:5432/postgres), dropped afterwards.
+// postgres://postgres@127.0.0.1:5432/postgres), dropped afterwards. The HTTP baselines (a) and (b) run in
+// as many processes as the service (--workers), so every ratio against them compares equal numbers of
+// processes: `--workers 1` is one service process against one baseline process.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { Agent, request as httpRequest } from "node:http"
 import { cpus, tmpdir, totalmem } from "node:os"
@@ -11,7 +13,7 @@ import { parseArgs } from "node:util"
 import { generateKeyPairSync, randomBytes } from "node:crypto"
 import pg from "pg"
 import { benchPublicId, chainPublicId } from "./data.js"
-import { verifyEventChain } from "../src/events/Verify.js"
+import { verifyEventChain } from "../src/domain/EventVerify.js"
 import { encodeTileIndex } from "../src/log/Tiles.js"
 import { execFileSync } from "node:child_process"
 import { drive } from "./faultLoad.js"
@@ -292,10 +294,11 @@ const main = async () => {
     const logged = await receiptsWith(true)
 
     log("baselines")
-    const nodeHttp = await startProcess("bench/baselines/nodeHttp.ts")
+    const baselineArgs = ["--workers", String(workers)]
+    const nodeHttp = await startProcess("bench/baselines/nodeHttp.ts", {}, baselineArgs)
     const baselineA = ok("baseline (a) node:http", await load({ url: nodeHttp.baseUrl + "/", connections, seconds }))
     await nodeHttp.stop()
-    const httpApi = await startProcess("bench/baselines/httpApi.ts")
+    const httpApi = await startProcess("bench/baselines/httpApi.ts", {}, baselineArgs)
     const baselineB = ok("baseline (b) HttpApi", await load({ url: httpApi.baseUrl + "/fixed", connections, seconds }))
     await httpApi.stop()
     const insertEnv = embedded ? { PV_DATA_DIR: join(dataDir, "baseline-c") } : { DATABASE_URL: dbEnv.DATABASE_URL!, PV_EVENT_SIGNING_KEY: signingKey, PV_LOG_SIGNING_KEY: logSigningKey }
@@ -373,7 +376,7 @@ const main = async () => {
       [`growth: events head page p50, 10 → ${values.chain} events`, `${smallEvents.p50.toFixed(3)} → ${largeEvents.p50.toFixed(3)} ms`, "", atMost(largeEvents.p50 / smallEvents.p50, 1.2, "× (≤ 1.2×)")]
     ]
     const table = [
-      `Run ${new Date().toISOString()} · ${embedded ? "embedded PGlite" : "PostgreSQL"} · ${workers} service process(es) · node ${process.version} · ${cpus().length} × ${cpus()[0]?.model ?? "cpu"} · ${(totalmem() / 2 ** 30).toFixed(0)} GiB · ${connections} connections, ${seconds} s per scenario`,
+      `Run ${new Date().toISOString()} · ${embedded ? "embedded PGlite" : "PostgreSQL"} · ${workers} service process(es), as many per HTTP baseline · node ${process.version} · ${cpus().length} × ${cpus()[0]?.model ?? "cpu"} · ${(totalmem() / 2 ** 30).toFixed(0)} GiB · ${connections} connections, ${seconds} s per scenario`,
       "",
       "| scenario | req/s | p50 / p99 ms | ratio (target) |",
       "|---|---:|---:|---|",
@@ -383,7 +386,7 @@ const main = async () => {
     Object.assign(results, {
       at: new Date().toISOString(), embedded, seconds, connections, baselineA, baselineB, baselineC, machine, notModified, human, mcp,
       events, created, replayed, proofs, tiles, receiptsLogging: { off: unlogged, on: logged }, log: { smallLog, largeLog, integration }, overload, drain: { ...drained, acknowledged: acknowledged.length, missing, exitCode: exited, seconds: drainSeconds }, verify: { events: feed.length, seconds: verifySeconds, perSecond: verifyRate, cliSeconds },
-      workers, rssAfter, rssMb: serverRss, rssTotalMb: serverRssTotal, largeRssMb: largeRss, growth: { smallMachine, largeMachine, smallEvents, largeEvents }, table
+      workers, baselineWorkers: workers, rssAfter, rssMb: serverRss, rssTotalMb: serverRssTotal, largeRssMb: largeRss, growth: { smallMachine, largeMachine, smallEvents, largeEvents }, table
     })
     mkdirSync(join(root, "bench/results"), { recursive: true })
     writeFileSync(join(root, "bench/results", `${new Date().toISOString().replace(/[:.]/g, "-")}.json`), JSON.stringify(results, null, 2))

@@ -4,7 +4,7 @@ import { existsSync } from "node:fs"
 
 const compiled = new URL("../dist/src/cli/main.js", import.meta.url)
 if (!existsSync(compiled)) {
-  console.error("pv: the compiled CLI is missing: run `npm run build` first (or `npm run pv -- …` to run the sources).")
+  console.error("pv: the compiled CLI is missing: run `npm run build` first (`npm run pv -- …` builds and runs it).")
   process.exit(1)
 }
 await import(compiled.href)

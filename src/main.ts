@@ -1,3 +1,3 @@
-import { launch, workersFromEnv } from "./http/Launch.js"
+import { launch, workersFromEnv } from "./app/Launch.js"
 
 launch(workersFromEnv())

@@ -1,8 +1,14 @@
-// Baseline (b): an @effect/platform HttpApi endpoint answering the same fixed JSON: the framework's ceiling.
+// Baseline (b): an Effect 4 HttpApi endpoint (effect/http-api, served by @effect/platform-node's
+// NodeHttpServer) answering the same fixed JSON: the framework's ceiling. Tracing and the request logger
+// are off, as nothing here would read them. `--workers N` processes (default 1), like the service's.
 import { createServer } from "node:http"
-import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup, HttpServer } from "@effect/platform"
-import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
-import { Effect, Layer, Schema } from "effect"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import { Effect, Layer, References, Schema } from "effect"
+import { HttpRouter, HttpServer } from "effect/http"
+import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup } from "effect/http-api"
+import { NetAddress } from "effect/net"
+import { runBaseline } from "./cluster.js"
 import { fixedDocument } from "./fixed.js"
 
 const Fixed = Schema.Struct({
@@ -11,21 +17,22 @@ const Fixed = Schema.Struct({
 })
 
 class BaselineApi extends HttpApi.make("baseline").add(
-  HttpApiGroup.make("fixed").add(HttpApiEndpoint.get("fixed", "/fixed").addSuccess(Fixed))
+  HttpApiGroup.make("fixed").add(HttpApiEndpoint.get("fixed", "/fixed", { success: Fixed }))
 ) {}
 
 const FixedLive = HttpApiBuilder.group(BaselineApi, "fixed", (handlers) =>
   handlers.handle("fixed", () => Effect.succeed(fixedDocument)))
 
-const Banner = Layer.effectDiscard(Effect.gen(function*() {
-  const server = yield* HttpServer.HttpServer
-  if (server.address._tag === "TcpAddress") console.log(`listening on http://127.0.0.1:${server.address.port}`)
-}))
-
-HttpApiBuilder.serve().pipe(
-  Layer.provide(HttpApiBuilder.api(BaselineApi).pipe(Layer.provide(FixedLive))),
-  Layer.provideMerge(Banner),
-  Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
-  Layer.launch,
-  NodeRuntime.runMain
-)
+runBaseline((banner) => {
+  const Banner = Layer.effectDiscard(Effect.gen(function*() {
+    const server = yield* HttpServer.HttpServer
+    if (NetAddress.isInetAddress(server.address)) banner(server.address.port)
+  }))
+  HttpRouter.serve(HttpApiBuilder.layer(BaselineApi).pipe(Layer.provide(FixedLive)), { disableLogger: true, disableListenLog: true }).pipe(
+    Layer.provideMerge(Banner),
+    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
+    Layer.provide(Layer.succeed(References.TracerEnabled, false)),
+    Layer.launch,
+    NodeRuntime.runMain
+  )
+})

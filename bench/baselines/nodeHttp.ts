@@ -1,13 +1,16 @@
-// Baseline (a): bare node:http answering a fixed 1 KB JSON.
+// Baseline (a): bare node:http answering a fixed 1 KB JSON, in `--workers N` processes (default 1).
 import { createServer } from "node:http"
+import { runBaseline } from "./cluster.js"
 import { fixedJson } from "./fixed.js"
 
 const body = Buffer.from(fixedJson)
-const server = createServer((_req, res) => {
-  res.writeHead(200, { "content-type": "application/json", "content-length": body.length })
-  res.end(body)
-})
-server.listen(0, "127.0.0.1", () => {
-  const address = server.address()
-  if (address !== null && typeof address === "object") console.log(`listening on http://127.0.0.1:${address.port}`)
+runBaseline((banner) => {
+  const server = createServer((_req, res) => {
+    res.writeHead(200, { "content-type": "application/json", "content-length": body.length })
+    res.end(body)
+  })
+  server.listen(0, "127.0.0.1", () => {
+    const address = server.address()
+    if (address !== null && typeof address === "object") banner(address.port)
+  })
 })

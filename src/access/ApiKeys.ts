@@ -1,4 +1,4 @@
-import { Clock, Context, Duration, Effect, Option, Schedule } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option, Schedule } from "effect"
 import {
   type ApiKeyRecord,
   type ApiKeyView,
@@ -10,6 +10,7 @@ import {
 import { displayPrefix, generateApiKey, hashApiKey, isWellFormedApiKey, type Scope } from "../domain/ApiKey.js"
 import { FieldError, InsufficientScope, NotFound, Unauthorized, ValidationFailed } from "../domain/Problem.js"
 import { Ids } from "../platform/Ids.js"
+import { Caller } from "./Auth.js"
 import { KeyStore } from "./Repo.js"
 
 /** Revocation and expiry reach every instance within this bound (contract: 2 s). */
@@ -22,8 +23,8 @@ export const toView = ({ key_hash: _, ...view }: ApiKeyRecord): ApiKeyView => vi
 
 const invalidKey = new Unauthorized({ detail: "The API key is missing, invalid, revoked or expired." })
 
-/** The authenticated API key of the current request. */
-export class Caller extends Context.Tag("pv/Caller")<Caller, ApiKeyRecord>() {}
+/** The authenticated API key of the current request (defined with the middleware that provides it). */
+export { Caller }
 
 export const hasScope = (key: ApiKeyRecord, scope: Scope): boolean => key.scopes.includes(scope)
 
@@ -34,99 +35,104 @@ export const requireScope = (scope: Scope) =>
       ? Effect.succeed(key)
       : Effect.fail(new InsufficientScope({ detail: `This operation requires the scope ${scope}.`, scope })))
 
-export class ApiKeys extends Effect.Service<ApiKeys>()("pv/ApiKeys", {
-  scoped: Effect.gen(function*() {
-    const store = yield* KeyStore
-    const ids = yield* Ids
-    // Verification never waits on the database for a key seen within the last second (found or not).
-    const ttlMs = Duration.toMillis(KeyCacheTtl)
-    const known = new Map<string, { readonly key: Option.Option<ApiKeyRecord>; readonly at: number }>()
-    const byHash = {
-      get: (keyHash: string) =>
-        Effect.clockWith((clock) => {
-          const now = clock.unsafeCurrentTimeMillis()
-          const hit = known.get(keyHash)
-          if (hit !== undefined && hit.at <= now && now - hit.at < ttlMs) return Effect.succeed(hit.key)
-          return Effect.orDie(store.findByHash(keyHash)).pipe(
-            Effect.tap((key) =>
-              Effect.sync(() => {
-                if (known.size >= 100_000) known.delete(known.keys().next().value!)
-                known.set(keyHash, { key, at: now })
-              }))
-          )
-        }),
-      invalidate: (keyHash: string) => Effect.sync(() => void known.delete(keyHash))
-    }
-
-    const create = (request: CreateApiKeyRequest) =>
-      Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        if (request.expires_at !== undefined && Date.parse(request.expires_at) <= now) {
-          return yield* Effect.fail(new ValidationFailed({
-            detail: "The request body failed validation.",
-            // FieldError instances: the TaggedError constructor validates and rejects plain objects (a 500).
-            errors: [new FieldError({ pointer: "/expires_at", detail: "must be in the future" })]
-          }))
-        }
-        const apiKey = generateApiKey()
-        const record: ApiKeyRecord = {
-          key_id: yield* ids.make("key"),
-          key_hash: hashApiKey(apiKey),
-          key_prefix: displayPrefix(apiKey),
-          tenant_id: request.tenant_id,
-          name: request.name,
-          scopes: [...request.scopes],
-          rate_limit_per_minute: request.rate_limit_per_minute ?? DefaultRateLimitPerMinute,
-          daily_quota: request.daily_quota ?? DefaultDailyQuota,
-          created_at: new Date(now).toISOString(),
-          expires_at: request.expires_at ?? null,
-          revoked_at: null,
-          last_used_at: null
-        }
-        yield* Effect.orDie(store.insert(record))
-        yield* byHash.invalidate(record.key_hash)
-        const { revoked_at: _r, last_used_at: _l, key_hash: _h, ...shown } = record
-        return { ...shown, api_key: apiKey } satisfies CreatedApiKey
-      })
-
-    const list = (tenantId: Option.Option<string>) =>
-      Effect.map(Effect.orDie(store.list(tenantId)), (records) => records.map(toView))
-
-    const revoke = (keyId: string) =>
-      Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        const revoked = yield* Effect.orDie(store.revoke(keyId, new Date(now)))
-        if (Option.isNone(revoked)) return yield* Effect.fail(new NotFound({ detail: `no API key ${keyId}` }))
-        yield* byHash.invalidate(revoked.value)
-      })
-
-    /** Shape and checksum first (no database), then the cached record, then revocation and expiry. */
-    const authenticate = (token: string): Effect.Effect<ApiKeyRecord, Unauthorized> =>
-      Effect.suspend(() =>
-        isWellFormedApiKey(token)
-          ? Effect.flatMap(byHash.get(hashApiKey(token)), (found) =>
-            Effect.clockWith((clock) => {
-              if (Option.isNone(found)) return Effect.fail(invalidKey)
-              const key = found.value
-              const expired = key.expires_at !== null && Date.parse(key.expires_at) <= clock.unsafeCurrentTimeMillis()
-              return key.revoked_at !== null || expired ? Effect.fail(invalidKey) : Effect.succeed(key)
+const makeApiKeys = Effect.gen(function*() {
+  const store = yield* KeyStore
+  const ids = yield* Ids
+  // Verification never waits on the database for a key seen within the last second (found or not).
+  const ttlMs = Duration.toMillis(KeyCacheTtl)
+  const known = new Map<string, { readonly key: Option.Option<ApiKeyRecord>; readonly at: number }>()
+  const byHash = {
+    get: (keyHash: string) =>
+      Effect.clockWith((clock) => {
+        const now = clock.currentTimeMillisUnsafe()
+        const hit = known.get(keyHash)
+        if (hit !== undefined && hit.at <= now && now - hit.at < ttlMs) return Effect.succeed(hit.key)
+        return Effect.orDie(store.findByHash(keyHash)).pipe(
+          Effect.tap((key) =>
+            Effect.sync(() => {
+              if (known.size >= 100_000) known.delete(known.keys().next().value!)
+              known.set(keyHash, { key, at: now })
             }))
-          : Effect.fail(invalidKey))
+        )
+      }),
+    invalidate: (keyHash: string) => Effect.sync(() => void known.delete(keyHash))
+  }
 
-    // last_used_at is kept roughly current (to the flush interval) without a write per request.
-    const usedSince = new Set<string>()
-    const markUsed = (keyId: string) => Effect.sync(() => void usedSince.add(keyId))
-    const flushUsage = Effect.gen(function*() {
-      if (usedSince.size === 0) return
-      const ids = [...usedSince]
-      usedSince.clear()
+  const create = (request: CreateApiKeyRequest) =>
+    Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
-      yield* store.touch(ids, new Date(now))
-    }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("could not record key usage", cause)))
-    yield* flushUsage.pipe(Effect.repeat(Schedule.spaced(UsageFlushInterval)), Effect.forkScoped)
-    yield* Effect.addFinalizer(() => flushUsage)
+      if (request.expires_at !== undefined && Date.parse(request.expires_at) <= now) {
+        return yield* Effect.fail(new ValidationFailed({
+          detail: "The request body failed validation.",
+          // FieldError instances: the TaggedError constructor validates and rejects plain objects (a 500).
+          errors: [new FieldError({ pointer: "/expires_at", detail: "must be in the future" })]
+        }))
+      }
+      const apiKey = generateApiKey()
+      const record: ApiKeyRecord = {
+        key_id: yield* ids.make("key"),
+        key_hash: hashApiKey(apiKey),
+        key_prefix: displayPrefix(apiKey),
+        tenant_id: request.tenant_id,
+        name: request.name,
+        scopes: [...request.scopes],
+        rate_limit_per_minute: request.rate_limit_per_minute ?? DefaultRateLimitPerMinute,
+        daily_quota: request.daily_quota ?? DefaultDailyQuota,
+        created_at: new Date(now).toISOString(),
+        expires_at: request.expires_at ?? null,
+        revoked_at: null,
+        last_used_at: null
+      }
+      yield* Effect.orDie(store.insert(record))
+      yield* byHash.invalidate(record.key_hash)
+      const { revoked_at: _r, last_used_at: _l, key_hash: _h, ...shown } = record
+      return { ...shown, api_key: apiKey } satisfies CreatedApiKey
+    })
 
-    return { create, list, revoke, authenticate, markUsed, flushUsage } as const
-  }),
-  dependencies: [KeyStore.Default, Ids.Default]
-}) {}
+  const list = (tenantId: Option.Option<string>) =>
+    Effect.map(Effect.orDie(store.list(tenantId)), (records) => records.map(toView))
+
+  const revoke = (keyId: string) =>
+    Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const revoked = yield* Effect.orDie(store.revoke(keyId, new Date(now)))
+      if (Option.isNone(revoked)) return yield* Effect.fail(new NotFound({ detail: `no API key ${keyId}` }))
+      yield* byHash.invalidate(revoked.value)
+    })
+
+  /** Shape and checksum first (no database), then the cached record, then revocation and expiry. */
+  const authenticate = (token: string): Effect.Effect<ApiKeyRecord, Unauthorized> =>
+    Effect.suspend(() =>
+      isWellFormedApiKey(token)
+        ? Effect.flatMap(byHash.get(hashApiKey(token)), (found) =>
+          Effect.clockWith((clock) => {
+            if (Option.isNone(found)) return Effect.fail(invalidKey)
+            const key = found.value
+            const expired = key.expires_at !== null && Date.parse(key.expires_at) <= clock.currentTimeMillisUnsafe()
+            return key.revoked_at !== null || expired ? Effect.fail(invalidKey) : Effect.succeed(key)
+          }))
+        : Effect.fail(invalidKey))
+
+  // last_used_at is kept roughly current (to the flush interval) without a write per request.
+  const usedSince = new Set<string>()
+  const markUsed = (keyId: string) => Effect.sync(() => void usedSince.add(keyId))
+  const flushUsage = Effect.gen(function*() {
+    if (usedSince.size === 0) return
+    const ids = [...usedSince]
+    usedSince.clear()
+    const now = yield* Clock.currentTimeMillis
+    yield* store.touch(ids, new Date(now))
+  }).pipe(Effect.catchCause((cause) => Effect.logWarning("could not record key usage", cause)))
+  yield* flushUsage.pipe(Effect.repeat(Schedule.spaced(UsageFlushInterval)), Effect.forkScoped)
+  yield* Effect.addFinalizer(() => flushUsage)
+
+  return { create, list, revoke, authenticate, markUsed, flushUsage } as const
+})
+
+export class ApiKeys extends Context.Service<ApiKeys, Effect.Success<typeof makeApiKeys>>()("pv/ApiKeys", {
+  make: makeApiKeys
+}) {
+  static readonly layerNoDeps = Layer.effect(this, this.make)
+  /** Still needs the database (PgClient, for KeyStore). */
+  static readonly layer = this.layerNoDeps.pipe(Layer.provide([KeyStore.layer, Ids.layer]))
+}

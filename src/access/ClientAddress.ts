@@ -1,6 +1,6 @@
 import { BlockList, isIP } from "node:net"
-import type { HttpServerRequest } from "@effect/platform"
 import { Context, Effect, Layer, Option } from "effect"
+import type { HttpServerRequest } from "effect/http"
 import { AppConfig } from "../platform/Config.js"
 
 /** `::ffff:192.0.2.1` is the IPv4 client 192.0.2.1 on a dual-stack socket. */
@@ -76,16 +76,20 @@ export const resolveClientAddress = (
 }
 
 /** The address every per-address limit counts against. */
-export class ClientAddresses extends Context.Tag("pv/ClientAddresses")<ClientAddresses, {
+export class ClientAddresses extends Context.Service<ClientAddresses, {
   readonly of: (request: HttpServerRequest.HttpServerRequest) => string
-}>() {}
+}>()("pv/ClientAddresses") {
+  /** Needs AppConfig (PV_TRUSTED_PROXIES). */
+  static readonly layer = Layer.effect(
+    ClientAddresses,
+    Effect.map(AppConfig, (config) => {
+      const trusted = config.trustedProxies.length > 0 ? trustedProxyList(config.trustedProxies) : undefined
+      return ClientAddresses.of({
+        of: (request) => resolveClientAddress(Option.getOrUndefined(request.remoteAddress), request.headers, trusted)
+      })
+    })
+  )
+}
 
-export const ClientAddressesLive = Layer.effect(
-  ClientAddresses,
-  Effect.map(AppConfig, (config) => {
-    const trusted = config.trustedProxies.length > 0 ? trustedProxyList(config.trustedProxies) : undefined
-    return {
-      of: (request) => resolveClientAddress(Option.getOrUndefined(request.remoteAddress), request.headers, trusted)
-    }
-  })
-)
+/** Kept for callers: the same layer as `ClientAddresses.layer`. */
+export const ClientAddressesLive = ClientAddresses.layer

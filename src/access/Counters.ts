@@ -1,8 +1,26 @@
-import { RateLimiter } from "@effect/experimental"
 import { Duration, Effect } from "effect"
+import { RateLimiter } from "effect/persistence"
 
 /** [count after the take, ms until the window ends]: the shape every counter store answers with. */
 export type Taken = readonly [count: number, ttlMs: number]
+
+export type Store = RateLimiter.RateLimiterStore["Service"]
+
+/** A store failure, as the library's stores report it. */
+export const storeFailure = (message: string, cause?: unknown): RateLimiter.RateLimiterError =>
+  new RateLimiter.RateLimiterError({
+    reason: new RateLimiter.RateLimitStoreError(cause === undefined ? { message } : { message, cause })
+  })
+
+/**
+ * The store methods this service never calls (it counts fixed windows only): they refuse, so a caller
+ * that starts using them finds out at once rather than getting an algorithm that was never tested here.
+ */
+export const unusedMethods: Pick<Store, "tokenBucket" | "adaptiveConsume" | "adaptiveFeedback"> = {
+  tokenBucket: () => Effect.fail(storeFailure("token-bucket is not used by this service")),
+  adaptiveConsume: () => Effect.fail(storeFailure("adaptive rate limiting is not used by this service")),
+  adaptiveFeedback: () => Effect.fail(storeFailure("adaptive rate limiting is not used by this service"))
+}
 
 /**
  * Fixed-window counters in this process, with the semantics of the library's stores: each taken token
@@ -32,11 +50,11 @@ export class WindowCounters {
 }
 
 /** The counters as a `RateLimiterStore`, for the embedded (single-instance) deployment. */
-export const memoryStore = (counters: WindowCounters): RateLimiter.RateLimiterStore["Type"] =>
+export const memoryStore = (counters: WindowCounters): Store =>
   RateLimiter.RateLimiterStore.of({
     fixedWindow: (options) =>
       Effect.clockWith((clock) =>
         Effect.sync(() =>
-          counters.take(options.key, options.tokens, Duration.toMillis(options.refillRate), options.limit, clock.unsafeCurrentTimeMillis()))),
-    tokenBucket: () => Effect.fail(new RateLimiter.RateLimitStoreError({ message: "token-bucket is not used by this service" }))
+          counters.take(options.key, options.tokens, Duration.toMillis(options.refillRate), options.limit, clock.currentTimeMillisUnsafe()))),
+    ...unusedMethods
   })

@@ -1,6 +1,6 @@
-import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Option } from "effect"
-import { Api } from "../http/Api.js"
+import { HttpApiBuilder } from "effect/http-api"
+import { Api } from "../api/Api.js"
 import { ApiKeys } from "./ApiKeys.js"
 
 export const ApiKeysHttpLive = HttpApiBuilder.group(Api, "apiKeys", (handlers) =>
@@ -8,7 +8,7 @@ export const ApiKeysHttpLive = HttpApiBuilder.group(Api, "apiKeys", (handlers) =
     const keys = yield* ApiKeys
     return handlers
       .handle("create", ({ payload }) => keys.create(payload))
-      .handle("list", ({ urlParams }) =>
-        Effect.map(keys.list(Option.fromNullable(urlParams.tenant_id)), (list) => ({ keys: list })))
-      .handle("revoke", ({ path }) => keys.revoke(path.keyId))
+      .handle("list", ({ query }) =>
+        Effect.map(keys.list(Option.fromNullishOr(query.tenant_id)), (list) => ({ keys: list })))
+      .handle("revoke", ({ params }) => keys.revoke(params.keyId))
   }))

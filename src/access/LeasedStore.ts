@@ -1,7 +1,6 @@
-import { RateLimiter } from "@effect/experimental"
-import { Clock, Effect } from "effect"
-
-type Store = RateLimiter.RateLimiterStore["Type"]
+import { Clock, Effect, Semaphore } from "effect"
+import { RateLimiter } from "effect/persistence"
+import type { Store } from "./Counters.js"
 
 /** A store plus, where it has one, a synchronous way to take one token from local state. */
 export interface CounterBackend {
@@ -36,12 +35,12 @@ export const leasedStore = (inner: Store, size: (limit: number) => number = leas
 
 export const leased = (inner: Store, size: (limit: number) => number = leaseSize): CounterBackend => {
   const leases = new Map<string, Lease>()
-  const locks = new Map<string, Effect.Semaphore>()
+  const locks = new Map<string, Semaphore.Semaphore>()
   const lockFor = (key: string) => {
     let lock = locks.get(key)
     if (lock === undefined) {
       if (locks.size > 100_000) locks.clear()
-      lock = Effect.unsafeMakeSemaphore(1)
+      lock = Semaphore.makeUnsafe(1)
       locks.set(key, lock)
     }
     return lock
@@ -81,7 +80,13 @@ export const leased = (inner: Store, size: (limit: number) => number = leaseSize
   }
 
   return {
-    store: RateLimiter.RateLimiterStore.of({ fixedWindow, tokenBucket: inner.tokenBucket }),
+    // Only fixed windows are leased; the other algorithms go to the shared store as they are.
+    store: RateLimiter.RateLimiterStore.of({
+      fixedWindow,
+      tokenBucket: inner.tokenBucket,
+      adaptiveConsume: inner.adaptiveConsume,
+      adaptiveFeedback: inner.adaptiveFeedback
+    }),
     trySpend: (key, limit, _refillMs, now) => (size(limit) <= 1 ? undefined : spend(key, now))
   }
 }

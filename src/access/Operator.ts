@@ -1,7 +1,7 @@
 import { chmodSync, existsSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { randomBytes, timingSafeEqual, createHash } from "node:crypto"
-import { Effect, Option, Redacted } from "effect"
+import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { KeyPrefix } from "../domain/ApiKey.js"
 import { Unauthorized } from "../domain/Problem.js"
 import { AppConfig } from "../platform/Config.js"
@@ -14,40 +14,46 @@ export const operatorTokenFile = (dataDir: string) => join(dataDir, operatorToke
 
 const digest = (value: string) => createHash("sha256").update(value).digest()
 
+const makeOperatorCredential = Effect.gen(function*() {
+  const config = yield* AppConfig
+  const mode = yield* DatabaseMode
+  let generated: Option.Option<string> = Option.none()
+  let token: Option.Option<Redacted.Redacted> = config.operatorToken
+  if (Option.isNone(token) && mode.kind === "embedded") {
+    const file = operatorTokenFile(mode.dataDir)
+    if (!existsSync(file)) {
+      const fresh = `pv_op_${randomBytes(32).toString("base64url")}`
+      writeFileSync(file, fresh + "\n", { mode: 0o600, flag: "wx" })
+      generated = Option.some(file)
+    }
+    chmodSync(file, 0o600)
+    token = Option.some(Redacted.make(readFileSync(file, "utf8").trim()))
+  }
+  const expected = Option.map(token, (t) => digest(Redacted.value(t)))
+
+  /** Constant-time comparison of SHA-256 digests; an API key never authenticates an operator. */
+  const authenticate = (presented: string): Effect.Effect<void, Unauthorized> =>
+    Option.isSome(expected) && !presented.startsWith(KeyPrefix) && timingSafeEqual(digest(presented), expected.value)
+      ? Effect.void
+      : Effect.fail(new Unauthorized({ detail: "Operator authentication is required." }))
+
+  return {
+    authenticate,
+    configured: Option.isSome(expected),
+    /** Set when this start generated the token, so it is printed exactly once. */
+    generatedFile: generated,
+    token
+  } as const
+})
+
 /**
  * The operator credential: PV_OPERATOR_TOKEN, or in embedded mode a token generated once into the
  * data directory (mode 0600). DATABASE_URL mode never invents one: without it operator endpoints are 401.
  */
-export class OperatorCredential extends Effect.Service<OperatorCredential>()("pv/OperatorCredential", {
-  effect: Effect.gen(function*() {
-    const config = yield* AppConfig
-    const mode = yield* DatabaseMode
-    let generated: Option.Option<string> = Option.none()
-    let token: Option.Option<Redacted.Redacted> = config.operatorToken
-    if (Option.isNone(token) && mode.kind === "embedded") {
-      const file = operatorTokenFile(mode.dataDir)
-      if (!existsSync(file)) {
-        const fresh = `pv_op_${randomBytes(32).toString("base64url")}`
-        writeFileSync(file, fresh + "\n", { mode: 0o600, flag: "wx" })
-        generated = Option.some(file)
-      }
-      chmodSync(file, 0o600)
-      token = Option.some(Redacted.make(readFileSync(file, "utf8").trim()))
-    }
-    const expected = Option.map(token, (t) => digest(Redacted.value(t)))
-
-    /** Constant-time comparison of SHA-256 digests; an API key never authenticates an operator. */
-    const authenticate = (presented: string): Effect.Effect<void, Unauthorized> =>
-      Option.isSome(expected) && !presented.startsWith(KeyPrefix) && timingSafeEqual(digest(presented), expected.value)
-        ? Effect.void
-        : Effect.fail(new Unauthorized({ detail: "Operator authentication is required." }))
-
-    return {
-      authenticate,
-      configured: Option.isSome(expected),
-      /** Set when this start generated the token, so it is printed exactly once. */
-      generatedFile: generated,
-      token
-    } as const
-  })
-}) {}
+export class OperatorCredential extends Context.Service<OperatorCredential, Effect.Success<typeof makeOperatorCredential>>()(
+  "pv/OperatorCredential",
+  { make: makeOperatorCredential }
+) {
+  /** Needs AppConfig and DatabaseMode, which the composition root provides. */
+  static readonly layer = Layer.effect(this, this.make)
+}

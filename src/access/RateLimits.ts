@@ -1,6 +1,6 @@
-import { RateLimiter } from "@effect/experimental"
-import { HttpApp, HttpServerResponse } from "@effect/platform"
-import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Context, Duration, Effect, Layer, Option } from "effect"
+import { HttpEffect, type HttpServerRequest, HttpServerResponse } from "effect/http"
+import { RateLimiter } from "effect/persistence"
 import type { ApiKeyRecord } from "../domain/AccessKey.js"
 import { QuotaExceeded, RateLimited, Unavailable } from "../domain/Problem.js"
 import { countQuotaExceeded, countRateLimited } from "../observability/Metrics.js"
@@ -9,6 +9,7 @@ import { DatabaseMode } from "../platform/Database.js"
 import { WindowCounters, memoryStore } from "./Counters.js"
 import { type CounterBackend, leased } from "./LeasedStore.js"
 import { PgRateLimitStoreLive } from "./PgRateLimitStore.js"
+import { layerRedisStore } from "./RedisStore.js"
 
 const MINUTE_MS = 60_000
 const DAY_MS = 86_400_000
@@ -28,7 +29,7 @@ export const rateLimitHeaders = (key: ApiKeyRecord, remaining: number, resetSeco
 const storeUnavailable = new Unavailable({ detail: "Rate limiting is unavailable; retry shortly." })
 
 /** The counter backend this deployment uses (see RateLimitStoreLive). */
-export class RateLimitBackend extends Context.Tag("pv/RateLimitBackend")<RateLimitBackend, CounterBackend>() {}
+export class RateLimitBackend extends Context.Service<RateLimitBackend, CounterBackend>()("pv/RateLimitBackend") {}
 
 interface Allowed {
   readonly remaining: number
@@ -42,125 +43,105 @@ class Exceeded {
 
 const seconds = (ms: number) => Math.max(1, Math.ceil(ms / 1000))
 
-/**
- * Per-key limits (requests per minute, requests per UTC day), per-address limits for unauthenticated
- * and operator traffic, and throttling of failed authentications per address. Counters live where the
- * deployment keeps them: in this process (embedded, one instance), or in Redis (REDIS_URL) or PostgreSQL
- * behind a local lease. A request whose counters are local is decided without waiting on anything; a
- * store failure refuses the request (503) rather than letting unlimited traffic through.
- */
-export class RateLimits extends Effect.Service<RateLimits>()("pv/RateLimits", {
-  effect: Effect.gen(function*() {
-    const backend = yield* RateLimitBackend
-    const config = yield* AppConfig
+const makeRateLimits = Effect.gen(function*() {
+  const backend = yield* RateLimitBackend
+  const config = yield* AppConfig
 
-    /** One request against `limit` per `windowMs` (fixed-window semantics of the library's stores). */
-    const take = (key: string, limit: number, windowMs: number): Effect.Effect<Allowed, Exceeded | Unavailable> =>
-      Effect.clockWith((clock) => {
-        const refillMs = windowMs / limit
-        const local = backend.trySpend(key, limit, refillMs, clock.unsafeCurrentTimeMillis())
-        if (local !== undefined) return judge(local, limit)
-        return backend.store.fixedWindow({ key, tokens: 1, refillRate: Duration.millis(refillMs), limit }).pipe(
-          Effect.catchAll((error) => Effect.zipRight(Effect.logWarning("rate-limit store failed", error), Effect.fail(storeUnavailable))),
-          Effect.flatMap((taken) => judge(taken, limit))
-        )
-      })
-
-    const judge = ([count, ttl]: readonly [number, number], limit: number): Effect.Effect<Allowed, Exceeded> =>
-      count > limit ? Effect.fail(new Exceeded(ttl)) : Effect.succeed({ remaining: limit - count, resetMs: ttl })
-
-    /** Counts one request of `key`; sets the RateLimit fields on whatever response follows. */
-    const consumeKey = (key: ApiKeyRecord): Effect.Effect<void, RateLimited | QuotaExceeded | Unavailable> =>
-      take(`min:${key.key_id}`, key.rate_limit_per_minute, MINUTE_MS).pipe(
-        Effect.catchTag("Exceeded", (e) =>
-          Effect.zipRight(
-            Effect.zipRight(countRateLimited("key"), setHeaders(rateLimitHeaders(key, 0, seconds(e.retryMs)))),
-            Effect.fail(new RateLimited({
-              detail: `This key allows ${key.rate_limit_per_minute} requests per minute.`,
-              retry_after: seconds(e.retryMs)
-            }))
-          )),
-        Effect.tap((minute) => setHeaders(rateLimitHeaders(key, minute.remaining, Math.ceil(minute.resetMs / 1000)))),
-        Effect.zipRight(Effect.clockWith((clock) => {
-          const now = clock.unsafeCurrentTimeMillis()
-          return take(`day:${key.key_id}:${utcDay(now)}`, key.daily_quota, DAY_MS).pipe(
-            Effect.catchTag("Exceeded", () =>
-              Effect.zipRight(countQuotaExceeded, Effect.fail(new QuotaExceeded({
-                detail: `This key's daily quota of ${key.daily_quota} requests is used up until 00:00 UTC.`,
-                retry_after: secondsUntilUtcMidnight(now)
-              }))))
-          )
-        })),
-        Effect.asVoid
+  /** One request against `limit` per `windowMs` (fixed-window semantics of the library's stores). */
+  const take = (key: string, limit: number, windowMs: number): Effect.Effect<Allowed, Exceeded | Unavailable> =>
+    Effect.clockWith((clock) => {
+      const refillMs = windowMs / limit
+      const local = backend.trySpend(key, limit, refillMs, clock.currentTimeMillisUnsafe())
+      if (local !== undefined) return judge(local, limit)
+      return backend.store.fixedWindow({ key, tokens: 1, refillRate: Duration.millis(refillMs), limit }).pipe(
+        Effect.catch((error) => Effect.andThen(Effect.logWarning("rate-limit store failed", error), Effect.fail(storeUnavailable))),
+        Effect.flatMap((taken) => judge(taken, limit))
       )
+    })
 
-    /** Per-address limit for traffic without a key (the human endpoint) and for operator endpoints. */
-    const consumeAddress = (bucket: "human" | "operator" | "log", address: string, limitPerMinute: number) =>
-      take(`${bucket}:${address}`, limitPerMinute, MINUTE_MS).pipe(
-        Effect.asVoid,
-        Effect.catchTag("Exceeded", (e) =>
-          Effect.zipRight(countRateLimited(bucket), Effect.fail(new RateLimited({
-            detail: `At most ${limitPerMinute} requests per minute from one address.`,
+  const judge = ([count, ttl]: readonly [number, number], limit: number): Effect.Effect<Allowed, Exceeded> =>
+    count > limit ? Effect.fail(new Exceeded(ttl)) : Effect.succeed({ remaining: limit - count, resetMs: ttl })
+
+  /** Counts one request of `key`; sets the RateLimit fields on whatever response follows (answer or refusal). */
+  const consumeKey = (
+    key: ApiKeyRecord
+  ): Effect.Effect<void, RateLimited | QuotaExceeded | Unavailable, HttpServerRequest.HttpServerRequest> =>
+    take(`min:${key.key_id}`, key.rate_limit_per_minute, MINUTE_MS).pipe(
+      Effect.catchTag("Exceeded", (e) =>
+        Effect.andThen(
+          Effect.andThen(countRateLimited("key"), setHeaders(rateLimitHeaders(key, 0, seconds(e.retryMs)))),
+          Effect.fail(new RateLimited({
+            detail: `This key allows ${key.rate_limit_per_minute} requests per minute.`,
             retry_after: seconds(e.retryMs)
-          }))))
-      )
+          }))
+        )),
+      Effect.tap((minute) => setHeaders(rateLimitHeaders(key, minute.remaining, Math.ceil(minute.resetMs / 1000)))),
+      Effect.andThen(Effect.clockWith((clock) => {
+        const now = clock.currentTimeMillisUnsafe()
+        return take(`day:${key.key_id}:${utcDay(now)}`, key.daily_quota, DAY_MS).pipe(
+          Effect.catchTag("Exceeded", () =>
+            Effect.andThen(countQuotaExceeded, Effect.fail(new QuotaExceeded({
+              detail: `This key's daily quota of ${key.daily_quota} requests is used up until 00:00 UTC.`,
+              retry_after: secondsUntilUtcMidnight(now)
+            }))))
+        )
+      })),
+      Effect.asVoid
+    )
 
-    const failureLimit = config.authFailureLimitPerMinute
-    // Addresses over the failure limit, until when. Failures are counted in the shared store; any instance
-    // whose own failure count comes back over the limit blocks the address here, so guessing stays slow
-    // everywhere while the guard itself costs nothing.
-    const blockedUntil = new Map<string, number>()
+  /** Per-address limit for traffic without a key (the human endpoint) and for operator endpoints. */
+  const consumeAddress = (bucket: "human" | "operator" | "log", address: string, limitPerMinute: number) =>
+    take(`${bucket}:${address}`, limitPerMinute, MINUTE_MS).pipe(
+      Effect.asVoid,
+      Effect.catchTag("Exceeded", (e) =>
+        Effect.andThen(countRateLimited(bucket), Effect.fail(new RateLimited({
+          detail: `At most ${limitPerMinute} requests per minute from one address.`,
+          retry_after: seconds(e.retryMs)
+        }))))
+    )
 
-    /** Whether an address has failed authentication too often this minute (its failing attempts then get 429; valid credentials still pass, see access/Auth.ts). */
-    const guardAuthentication = (address: string): Effect.Effect<void, RateLimited> =>
-      blockedUntil.size === 0 ? Effect.void : Effect.clockWith((clock) => {
-        const now = clock.unsafeCurrentTimeMillis()
-        const until = blockedUntil.get(address)
-        if (until === undefined) return Effect.void
-        if (until <= now) {
-          blockedUntil.delete(address)
-          return Effect.void
-        }
-        return Effect.fail(new RateLimited({
-          detail: "Too many failed authentications from this address; slow down.",
-          retry_after: seconds(until - now)
-        }))
-      })
+  const failureLimit = config.authFailureLimitPerMinute
+  // Addresses over the failure limit, until when. Failures are counted in the shared store; any instance
+  // whose own failure count comes back over the limit blocks the address here, so guessing stays slow
+  // everywhere while the guard itself costs nothing.
+  const blockedUntil = new Map<string, number>()
 
-    const block = (address: string, forMs: number) =>
-      Effect.clockWith((clock) =>
-        Effect.sync(() => {
-          if (blockedUntil.size > 100_000) blockedUntil.clear()
-          blockedUntil.set(address, clock.unsafeCurrentTimeMillis() + forMs)
-        }))
+  /** Whether an address has failed authentication too often this minute (its failing attempts then get 429; valid credentials still pass, see access/Auth.ts). */
+  const guardAuthentication = (address: string): Effect.Effect<void, RateLimited> =>
+    blockedUntil.size === 0 ? Effect.void : Effect.clockWith((clock) => {
+      const now = clock.currentTimeMillisUnsafe()
+      const until = blockedUntil.get(address)
+      if (until === undefined) return Effect.void
+      if (until <= now) {
+        blockedUntil.delete(address)
+        return Effect.void
+      }
+      return Effect.fail(new RateLimited({
+        detail: "Too many failed authentications from this address; slow down.",
+        retry_after: seconds(until - now)
+      }))
+    })
 
-    /** The failure that uses up the address's budget blocks it for the rest of the window. */
-    const recordAuthenticationFailure = (address: string) =>
-      take(`authfail:${address}`, failureLimit, MINUTE_MS).pipe(
-        Effect.flatMap((state) => state.remaining <= 0 ? block(address, state.resetMs) : Effect.void),
-        Effect.catchTag("Exceeded", (e) => block(address, e.retryMs)),
-        Effect.ignore
-      )
+  const block = (address: string, forMs: number) =>
+    Effect.clockWith((clock) =>
+      Effect.sync(() => {
+        if (blockedUntil.size > 100_000) blockedUntil.clear()
+        blockedUntil.set(address, clock.currentTimeMillisUnsafe() + forMs)
+      }))
 
-    return { consumeKey, consumeAddress, guardAuthentication, recordAuthenticationFailure } as const
-  })
-}) {}
+  /** The failure that uses up the address's budget blocks it for the rest of the window. */
+  const recordAuthenticationFailure = (address: string) =>
+    take(`authfail:${address}`, failureLimit, MINUTE_MS).pipe(
+      Effect.flatMap((state) => state.remaining <= 0 ? block(address, state.resetMs) : Effect.void),
+      Effect.catchTag("Exceeded", (e) => block(address, e.retryMs)),
+      Effect.ignore
+    )
+
+  return { consumeKey, consumeAddress, guardAuthentication, recordAuthenticationFailure } as const
+})
 
 const setHeaders = (headers: Record<string, string>) =>
-  HttpApp.appendPreResponseHandler((_request, response) => Effect.succeed(HttpServerResponse.setHeaders(response, headers)))
-
-/**
- * The library's Redis script sets `PX` to refill × tokens, and Redis refuses a fractional expiry
- * (60 000 ms / 7 requests = 8571.43 ms), so round the refill interval up to a whole millisecond:
- * windows grow by under 1 ms per token, which only ever errs on the side of fewer requests.
- */
-export const wholeMillisecondRefill = (store: RateLimiter.RateLimiterStore["Type"]): RateLimiter.RateLimiterStore["Type"] => {
-  const whole = (refill: Duration.Duration) => Duration.millis(Math.ceil(Duration.toMillis(refill)))
-  return RateLimiter.RateLimiterStore.of({
-    fixedWindow: (options) => store.fixedWindow({ ...options, refillRate: whole(options.refillRate) }),
-    tokenBucket: (options) => store.tokenBucket({ ...options, refillRate: whole(options.refillRate) })
-  })
-}
+  HttpEffect.appendPreResponseHandler((_request, response) => Effect.succeed(HttpServerResponse.setHeaders(response, headers)))
 
 const leasedBackend = <E, R>(store: Layer.Layer<RateLimiter.RateLimiterStore, E, R>) =>
   Layer.effect(RateLimitBackend, Effect.map(RateLimiter.RateLimiterStore, (shared) => leased(shared))).pipe(Layer.provide(store))
@@ -177,26 +158,30 @@ const memoryBackend = Layer.sync(RateLimitBackend, () => {
  * Where the counters live: Redis when REDIS_URL is set, else PostgreSQL (both behind a local lease, see
  * LeasedStore.ts), else this process (the embedded database has one instance).
  */
-export const RateLimitStoreLive = Layer.unwrapEffect(
+export const RateLimitStoreLive = Layer.unwrap(
   Effect.gen(function*() {
     const config = yield* AppConfig
     const mode = yield* DatabaseMode
-    if (Option.isSome(config.redisUrl)) {
-      const url = new URL(Redacted.value(config.redisUrl.value))
-      // Loaded only with REDIS_URL: other deployments never load ioredis.
-      const RedisStore = yield* Effect.promise(() => import("@effect/experimental/RateLimiter/Redis"))
-      const redis = RedisStore.layerStore({
-        host: url.hostname,
-        port: Number(url.port || 6379),
-        ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
-        ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
-        db: Number(url.pathname.slice(1) || 0),
-        prefix: "pv:ratelimit:"
-      })
-      return leasedBackend(Layer.effect(RateLimiter.RateLimiterStore, Effect.map(RateLimiter.RateLimiterStore, wholeMillisecondRefill)).pipe(Layer.provide(redis)))
-    }
+    if (Option.isSome(config.redisUrl)) return leasedBackend(layerRedisStore(config.redisUrl.value, "pv:ratelimit:"))
     return mode.kind === "postgres" ? leasedBackend(PgRateLimitStoreLive) : memoryBackend
   })
 )
 
-export const RateLimitsLive = RateLimits.Default.pipe(Layer.provide(RateLimitStoreLive))
+/**
+ * Per-key limits (requests per minute, requests per UTC day), per-address limits for unauthenticated
+ * and operator traffic, and throttling of failed authentications per address. Counters live where the
+ * deployment keeps them: in this process (embedded, one instance), or in Redis (REDIS_URL) or PostgreSQL
+ * behind a local lease. A request whose counters are local is decided without waiting on anything; a
+ * store failure refuses the request (503) rather than letting unlimited traffic through.
+ */
+export class RateLimits extends Context.Service<RateLimits, Effect.Success<typeof makeRateLimits>>()("pv/RateLimits", {
+  make: makeRateLimits
+}) {
+  /** Needs RateLimitBackend and AppConfig. */
+  static readonly layerNoDeps = Layer.effect(this, this.make)
+  /** The counters where this deployment keeps them (RateLimitStoreLive); needs AppConfig, DatabaseMode and, on PostgreSQL, PgClient. */
+  static readonly layer = this.layerNoDeps.pipe(Layer.provide(RateLimitStoreLive))
+}
+
+/** Kept for callers: the same layer as `RateLimits.layer`. */
+export const RateLimitsLive = RateLimits.layer

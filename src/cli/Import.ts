@@ -1,16 +1,13 @@
 import { createReadStream } from "node:fs"
 import { createInterface } from "node:readline"
-import { Effect, Either, ParseResult, Schema, Stream } from "effect"
+import { Effect, Result, Schema, Stream } from "effect"
 import { DeterminationBody } from "../domain/Determination.js"
-import { isProblemError, toProblemDocument } from "../domain/Problem.js"
-import { toPointer } from "../http/Problems.js"
+import { fieldErrorsOf, isProblemError, toProblemDocument } from "../domain/Problem.js"
+import { requirePublicId } from "../domain/PublicId.js"
 import { Determinations } from "../trust/Determinations.js"
 
 /** One NDJSON line: the PUT body plus the `public_id` it is stored under. */
-const ImportLine = Schema.extend(
-  Schema.Struct({ public_id: Schema.String }),
-  DeterminationBody
-).annotations({ parseOptions: { onExcessProperty: "error", errors: "all" } })
+const ImportLine = Schema.Struct({ public_id: Schema.String, ...DeterminationBody.fields })
 
 export interface ImportSummary {
   readonly created: number
@@ -19,7 +16,12 @@ export interface ImportSummary {
   readonly failed: ReadonlyArray<{ readonly line: number; readonly problem: string }>
 }
 
-const decodeLine = Schema.decodeUnknownEither(ImportLine)
+const decodeLine = (raw: unknown) =>
+  Schema.decodeUnknownResult(ImportLine)(raw, { onExcessProperty: "error", errors: "all" })
+
+/** Every failing member of a line, as `pointer: message`. */
+const problemsOf = (error: Schema.SchemaError): string =>
+  fieldErrorsOf(error.issue).map(({ pointer, detail }) => `${pointer}: ${detail}`).join("; ")
 
 /**
  * `pv import file.ndjson`: every line goes through `Determinations.ingest`, the same path as
@@ -47,19 +49,19 @@ export const importDeterminations = (file: string) =>
           return
         }
         const decoded = decodeLine(raw)
-        if (Either.isLeft(decoded)) {
-          const issues = ParseResult.ArrayFormatter.formatErrorSync(decoded.left)
-          summary.failed.push({ line, problem: issues.map((i) => `${toPointer(i.path)}: ${i.message}`).join("; ") })
+        if (Result.isFailure(decoded)) {
+          summary.failed.push({ line, problem: problemsOf(decoded.failure) })
           return
         }
-        const { public_id, ...body } = decoded.right
-        const result = yield* Effect.either(determinations.ingest(public_id, body))
-        if (Either.isLeft(result)) {
-          const error = result.left
+        const { public_id, ...body } = decoded.success
+        // The id is decoded here, at the edge, with the same refusal PUT gives; the service takes a PublicId.
+        const result = yield* Effect.result(Effect.flatMap(requirePublicId(public_id), (publicId) => determinations.ingest(publicId, body)))
+        if (Result.isFailure(result)) {
+          const error = result.failure
           summary.failed.push({ line, problem: isProblemError(error) ? toProblemDocument(error).detail : String(error) })
           return
         }
-        summary[result.right.outcome]++
+        summary[result.success.outcome]++
       }))
     return summary as ImportSummary
   })

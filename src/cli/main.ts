@@ -1,15 +1,14 @@
 import { parseArgs } from "node:util"
-import { NodeRuntime } from "@effect/platform-node"
-import { Effect, Layer, Option } from "effect"
+// The deep import: the package's barrel also loads its Redis client, which the CLI never needs.
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import { Effect, Layer, Option, Schema } from "effect"
 import { ApiKeys } from "../access/ApiKeys.js"
-import type { CreateApiKeyRequest } from "../domain/AccessKey.js"
-import { CreateApiKeyRequest as CreateApiKeyRequestSchema } from "../domain/AccessKey.js"
-import { ServicesLive } from "../http/Server.js"
+import { launch, workersFromEnv } from "../app/Launch.js"
+import { ServicesLive } from "../app/Server.js"
+import { CreateApiKeyRequest } from "../domain/AccessKey.js"
+import { verifyEventsCommand } from "../events/VerifyCommand.js"
 import { AppConfigLive } from "../platform/Config.js"
 import { DatabaseLive } from "../platform/Database.js"
-import { Schema } from "effect"
-import { verifyEventsCommand } from "../events/VerifyCommand.js"
-import { launch, workersFromEnv } from "../http/Launch.js"
 import { importDeterminations } from "./Import.js"
 import { logMonitorCommand } from "./LogMonitor.js"
 import { verifyReceiptCommand } from "./VerifyReceipt.js"
@@ -57,7 +56,7 @@ const keysCommand = (args: ReadonlyArray<string>) => {
   switch (sub) {
     case "create":
       return Effect.gen(function*() {
-        const request = yield* Schema.decodeUnknown(CreateApiKeyRequestSchema)({
+        const request = yield* Schema.decodeUnknownEffect(CreateApiKeyRequest)({
           tenant_id: values.tenant,
           name: values.name,
           scopes: (values.scopes ?? "").split(",").map((s) => s.trim()).filter((s) => s.length > 0),
@@ -66,18 +65,18 @@ const keysCommand = (args: ReadonlyArray<string>) => {
           ...(values["expires-at"] !== undefined ? { expires_at: values["expires-at"] } : {})
         }).pipe(Effect.mapError((e) => new Error(`invalid key request:\n${e.message}`)))
         const keys = yield* ApiKeys
-        const created = yield* keys.create(request as CreateApiKeyRequest)
+        const created = yield* keys.create(request)
         yield* print(created)
         yield* Effect.sync(() => console.error("The api_key above is shown once; only its SHA-256 is stored."))
       })
     case "list":
-      return Effect.flatMap(ApiKeys, (keys) => keys.list(Option.fromNullable(values.tenant))).pipe(
+      return Effect.flatMap(ApiKeys, (keys) => keys.list(Option.fromNullishOr(values.tenant))).pipe(
         Effect.flatMap((list) => print({ keys: list }))
       )
     case "revoke":
       return positionals[0] === undefined
         ? fail("usage: pv keys revoke KEY_ID")
-        : Effect.flatMap(ApiKeys, (keys) => keys.revoke(positionals[0]!)).pipe(Effect.zipRight(print(`revoked ${positionals[0]}`)))
+        : Effect.flatMap(ApiKeys, (keys) => keys.revoke(positionals[0]!)).pipe(Effect.andThen(print(`revoked ${positionals[0]}`)))
     default:
       return fail(`unknown keys command '${sub ?? ""}'\n\n${usage}`)
   }
@@ -159,7 +158,7 @@ if (argv[0] === "serve") {
   } else launch(workers)
 } else {
   program(argv).pipe(
-    Effect.catchAll((error) =>
+    Effect.catch((error) =>
       Effect.sync(() => {
         console.error(error instanceof Error ? error.message : typeof error === "object" && error !== null && "detail" in error ? (error as { detail: string }).detail : String(error))
         process.exitCode = 1

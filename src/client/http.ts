@@ -1,11 +1,11 @@
 /**
- * A typed client for the REST surface, derived from the service's own HttpApi definition (`http/Api.ts`):
+ * A typed client for the REST surface, derived from the service's own HttpApi definition (`api/Api.ts`):
  * paths, parameters, success schemas and error classes all come from that one definition, so a change
  * to an endpoint changes this client's types with it.
  *
  * - `makeTrustHttpClient(options)`: the Effect client (`HttpApiClient.makeWith`), one method per endpoint,
  *   grouped as in the definition (`trust.machine`, `receipts.create`, `events.list`, …). Needs an
- *   `HttpClient` (e.g. `FetchHttpClient.layer`).
+ *   `HttpClient` (e.g. `FetchHttpClient.layer` from `effect/http`).
  * - `makeTrustClient(options)`: the same client behind plain async functions, for code that does not use
  *   Effect; a failure rejects with the error value itself.
  *
@@ -13,16 +13,19 @@
  * (`DeterminationNotFound`, `InsufficientScope`, `RateLimited`, …; `_tag` names it, `detail` and `errors`
  * carry the document's), whichever endpoint sent it. Anything else that is not a declared success fails
  * with the platform's `HttpClientError`, and a success body that does not match its schema with a
- * `ParseError`. (The problems are mapped here, by status and code as `domain/Problem.ts` catalogues them,
- * rather than by the endpoints' error schemas: those decode `_tag`-ed structs, the wire carries RFC 9457
- * documents, and the server may answer any endpoint with an undeclared 429 or 503.)
+ * `SchemaError`. (The problems are mapped here, by status and code as `domain/Problem.ts` declares them on
+ * each class, rather than by the endpoints' error schemas: every class encodes to the same RFC 9457
+ * document, so a schema cannot tell two classes of one status apart, and the server may answer any
+ * endpoint with an undeclared 429 or 503.)
+ *
+ * This module loads the API definition and the domain only, never the server's modules.
  */
-import { FetchHttpClient, HttpApiClient, HttpClient, HttpClientError, HttpClientRequest, HttpClientResponse } from "@effect/platform"
-import { Cause, Duration, Effect, Exit, Option, Redacted, Schedule, Schema } from "effect"
-import * as Problem from "../domain/Problem.js"
-import type { ProblemError } from "../domain/Problem.js"
+import { Cause, Duration, Effect, Exit, Option, Redacted, Schedule } from "effect"
+import { FetchHttpClient, HttpClient, HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
+import { HttpApiClient } from "effect/http-api"
+import { Api } from "../api/Api.js"
+import { FieldError, problemClasses, type ProblemError } from "../domain/Problem.js"
 import type { RelianceRequest } from "../domain/Receipt.js"
-import { Api } from "../http/Api.js"
 
 export interface TrustClientOptions {
   /** Where the service is, e.g. `http://127.0.0.1:8080` (no `/api/v1`: the paths carry it). */
@@ -34,37 +37,41 @@ export interface TrustClientOptions {
   readonly apiKey?: string | Redacted.Redacted<string> | undefined
 }
 
-type ProblemTag = ProblemError["_tag"]
+type ProblemClass = typeof problemClasses[number]
 
-const problemTagByKey = new Map<string, ProblemTag>(
-  Object.entries(Problem.problemCatalog).map(([tag, { code, status }]) => [`${status} ${code}`, tag as ProblemTag])
-)
-
-const problemSchema = (tag: ProblemTag) =>
-  (Problem as unknown as Record<ProblemTag, Schema.Schema<ProblemError, unknown>>)[tag]
+/** The class of each `status code` pair: as the classes declare them (two classes never share a pair). */
+const problemClassByKey = new Map<string, ProblemClass>(problemClasses.map((c) => [`${c.status} ${c.code}`, c]))
 
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
+/** The document's `errors`, when it is an array of `{ pointer, detail }` strings; anything else is left out. */
+const fieldErrorsOf = (errors: unknown): ReadonlyArray<FieldError> | undefined =>
+  Array.isArray(errors) && errors.every((e) => isRecord(e) && typeof e.pointer === "string" && typeof e.detail === "string")
+    ? errors.map((e: { pointer: string; detail: string }) => new FieldError({ pointer: e.pointer, detail: e.detail }))
+    : undefined
+
 /**
- * The problem class a problem document names (by `status` and `code`, as the catalog defines them), or
- * none for a document this version does not know.
+ * The problem class a problem document names (by `status` and `code`, as the classes declare them), or
+ * none for a document this version does not know. `retry_after` comes from the Retry-After header (1 when
+ * absent), `scope` from the detail ("… scope <name>.").
  */
 export const problemFromDocument = (document: unknown, headers: Readonly<Record<string, string>> = {}): Option.Option<ProblemError> => {
   if (!isRecord(document) || typeof document.code !== "string" || typeof document.status !== "number") return Option.none()
-  const tag = problemTagByKey.get(`${document.status} ${document.code}`)
-  if (tag === undefined) return Option.none()
+  const Problem = problemClassByKey.get(`${document.status} ${document.code}`)
+  if (Problem === undefined) return Option.none()
   const detail = typeof document.detail === "string" ? document.detail : ""
+  const errors = fieldErrorsOf(document.errors)
   const retryAfter = Number(headers["retry-after"] ?? Number.NaN)
   const scope = /\bscope ([\w:.-]+?)\.?$/.exec(detail)?.[1] ?? ""
-  return Schema.decodeUnknownOption(problemSchema(tag))({
-    _tag: tag,
+  // Extra members only some classes read (retry_after, scope); the others ignore them.
+  const input = {
     detail,
-    ...(Array.isArray(document.errors) ? { errors: document.errors } : {}),
-    ...(tag === "RateLimited" || tag === "QuotaExceeded" || tag === "NotYetLogged"
-      ? { retry_after: Number.isFinite(retryAfter) ? retryAfter : 1 }
-      : {}),
-    ...(tag === "InsufficientScope" ? { scope } : {})
-  })
+    ...(errors === undefined ? {} : { errors }),
+    ...(typeof document.instance === "string" ? { instance: document.instance } : {}),
+    retry_after: Number.isFinite(retryAfter) ? retryAfter : 1,
+    scope
+  }
+  return Option.some(new Problem(input) as ProblemError)
 }
 
 const isProblemResponse = (response: HttpClientResponse.HttpClientResponse) =>
@@ -73,17 +80,18 @@ const isProblemResponse = (response: HttpClientResponse.HttpClientResponse) =>
 /** Turns every problem+json answer into its problem class, before the endpoint's decoder sees it. */
 const failOnProblem = (
   response: HttpClientResponse.HttpClientResponse
-): Effect.Effect<HttpClientResponse.HttpClientResponse, ProblemError | HttpClientError.ResponseError> =>
+): Effect.Effect<HttpClientResponse.HttpClientResponse, ProblemError | HttpClientError.HttpClientError> =>
   isProblemResponse(response)
     ? Effect.flatMap(response.json, (document) =>
       Option.match(problemFromDocument(document, response.headers), {
-        onSome: (problem) => Effect.fail<ProblemError | HttpClientError.ResponseError>(problem),
+        onSome: (problem) => Effect.fail<ProblemError | HttpClientError.HttpClientError>(problem),
         onNone: () =>
-          Effect.fail(new HttpClientError.ResponseError({
-            request: response.request,
-            response,
-            reason: "StatusCode",
-            description: `unrecognised problem document (status ${response.status})`
+          Effect.fail(new HttpClientError.HttpClientError({
+            reason: new HttpClientError.StatusCodeError({
+              request: response.request,
+              response,
+              description: `unrecognised problem document (status ${response.status})`
+            })
           }))
       }))
     : Effect.succeed(response)
@@ -106,15 +114,15 @@ export const makeTrustHttpClient = (options: TrustClientOptions) =>
 /**
  * The derived client: one method per endpoint of the definition, grouped as there (`trust.machine`,
  * `receipts.create`, …), each failing with its declared errors, any other problem class, `HttpClientError`
- * or `ParseError`.
+ * or `SchemaError`.
  */
-export type TrustHttpClient = Effect.Effect.Success<ReturnType<typeof makeTrustHttpClient>>
+export type TrustHttpClient = Effect.Success<ReturnType<typeof makeTrustHttpClient>>
 
-/** A failure's own error (a problem class, `HttpClientError`, `ParseError`), not a FiberFailure wrapper. */
+/** A failure's own error (a problem class, `HttpClientError`, `SchemaError`), not a wrapper. */
 const runPromise = <A, E>(effect: Effect.Effect<A, E>): Promise<A> =>
   Effect.runPromiseExit(effect).then((exit) => {
     if (Exit.isSuccess(exit)) return exit.value
-    throw Option.getOrElse(Cause.failureOption(exit.cause), () => Cause.squash(exit.cause))
+    throw Option.getOrElse(Cause.findErrorOption(exit.cause), () => Cause.squash(exit.cause))
   })
 
 /**
@@ -137,16 +145,19 @@ export interface EventsQuery {
   readonly limit?: number
 }
 
-/** What a method of the derived client succeeds with: the decoded body (not the `withResponse` pair). */
-export type SuccessOf<Method> = Method extends (...args: ReadonlyArray<any>) => Effect.Effect<infer A, infer _E, infer _R>
-  ? Exclude<A, readonly [unknown, HttpClientResponse.HttpClientResponse]>
+/** What a method of the derived client succeeds with: the decoded body (its default `decoded-only` mode). */
+export type SuccessOf<Method> = Method extends (request: infer _Request) => Effect.Effect<infer A, infer _E, infer _R>
+  ? Exclude<A, HttpClientResponse.HttpClientResponse | readonly [unknown, HttpClientResponse.HttpClientResponse]>
   : never
 
 type Endpoint<Group extends keyof TrustHttpClient, Name extends keyof TrustHttpClient[Group]> = SuccessOf<TrustHttpClient[Group][Name]>
 
+/** GET /policy: the policy document as shipped plus its digest (the type the derived client decodes). */
+export type PolicyView = Endpoint<"receipts", "policy">
+
 /**
  * The main operations as async functions over the derived client, typed by it. A failure rejects with
- * the error value itself: a problem class, `HttpClientError` or `ParseError`.
+ * the error value itself: a problem class, `HttpClientError` or `SchemaError`.
  */
 export interface TrustClient {
   /** The derived Effect client, for every other endpoint. */
@@ -178,21 +189,21 @@ export const makeTrustClient = (options: TrustClientOptions): TrustClient => {
   const api = Effect.runSync(makeTrustHttpClient(options).pipe(Effect.provide(FetchHttpClient.layer)))
   return {
     api,
-    machineTrust: (publicId) => runPromise(api.trust.machine({ path: { publicId }, headers: {} })),
-    humanTrust: (publicId) => runPromise(api.trust.human({ path: { publicId }, headers: {} })),
+    machineTrust: (publicId) => runPromise(api.trust.machine({ params: { publicId }, headers: {} })),
+    humanTrust: (publicId) => runPromise(api.trust.human({ params: { publicId }, headers: {} })),
     createReceipt: (request) => runPromise(api.receipts.create({ payload: request })),
-    getReceipt: (receiptId) => runPromise(api.receipts.get({ path: { receiptId } })),
+    getReceipt: (receiptId) => runPromise(api.receipts.get({ params: { receiptId } })),
     receiptProof: (receiptId, proofOptions = {}) => {
       const waitMs = proofOptions.waitMs ?? 0
-      const once = api.receipts.proof({ path: { receiptId } })
+      const once = api.receipts.proof({ params: { receiptId } })
       return runPromise(waitMs <= 0 ? once : once.pipe(Effect.retry({
         while: (error) => error._tag === "NotYetLogged",
-        schedule: Schedule.spaced(Duration.millis(200)).pipe(Schedule.upTo(Duration.millis(waitMs)))
+        schedule: Schedule.spaced(Duration.millis(200)).pipe(Schedule.upTo({ duration: Duration.millis(waitMs) }))
       })))
     },
     events: (query) =>
       runPromise(api.events.list({
-        urlParams: {
+        query: {
           public_id: query.public_id,
           ...(query.after === undefined ? {} : { after: query.after }),
           ...(query.limit === undefined ? {} : { limit: query.limit })

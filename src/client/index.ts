@@ -20,7 +20,6 @@ export type {
   RelianceRequest,
   Verdict
 } from "../domain/Receipt.js"
-export type { PolicyView } from "../receipts/Policy.js"
 export { receiptDigestOf }
 
 const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
@@ -40,13 +39,13 @@ export const verifyReceipt = (receipt: RelianceReceipt): boolean =>
     Object.hasOwn(receipt, field) && digestOf((receipt as Record<string, unknown>)[field]) === digestOf(value))
 
 // Event feed: the hash recipe and the chain verifier (links, hashes, signatures against the JWKS).
-export { eventHashOf } from "../events/EventChain.js"
-export { keysFromJwks, verifyEventChain } from "../events/Verify.js"
-export type { ChainFailureReason, ChainVerdict, VerifyOptions } from "../events/Verify.js"
+export { eventHashOf } from "../domain/EventChain.js"
+export { keysFromJwks, verifyEventChain } from "../domain/EventVerify.js"
+export type { ChainFailureReason, ChainVerdict, VerifyOptions } from "../domain/EventVerify.js"
 export type { EventJwks, EventPage, TrustEvent } from "../domain/TrustEvent.js"
 export * from "./log.js"
 
-// The typed REST client and the problem classes its failures are.
+// The typed REST client (and `PolicyView`, the type it decodes GET /policy to) and the problem classes its failures are.
 export * from "./http.js"
 export {
   BadRequest,
@@ -70,6 +69,8 @@ export {
   PayloadTooLarge,
   ProhibitedField,
   problemCatalog,
+  problemClasses,
+  isProblemError,
   QuotaExceeded,
   RateLimited,
   ReceiptNotFound,

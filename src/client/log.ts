@@ -5,8 +5,8 @@
  */
 import type { KeyObject } from "node:crypto"
 import { canonicalJson, digestOf } from "../domain/Canonical.js"
-import { kidOf } from "../events/EventChain.js"
-import { keysFromJwks } from "../events/Verify.js"
+import { kidOf } from "../domain/EventChain.js"
+import { keysFromJwks } from "../domain/EventVerify.js"
 import { openCheckpoint, peekCheckpoint } from "../log/Checkpoint.js"
 import { parseLogEntry, ReceiptEntryType, verifyReceiptSignature } from "../log/Entries.js"
 import { hashesFromHex, hashEquals, hexOf, leafHash, verifyConsistency, verifyInclusion, type Hash } from "../log/Merkle.js"

@@ -16,4 +16,4 @@ export const sha256Hex = (input: string | Uint8Array): string => createHash("sha
 
 export const digestOf = (value: unknown): string => sha256Hex(canonicalJson(value))
 
-export const DigestPattern = /^[0-9a-f]{64}$/
+export const DigestPattern = /^[0-9a-f]{64}$/u

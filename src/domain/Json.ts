@@ -1,4 +1,4 @@
-import { ParseResult, Schema } from "effect"
+import { Effect, Schema, SchemaGetter, SchemaIssue } from "effect"
 
 const loneSurrogate = /\p{Surrogate}/u
 
@@ -11,6 +11,11 @@ export const unstorableReason = (s: string): string | undefined =>
   s.includes("\u0000") ? "must not contain NUL characters"
   : loneSurrogate.test(s) ? "must not contain unpaired UTF-16 surrogates"
   : undefined
+
+const escapePointer = (segment: PropertyKey) => String(segment).replace(/~/g, "~0").replace(/\//g, "~1")
+
+/** RFC 6901 pointer of a path (a decode issue's, say); the root is the empty pointer. */
+export const toPointer = (path: ReadonlyArray<PropertyKey>): string => path.map((segment) => "/" + escapePointer(segment)).join("")
 
 /**
  * The JSON pointer (RFC 6901) and reason of the first string, key or value, in `value` that the
@@ -27,7 +32,7 @@ export const findUnstorable = (value: unknown): { readonly pointer: string; read
       const entries = Array.isArray(current) ? current.map((item, i) => [String(i), item] as const) : Object.entries(current)
       for (let i = entries.length - 1; i >= 0; i--) {
         const [key, child] = entries[i]!
-        const at = `${pointer}/${key.replace(/~/g, "~0").replace(/\//g, "~1")}`
+        const at = `${pointer}/${escapePointer(key)}`
         const reason = unstorableReason(key)
         if (reason !== undefined) return { pointer: at, reason: `member names ${reason.slice(5)}` }
         stack.push([child, at])
@@ -37,31 +42,44 @@ export const findUnstorable = (value: unknown): { readonly pointer: string; read
   return undefined
 }
 
+/** Deeper documents are refused before any decoding work (no legitimate body nests this far). */
+export const MaxJsonDepth = 32
+
+/** Depth of a parsed JSON value, iteratively, stopping as soon as `limit` is passed. */
+export const exceedsDepth = (value: unknown, limit: number): boolean => {
+  const stack: Array<[unknown, number]> = [[value, 1]]
+  while (stack.length > 0) {
+    const [current, depth] = stack.pop()!
+    if (typeof current !== "object" || current === null) continue
+    if (depth > limit) return true
+    for (const child of Array.isArray(current) ? current : Object.values(current)) stack.push([child, depth + 1])
+  }
+  return false
+}
+
 /** A string the database and JCS both keep exactly: no NUL, no lone surrogate, at most 4096 characters. */
-export const Text = Schema.String.pipe(
-  Schema.filter((s) => unstorableReason(s) ?? true),
-  Schema.maxLength(4096)
+export const Text = Schema.String.check(
+  Schema.makeFilter((s: string) => unstorableReason(s) ?? true),
+  Schema.isMaxLength(4096)
 )
-export const NonEmptyText = Text.pipe(Schema.minLength(1))
+export const NonEmptyText = Text.check(Schema.isMinLength(1))
 
 /** Integers JCS prints exactly (contract section 0). */
-export const SafeInt = Schema.Number.pipe(
-  Schema.filter((n) => Number.isSafeInteger(n) || "must be an integer within ±2^53")
-)
+export const SafeInt = Schema.Number.check(Schema.isInt({ message: "must be an integer within ±2^53" }))
 
 export type JsonValue = string | boolean | null | number | ReadonlyArray<JsonValue> | { readonly [k: string]: JsonValue }
 
 /** JSON values made only of what digests may hold: strings, booleans, null, safe integers, arrays, objects. */
-export const JsonValue: Schema.Schema<JsonValue> = Schema.Union(
+export const JsonValue: Schema.Codec<JsonValue> = Schema.Union([
   Text,
   Schema.Boolean,
   Schema.Null,
   SafeInt,
-  Schema.Array(Schema.suspend(() => JsonValue)),
-  Schema.Record({ key: Schema.String, value: Schema.suspend(() => JsonValue) })
-).annotations({ identifier: "JsonValue" })
+  Schema.Array(Schema.suspend((): Schema.Codec<JsonValue> => JsonValue)),
+  Schema.Record(Schema.String, Schema.suspend((): Schema.Codec<JsonValue> => JsonValue))
+]).annotate({ identifier: "JsonValue" })
 
-export const JsonObject = Schema.Record({ key: Schema.String, value: JsonValue })
+export const JsonObject = Schema.Record(Schema.String, JsonValue)
 
 const Rfc3339Pattern = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i
 
@@ -69,20 +87,22 @@ const Rfc3339Pattern = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}
  * RFC 3339 in, the contract's form out (UTC, milliseconds, `Z`), so digests never depend on how a
  * client wrote the same instant.
  */
-export const Timestamp = Schema.transformOrFail(Schema.String, Schema.String, {
-  strict: true,
-  decode: (input, _, ast) => {
-    const ms = Rfc3339Pattern.test(input) ? Date.parse(input) : Number.NaN
-    return Number.isNaN(ms)
-      ? ParseResult.fail(new ParseResult.Type(ast, input, "must be an RFC 3339 timestamp"))
-      : ParseResult.succeed(new Date(ms).toISOString())
-  },
-  encode: ParseResult.succeed
-}).annotations({ identifier: "Timestamp", description: "RFC 3339 UTC timestamp with milliseconds", jsonSchema: { type: "string", format: "date-time" } })
+export const Timestamp = Schema.String.annotate({
+  identifier: "Timestamp",
+  description: "RFC 3339 UTC timestamp with milliseconds",
+  format: "date-time"
+}).pipe(
+  Schema.decodeTo(Schema.String, {
+    decode: SchemaGetter.transformEffect((input: string) => {
+      const ms = Rfc3339Pattern.test(input) ? Date.parse(input) : Number.NaN
+      return Number.isNaN(ms)
+        ? Effect.fail(new SchemaIssue.InvalidValue({ message: "must be an RFC 3339 timestamp" }, input))
+        : Effect.succeed(new Date(ms).toISOString())
+    }),
+    encode: SchemaGetter.passthrough()
+  })
+)
 
 /** A closed set of strings that reports one readable failure instead of one per alternative. */
 export const OneOf = <const L extends ReadonlyArray<string>>(identifier: string, values: L) =>
-  Schema.Literal(...values).annotations({
-    identifier,
-    message: () => ({ message: `must be one of ${values.join(", ")}`, override: true })
-  })
+  Schema.Literals(values).annotate({ identifier, message: `must be one of ${values.join(", ")}` })

@@ -1,5 +1,5 @@
 import { Schema } from "effect"
-import { FreshnessState, freshnessAt, LifecycleState } from "../trust/Freshness.js"
+import { FreshnessState, freshnessAt, LifecycleState } from "./Freshness.js"
 import { digestOf } from "./Canonical.js"
 import { Claim, Evidence, Subject, Tier, type StoredDetermination } from "./Determination.js"
 import { JsonObject } from "./Json.js"
@@ -55,7 +55,7 @@ export const MachineTrustResponse = Schema.Struct({
   policy: Schema.Struct({ policy_id: Schema.String, policy_version: Schema.String, policy_digest: Schema.String }),
   engine: Schema.Struct({ name: Schema.String, version: Schema.String }),
   purchase: JsonObject
-}).annotations({ identifier: "MachineTrustResponse", description: "Canonical trust document, schema pv.machine-trust.v1" })
+}).annotate({ identifier: "MachineTrustResponse", description: "Canonical trust document, schema pv.machine-trust.v1" })
 export type MachineTrustResponse = typeof MachineTrustResponse.Type
 
 /**

@@ -1,149 +1,249 @@
-import { HttpApiSchema } from "@effect/platform"
-import { Schema } from "effect"
+import type { Cause } from "effect"
+import { Effect, ErrorReporter, Schema, SchemaIssue } from "effect"
+import { HttpServerRespondable, HttpServerResponse } from "effect/http"
+import { toPointer } from "./Json.js"
 
 /**
- * Every failure the service reports is one of these tagged errors. The HTTP layer renders them as
- * RFC 9457 problem+json (see `src/http/Problems.ts`), the MCP layer as JSON-RPC error data: one
- * definition, two surfaces.
+ * Every failure the service reports is one of these errors. Each class declares its code, status and
+ * title once; its instances ARE the RFC 9457 document (`type, title, status, detail, code, instance?,
+ * errors?`), so HttpApi renders a class declared as an endpoint error as application/problem+json with
+ * that status, and the MCP layer sends the same document as JSON-RPC error data: one definition, two
+ * surfaces. Headers (Retry-After, WWW-Authenticate) and `instance` are the HTTP edge's (src/api/Problems.ts).
  */
 export class FieldError extends Schema.Class<FieldError>("FieldError")({
   pointer: Schema.String,
   detail: Schema.String
 }) {}
 
-const fields = {
-  detail: Schema.String,
-  errors: Schema.optional(Schema.Array(FieldError))
-}
-
-export class InvalidPublicId extends Schema.TaggedError<InvalidPublicId>()("InvalidPublicId", fields,
-  HttpApiSchema.annotations({ status: 400 })) {}
-export class MalformedJson extends Schema.TaggedError<MalformedJson>()("MalformedJson", fields,
-  HttpApiSchema.annotations({ status: 400 })) {}
-export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", fields,
-  HttpApiSchema.annotations({ status: 401 })) {}
-export class InsufficientScope extends Schema.TaggedError<InsufficientScope>()("InsufficientScope",
-  { ...fields, scope: Schema.String }, HttpApiSchema.annotations({ status: 403 })) {}
-export class Forbidden extends Schema.TaggedError<Forbidden>()("Forbidden", fields,
-  HttpApiSchema.annotations({ status: 403 })) {}
-export class DeterminationNotFound extends Schema.TaggedError<DeterminationNotFound>()("DeterminationNotFound",
-  fields, HttpApiSchema.annotations({ status: 404 })) {}
-export class ReceiptNotFound extends Schema.TaggedError<ReceiptNotFound>()("ReceiptNotFound", fields,
-  HttpApiSchema.annotations({ status: 404 })) {}
-export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", fields,
-  HttpApiSchema.annotations({ status: 404 })) {}
-export class MethodNotAllowed extends Schema.TaggedError<MethodNotAllowed>()("MethodNotAllowed", fields,
-  HttpApiSchema.annotations({ status: 405 })) {}
-export class NotAcceptable extends Schema.TaggedError<NotAcceptable>()("NotAcceptable", fields,
-  HttpApiSchema.annotations({ status: 406 })) {}
-export class UnsupportedProtocolVersion extends Schema.TaggedError<UnsupportedProtocolVersion>()("UnsupportedProtocolVersion",
-  fields, HttpApiSchema.annotations({ status: 400 })) {}
-export class IdempotencyConflict extends Schema.TaggedError<IdempotencyConflict>()("IdempotencyConflict", fields,
-  HttpApiSchema.annotations({ status: 409 })) {}
-export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", fields,
-  HttpApiSchema.annotations({ status: 413 })) {}
-export class UnsupportedMediaType extends Schema.TaggedError<UnsupportedMediaType>()("UnsupportedMediaType", fields,
-  HttpApiSchema.annotations({ status: 415 })) {}
-export class ValidationFailed extends Schema.TaggedError<ValidationFailed>()("ValidationFailed", fields,
-  HttpApiSchema.annotations({ status: 422 })) {}
-export class ProhibitedField extends Schema.TaggedError<ProhibitedField>()("ProhibitedField", fields,
-  HttpApiSchema.annotations({ status: 422 })) {}
-export class UnknownPurpose extends Schema.TaggedError<UnknownPurpose>()("UnknownPurpose", fields,
-  HttpApiSchema.annotations({ status: 422 })) {}
-export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited",
-  { ...fields, retry_after: Schema.Number }, HttpApiSchema.annotations({ status: 429 })) {}
-export class QuotaExceeded extends Schema.TaggedError<QuotaExceeded>()("QuotaExceeded",
-  { ...fields, retry_after: Schema.Number }, HttpApiSchema.annotations({ status: 429 })) {}
-export class Internal extends Schema.TaggedError<Internal>()("Internal", fields,
-  HttpApiSchema.annotations({ status: 500 })) {}
-export class BadRequest extends Schema.TaggedError<BadRequest>()("BadRequest", fields,
-  HttpApiSchema.annotations({ status: 400 })) {}
-export class RequestTimeout extends Schema.TaggedError<RequestTimeout>()("RequestTimeout", fields,
-  HttpApiSchema.annotations({ status: 408 })) {}
-export class ExpectationFailed extends Schema.TaggedError<ExpectationFailed>()("ExpectationFailed", fields,
-  HttpApiSchema.annotations({ status: 417 })) {}
-export class HeaderFieldsTooLarge extends Schema.TaggedError<HeaderFieldsTooLarge>()("HeaderFieldsTooLarge", fields,
-  HttpApiSchema.annotations({ status: 431 })) {}
-export class Overloaded extends Schema.TaggedError<Overloaded>()("Overloaded", fields,
-  HttpApiSchema.annotations({ status: 503 })) {}
-export class OriginNotAllowed extends Schema.TaggedError<OriginNotAllowed>()("OriginNotAllowed", fields,
-  HttpApiSchema.annotations({ status: 403 })) {}
-export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", fields,
-  HttpApiSchema.annotations({ status: 503 })) {}
-/** The receipt exists but the log has not integrated its entry yet (contract section 10). */
-export class NotYetLogged extends Schema.TaggedError<NotYetLogged>()("NotYetLogged",
-  { ...fields, retry_after: Schema.Number }, HttpApiSchema.annotations({ status: 404 })) {}
-/** Contract section 10 answers a proof request outside the published tree with 400 (not 422), code validation-failed. */
-export class InvalidProofRequest extends Schema.TaggedError<InvalidProofRequest>()("InvalidProofRequest", fields,
-  HttpApiSchema.annotations({ status: 400 })) {}
-
-export type ProblemError =
-  | InvalidPublicId | MalformedJson | Unauthorized | InsufficientScope | Forbidden | DeterminationNotFound
-  | ReceiptNotFound | NotFound | MethodNotAllowed | IdempotencyConflict | PayloadTooLarge | UnsupportedMediaType
-  | ValidationFailed | ProhibitedField | UnknownPurpose | RateLimited | QuotaExceeded | Internal | Unavailable
-  | NotAcceptable | UnsupportedProtocolVersion | Overloaded | OriginNotAllowed
-  | BadRequest | RequestTimeout | ExpectationFailed | HeaderFieldsTooLarge
-  | NotYetLogged | InvalidProofRequest
-
-/** Contract section 1: tag → (code, status, title). */
-export const problemCatalog: Record<ProblemError["_tag"], { readonly code: string; readonly status: number; readonly title: string }> = {
-  InvalidPublicId: { code: "invalid-public-id", status: 400, title: "Invalid public identifier" },
-  MalformedJson: { code: "malformed-json", status: 400, title: "Malformed JSON" },
-  Unauthorized: { code: "unauthorized", status: 401, title: "Unauthorized" },
-  InsufficientScope: { code: "insufficient-scope", status: 403, title: "Insufficient scope" },
-  Forbidden: { code: "forbidden", status: 403, title: "Forbidden" },
-  DeterminationNotFound: { code: "determination-not-found", status: 404, title: "Determination not found" },
-  ReceiptNotFound: { code: "receipt-not-found", status: 404, title: "Receipt not found" },
-  NotFound: { code: "not-found", status: 404, title: "Not found" },
-  MethodNotAllowed: { code: "method-not-allowed", status: 405, title: "Method not allowed" },
-  NotAcceptable: { code: "not-acceptable", status: 406, title: "Not acceptable" },
-  UnsupportedProtocolVersion: { code: "unsupported-protocol-version", status: 400, title: "Unsupported protocol version" },
-  IdempotencyConflict: { code: "idempotency-conflict", status: 409, title: "Idempotency conflict" },
-  PayloadTooLarge: { code: "payload-too-large", status: 413, title: "Payload too large" },
-  UnsupportedMediaType: { code: "unsupported-media-type", status: 415, title: "Unsupported media type" },
-  ValidationFailed: { code: "validation-failed", status: 422, title: "Validation failed" },
-  ProhibitedField: { code: "prohibited-field", status: 422, title: "Prohibited field" },
-  UnknownPurpose: { code: "unknown-purpose", status: 422, title: "Unknown purpose or action" },
-  RateLimited: { code: "rate-limited", status: 429, title: "Rate limit exceeded" },
-  QuotaExceeded: { code: "quota-exceeded", status: 429, title: "Daily quota exceeded" },
-  Internal: { code: "internal", status: 500, title: "Internal error" },
-  Unavailable: { code: "unavailable", status: 503, title: "Service unavailable" },
-  Overloaded: { code: "overloaded", status: 503, title: "Overloaded" },
-  OriginNotAllowed: { code: "origin-not-allowed", status: 403, title: "Origin not allowed" },
-  // Refusals by the HTTP parser, before any route is known (http/FrontDoor.ts).
-  BadRequest: { code: "bad-request", status: 400, title: "Bad request" },
-  RequestTimeout: { code: "request-timeout", status: 408, title: "Request timeout" },
-  ExpectationFailed: { code: "expectation-failed", status: 417, title: "Expectation failed" },
-  HeaderFieldsTooLarge: { code: "header-fields-too-large", status: 431, title: "Request header fields too large" },
-  // The transparency log (contract section 10).
-  NotYetLogged: { code: "not-yet-logged", status: 404, title: "Not yet logged" },
-  InvalidProofRequest: { code: "validation-failed", status: 400, title: "Validation failed" }
-}
-
-const problemTags = new Set(Object.keys(problemCatalog))
-export const isProblemError = (u: unknown): u is ProblemError =>
-  typeof u === "object" && u !== null && "_tag" in u && problemTags.has((u as { _tag: string })._tag)
-
-/** The RFC 9457 body: the same object over REST and as MCP `error.data`. */
-export class ProblemDocument extends Schema.Class<ProblemDocument>("ProblemDocument")({
+/** The RFC 9457 body: the same object over REST and as MCP `error.data`; every problem class encodes to it. */
+export const ProblemDocument = Schema.Struct({
   type: Schema.String,
   title: Schema.String,
   status: Schema.Int,
   detail: Schema.String,
   code: Schema.String,
-  instance: Schema.optional(Schema.String),
-  errors: Schema.optional(Schema.Array(FieldError))
-}, { description: "RFC 9457 problem details" }) {}
+  instance: Schema.optionalKey(Schema.String),
+  errors: Schema.optionalKey(Schema.Array(FieldError))
+}).annotate({ identifier: "ProblemDocument", description: "RFC 9457 problem details" })
+export type ProblemDocument = typeof ProblemDocument.Type
 
-export const toProblemDocument = (error: ProblemError, instance?: string): ProblemDocument => {
-  const entry = problemCatalog[error._tag]
-  return {
-    type: `urn:pv:problem:${entry.code}`,
-    title: entry.title,
-    status: entry.status,
-    detail: error.detail,
-    code: entry.code,
-    ...(instance !== undefined ? { instance } : {}),
-    ...(error.errors !== undefined && error.errors.length > 0 ? { errors: error.errors } : {})
-  } as ProblemDocument
+/** What a problem is constructed from; code, status, title and type come from its class. */
+export interface ProblemInput {
+  readonly detail: string
+  readonly errors?: ReadonlyArray<FieldError> | undefined
+  readonly instance?: string | undefined
 }
+
+/** Marks our problems, so HttpApi's own errors of the same `_tag` (NotFound, BadRequest, …) are never taken for them. */
+const ProblemTypeId: unique symbol = Symbol.for("pv/Problem")
+
+interface ProblemMembers<Tag extends string, Code extends string, Status extends number> extends ProblemDocument {
+  readonly _tag: Tag
+  readonly code: Code
+  readonly status: Status
+  readonly [ProblemTypeId]: typeof ProblemTypeId
+}
+
+/** A problem class: a `Schema.Error` over ProblemDocument, constructed from `{ detail, errors?, instance? }`. */
+export type ProblemClass<Self, Tag extends string, Code extends string, Status extends number> =
+  & (new(input: ProblemInput, options?: Schema.MakeOptions) => ProblemMembers<Tag, Code, Status> & Cause.YieldableError)
+  & Omit<Schema.Class<Self, typeof ProblemDocument, Cause.YieldableError>, never>
+  & { readonly tag: Tag; readonly code: Code; readonly status: Status; readonly title: string }
+
+const problemEncoding = { _tag: "Json", contentType: "application/problem+json" } as const
+
+/** Declares a problem class: `class X extends problem<X>()("X", { code, status, title }) {}`. */
+const problem = <Self>() =>
+<const Tag extends string, const Code extends string, const Status extends number>(
+  tag: Tag,
+  spec: { readonly code: Code; readonly status: Status; readonly title: string }
+): ProblemClass<Self, Tag, Code, Status> => {
+  const type = `urn:pv:problem:${spec.code}`
+  const Base = Schema.Error<Self>(tag)(ProblemDocument, {
+    description: spec.title,
+    httpApiStatus: spec.status,
+    "~httpApiEncoding": problemEncoding
+  }) as unknown as new(input: unknown, options?: Schema.MakeOptions) => object
+  class Problem extends Base {
+    static readonly tag = tag
+    static readonly code = spec.code
+    static readonly status = spec.status
+    static readonly title = spec.title
+      // Decoding passes the document itself (a ProblemInput too) and options that carry it.
+    constructor(input: ProblemInput, options?: Schema.MakeOptions) {
+      super({
+        type,
+        title: spec.title,
+        status: spec.status,
+        detail: input.detail,
+        code: spec.code,
+        ...(input.instance !== undefined ? { instance: input.instance } : {}),
+        ...(input.errors !== undefined && input.errors.length > 0 ? { errors: input.errors } : {})
+      }, options)
+    }
+  }
+  Object.defineProperty(Problem.prototype, "_tag", { value: tag })
+  Object.defineProperty(Problem.prototype, ProblemTypeId, { value: ProblemTypeId })
+  // Client errors are not the service's faults: the error reporter leaves them out.
+  Object.defineProperty(Problem.prototype, ErrorReporter.ignore, { value: spec.status < 500 })
+  // An error that reaches the HTTP server undeclared still answers as its problem (no instance, no headers:
+  // src/api/Problems.ts renders those).
+  Object.defineProperty(Problem.prototype, HttpServerRespondable.symbol, {
+    value(this: ProblemError) {
+      return Effect.succeed(HttpServerResponse.jsonUnsafe(toProblemDocument(this), {
+        status: spec.status,
+        contentType: "application/problem+json"
+      }))
+    }
+  })
+  Object.defineProperty(Problem.prototype, "message", {
+    get(this: ProblemInput) {
+      return this.detail
+    },
+    configurable: true
+  })
+  return Problem as unknown as ProblemClass<Self, Tag, Code, Status>
+}
+
+/** For problems that carry a retry hint: seconds, sent as Retry-After (never in the body). */
+export interface RetryInput extends ProblemInput {
+  readonly retry_after: number
+}
+
+/** A document decoded from the wire has no retry_after (it travels in Retry-After): retry in a second. */
+const retryAfterOf = (input: RetryInput) => (input as { readonly retry_after?: number }).retry_after ?? 1
+
+export class InvalidPublicId extends problem<InvalidPublicId>()("InvalidPublicId",
+  { code: "invalid-public-id", status: 400, title: "Invalid public identifier" }) {}
+export class MalformedJson extends problem<MalformedJson>()("MalformedJson",
+  { code: "malformed-json", status: 400, title: "Malformed JSON" }) {}
+export class Unauthorized extends problem<Unauthorized>()("Unauthorized",
+  { code: "unauthorized", status: 401, title: "Unauthorized" }) {}
+/** `scope` (the one the request lacked) goes into WWW-Authenticate, not into the body. */
+export class InsufficientScope extends problem<InsufficientScope>()("InsufficientScope",
+  { code: "insufficient-scope", status: 403, title: "Insufficient scope" }) {
+  readonly scope: string
+  constructor(input: ProblemInput & { readonly scope: string }, options?: Schema.MakeOptions) {
+    super(input, options)
+    // A document decoded from the wire has no scope (it travels in WWW-Authenticate).
+    this.scope = (input as { readonly scope?: string }).scope ?? ""
+  }
+}
+export class Forbidden extends problem<Forbidden>()("Forbidden",
+  { code: "forbidden", status: 403, title: "Forbidden" }) {}
+export class DeterminationNotFound extends problem<DeterminationNotFound>()("DeterminationNotFound",
+  { code: "determination-not-found", status: 404, title: "Determination not found" }) {}
+export class ReceiptNotFound extends problem<ReceiptNotFound>()("ReceiptNotFound",
+  { code: "receipt-not-found", status: 404, title: "Receipt not found" }) {}
+export class NotFound extends problem<NotFound>()("NotFound",
+  { code: "not-found", status: 404, title: "Not found" }) {}
+export class MethodNotAllowed extends problem<MethodNotAllowed>()("MethodNotAllowed",
+  { code: "method-not-allowed", status: 405, title: "Method not allowed" }) {}
+export class NotAcceptable extends problem<NotAcceptable>()("NotAcceptable",
+  { code: "not-acceptable", status: 406, title: "Not acceptable" }) {}
+export class UnsupportedProtocolVersion extends problem<UnsupportedProtocolVersion>()("UnsupportedProtocolVersion",
+  { code: "unsupported-protocol-version", status: 400, title: "Unsupported protocol version" }) {}
+export class IdempotencyConflict extends problem<IdempotencyConflict>()("IdempotencyConflict",
+  { code: "idempotency-conflict", status: 409, title: "Idempotency conflict" }) {}
+export class PayloadTooLarge extends problem<PayloadTooLarge>()("PayloadTooLarge",
+  { code: "payload-too-large", status: 413, title: "Payload too large" }) {}
+export class UnsupportedMediaType extends problem<UnsupportedMediaType>()("UnsupportedMediaType",
+  { code: "unsupported-media-type", status: 415, title: "Unsupported media type" }) {}
+export class ValidationFailed extends problem<ValidationFailed>()("ValidationFailed",
+  { code: "validation-failed", status: 422, title: "Validation failed" }) {}
+export class ProhibitedField extends problem<ProhibitedField>()("ProhibitedField",
+  { code: "prohibited-field", status: 422, title: "Prohibited field" }) {}
+export class UnknownPurpose extends problem<UnknownPurpose>()("UnknownPurpose",
+  { code: "unknown-purpose", status: 422, title: "Unknown purpose or action" }) {}
+export class RateLimited extends problem<RateLimited>()("RateLimited",
+  { code: "rate-limited", status: 429, title: "Rate limit exceeded" }) {
+  readonly retry_after: number
+  constructor(input: RetryInput, options?: Schema.MakeOptions) {
+    super(input, options)
+    this.retry_after = retryAfterOf(input)
+  }
+}
+export class QuotaExceeded extends problem<QuotaExceeded>()("QuotaExceeded",
+  { code: "quota-exceeded", status: 429, title: "Daily quota exceeded" }) {
+  readonly retry_after: number
+  constructor(input: RetryInput, options?: Schema.MakeOptions) {
+    super(input, options)
+    this.retry_after = retryAfterOf(input)
+  }
+}
+export class Internal extends problem<Internal>()("Internal",
+  { code: "internal", status: 500, title: "Internal error" }) {}
+export class Unavailable extends problem<Unavailable>()("Unavailable",
+  { code: "unavailable", status: 503, title: "Service unavailable" }) {}
+export class Overloaded extends problem<Overloaded>()("Overloaded",
+  { code: "overloaded", status: 503, title: "Overloaded" }) {}
+export class OriginNotAllowed extends problem<OriginNotAllowed>()("OriginNotAllowed",
+  { code: "origin-not-allowed", status: 403, title: "Origin not allowed" }) {}
+// Refusals by the HTTP parser, before any route is known (http/FrontDoor.ts).
+export class BadRequest extends problem<BadRequest>()("BadRequest",
+  { code: "bad-request", status: 400, title: "Bad request" }) {}
+export class RequestTimeout extends problem<RequestTimeout>()("RequestTimeout",
+  { code: "request-timeout", status: 408, title: "Request timeout" }) {}
+export class ExpectationFailed extends problem<ExpectationFailed>()("ExpectationFailed",
+  { code: "expectation-failed", status: 417, title: "Expectation failed" }) {}
+export class HeaderFieldsTooLarge extends problem<HeaderFieldsTooLarge>()("HeaderFieldsTooLarge",
+  { code: "header-fields-too-large", status: 431, title: "Request header fields too large" }) {}
+/** The receipt exists but the log has not integrated its entry yet (contract section 10). */
+export class NotYetLogged extends problem<NotYetLogged>()("NotYetLogged",
+  { code: "not-yet-logged", status: 404, title: "Not yet logged" }) {
+  readonly retry_after: number
+  constructor(input: RetryInput, options?: Schema.MakeOptions) {
+    super(input, options)
+    this.retry_after = retryAfterOf(input)
+  }
+}
+/** Contract section 10 answers a proof request outside the published tree with 400 (not 422), code validation-failed. */
+export class InvalidProofRequest extends problem<InvalidProofRequest>()("InvalidProofRequest",
+  { code: "validation-failed", status: 400, title: "Validation failed" }) {}
+
+/** Every problem class (contract section 1). */
+export const problemClasses = [
+  InvalidPublicId, MalformedJson, Unauthorized, InsufficientScope, Forbidden, DeterminationNotFound,
+  ReceiptNotFound, NotFound, MethodNotAllowed, NotAcceptable, UnsupportedProtocolVersion, IdempotencyConflict,
+  PayloadTooLarge, UnsupportedMediaType, ValidationFailed, ProhibitedField, UnknownPurpose, RateLimited,
+  QuotaExceeded, Internal, Unavailable, Overloaded, OriginNotAllowed, BadRequest, RequestTimeout,
+  ExpectationFailed, HeaderFieldsTooLarge, NotYetLogged, InvalidProofRequest
+] as const
+
+export type ProblemError = InstanceType<typeof problemClasses[number]>
+
+/** Contract section 1: tag → (code, status, title), read off the classes. */
+export const problemCatalog = Object.fromEntries(
+  problemClasses.map((c) => [c.tag, { code: c.code, status: c.status, title: c.title }])
+) as Record<ProblemError["_tag"], { readonly code: string; readonly status: number; readonly title: string }>
+
+export const isProblemError = (u: unknown): u is ProblemError =>
+  typeof u === "object" && u !== null && ProblemTypeId in u
+
+/** The document of `error`, with `instance` when given (else the error's own, if it has one). */
+export const toProblemDocument = (error: ProblemError, instance?: string): ProblemDocument => {
+  const at = instance ?? error.instance
+  return {
+    type: error.type,
+    title: error.title,
+    status: error.status,
+    detail: error.detail,
+    code: error.code,
+    ...(at !== undefined ? { instance: at } : {}),
+    ...(error.errors !== undefined && error.errors.length > 0 ? { errors: error.errors } : {})
+  }
+}
+
+/** A copy of `error` whose document names `instance` (extras such as `retry_after` kept). */
+export const withInstance = <E extends ProblemError>(error: E, instance: string): E =>
+  Object.assign(Object.create(Object.getPrototypeOf(error)) as E, error, { instance })
+
+const formatIssues = SchemaIssue.makeFormatterStandardSchemaV1()
+
+/** A decode failure → one FieldError (JSON pointer, message) per failing member: the one translation every edge uses. */
+export const fieldErrorsOf = (issue: SchemaIssue.Issue): Array<FieldError> =>
+  formatIssues(issue).issues.map(({ path = [], message }) =>
+    new FieldError({
+      pointer: toPointer(path.map((segment) => (typeof segment === "object" && segment !== null ? segment.key : segment))),
+      detail: message
+    }))

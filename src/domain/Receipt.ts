@@ -1,33 +1,31 @@
-import { Either, ParseResult, Schema, SchemaAST } from "effect"
-import { FreshnessState, LifecycleState } from "../trust/Freshness.js"
+import { Result, Schema } from "effect"
+import { FreshnessState, LifecycleState } from "./Freshness.js"
 import { TenantId } from "./AccessKey.js"
 import { digestOf } from "./Canonical.js"
 import { Tier } from "./Determination.js"
-import { NonEmptyText } from "./Json.js"
-import { FieldError, ProhibitedField, ValidationFailed } from "./Problem.js"
+import { NonEmptyText, toPointer } from "./Json.js"
+import { FieldError, fieldErrorsOf, ProhibitedField, ValidationFailed } from "./Problem.js"
 import { PublicId } from "./PublicId.js"
 
 export const ReceiptSchemaId = "pv-reliance-receipt-v1" as const
 
 /** Names the caller chooses; bounded so the idempotency key always fits one index entry. */
-const Name = NonEmptyText.pipe(Schema.maxLength(256))
+const Name = NonEmptyText.check(Schema.isMaxLength(256))
 
-export const ClaimScope = Schema.Array(Name).pipe(
-  Schema.minItems(1),
-  Schema.maxItems(32),
-  Schema.annotations({ description: "Claim names relied upon (1..32); each must be allowed and not a prohibited inference" })
-)
+export const ClaimScope = Schema.Array(Name).check(Schema.isMinLength(1), Schema.isMaxLength(32)).annotate({
+  description: "Claim names relied upon (1..32); each must be allowed and not a prohibited inference"
+})
 
 /** Contract section 8: exactly the seed's 7 caller fields, for receipts and for actionability. */
 export const RelianceRequest = Schema.Struct({
   tenant_id: TenantId,
-  organization: Name.annotations({ description: "Consuming organization" }),
-  principal: Name.annotations({ description: "Consuming principal" }),
+  organization: Name.annotate({ description: "Consuming organization" }),
+  principal: Name.annotate({ description: "Consuming principal" }),
   subject_public_id: PublicId,
-  purpose_id: Name.annotations({ description: "Purpose of reliance, as named in the policy (GET /api/v1/policy)" }),
-  requested_action: Name.annotations({ description: "Action the caller wants to take, as named under the purpose in the policy" }),
+  purpose_id: Name.annotate({ description: "Purpose of reliance, as named in the policy (GET /api/v1/policy)" }),
+  requested_action: Name.annotate({ description: "Action the caller wants to take, as named under the purpose in the policy" }),
   claim_scope: ClaimScope
-}).annotations({
+}).annotate({
   identifier: "RelianceRequest",
   description: "The caller's identity and intended use. Every decision field is derived by the server.",
   examples: [{
@@ -59,32 +57,30 @@ export const ProhibitedRequestFields = [
  * The endpoint payload: any JSON value reaches the handler, so the prohibited-field check sees the raw
  * body before validation; OpenAPI still documents the 7-field body through the surrogate.
  */
-export const RelianceRequestBody = Schema.Unknown.annotations({ [SchemaAST.SurrogateAnnotationId]: RelianceRequest.ast })
-
-/** RFC 6901 pointer of a decode issue path; the root is the empty pointer. */
-const pointerOf = (path: ReadonlyArray<PropertyKey>): string =>
-  path.map((segment) => "/" + String(segment).replace(/~/g, "~0").replace(/\//g, "~1")).join("")
+export const RelianceRequestBody = Schema.Json.check(Schema.makeFilter(() => true, {
+  representation: { id: "pv/RelianceRequestBody", payload: null, schemas: [RelianceRequest.ast] },
+  toJsonSchema: ({ schemas }) => schemas[0] ?? {}
+}))
 
 const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
-const decodeStrict = Schema.decodeUnknownEither(RelianceRequest, { errors: "all", onExcessProperty: "error" })
+const decodeStrict = Schema.decodeUnknownResult(RelianceRequest, { errors: "all", onExcessProperty: "error" })
 
 /** Raw body → request: prohibited fields first (one error each), then the 7-field schema with pointers. */
-export const decodeRelianceRequest = (body: unknown): Either.Either<RelianceRequest, ProhibitedField | ValidationFailed> => {
+export const decodeRelianceRequest = (body: unknown): Result.Result<RelianceRequest, ProhibitedField | ValidationFailed> => {
   const prohibited = isObject(body)
     ? Object.keys(body).filter((key) => (ProhibitedRequestFields as ReadonlyArray<string>).includes(key))
     : []
   if (prohibited.length > 0) {
-    return Either.left(new ProhibitedField({
+    return Result.fail(new ProhibitedField({
       detail: `The server derives ${prohibited.join(", ")}; a request must not send ${prohibited.length === 1 ? "it" : "them"}.`,
-      errors: prohibited.map((key) => new FieldError({ pointer: pointerOf([key]), detail: "is derived by the server and must not be sent" }))
+      errors: prohibited.map((key) => new FieldError({ pointer: toPointer([key]), detail: "is derived by the server and must not be sent" }))
     }))
   }
-  return Either.mapLeft(decodeStrict(body), (error) =>
+  return Result.mapError(decodeStrict(body), (error) =>
     new ValidationFailed({
       detail: "The request body failed validation.",
-      errors: ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) =>
-        new FieldError({ pointer: pointerOf(issue.path), detail: issue.message }))
+      errors: fieldErrorsOf(error.issue)
     }))
 }
 
@@ -92,13 +88,13 @@ export const Checks = ["freshness", "lifecycle", "authority", "tier", "eligibili
 export type Check = typeof Checks[number]
 
 export const Verdict = Schema.Struct({
-  check: Schema.Literal(...Checks),
-  outcome: Schema.Literal("PASS", "FAIL"),
+  check: Schema.Literals(Checks),
+  outcome: Schema.Literals(["PASS", "FAIL"]),
   reason: Schema.String
-}).annotations({ identifier: "Verdict" })
+}).annotate({ identifier: "Verdict" })
 export type Verdict = typeof Verdict.Type
 
-export const Decision = Schema.Literal("ACTIONABLE", "NOT_ACTIONABLE").annotations({ identifier: "Decision" })
+export const Decision = Schema.Literals(["ACTIONABLE", "NOT_ACTIONABLE"]).annotate({ identifier: "Decision" })
 export type Decision = typeof Decision.Type
 
 /** One evaluation of a request against the trust document and the policy; what POST /actionability returns. */
@@ -122,7 +118,7 @@ export const ActionabilityEvaluation = Schema.Struct({
   verdicts: Schema.Array(Verdict),
   authority_state: Schema.Literal("ISSUANCE_NOT_AUTHORIZED"),
   credential_state: Schema.Literal("NOT_ISSUED")
-}).annotations({ identifier: "ActionabilityEvaluation", description: "Verdicts in contract order and the decision; nothing is stored" })
+}).annotate({ identifier: "ActionabilityEvaluation", description: "Verdicts in contract order and the decision; nothing is stored" })
 export type ActionabilityEvaluation = typeof ActionabilityEvaluation.Type
 
 /** Everything a receipt states; receipt_digest covers exactly this object. */
@@ -131,15 +127,15 @@ export const ReceiptSnapshot = Schema.Struct({
   receipt_id: Schema.String,
   created_at: Schema.String,
   ...ActionabilityEvaluation.fields
-}).annotations({ identifier: "ReceiptSnapshot" })
+}).annotate({ identifier: "ReceiptSnapshot" })
 export type ReceiptSnapshot = typeof ReceiptSnapshot.Type
 
 /** The service's signature of a receipt (contract section 10); outside snapshot_payload, so the digest is unchanged. */
 export const ReceiptSignature = Schema.Struct({
   alg: Schema.Literal("Ed25519"),
-  kid: Schema.String.annotations({ description: "Key id of the signing key, listed at /api/v1/events/keys" }),
-  sig: Schema.String.annotations({ description: "base64url (no padding) Ed25519 signature over the UTF-8 of \"pv-receipt-v1\\n\" + receipt_digest" })
-}).annotations({ identifier: "ReceiptSignature" })
+  kid: Schema.String.annotate({ description: "Key id of the signing key, listed at /api/v1/events/keys" }),
+  sig: Schema.String.annotate({ description: "base64url (no padding) Ed25519 signature over the UTF-8 of \"pv-receipt-v1\\n\" + receipt_digest" })
+}).annotate({ identifier: "ReceiptSignature" })
 export type ReceiptSignature = typeof ReceiptSignature.Type
 
 /** A receipt before it is signed: the snapshot's fields, the snapshot itself and its digest. */
@@ -154,14 +150,14 @@ export type SealedReceipt = typeof SealedReceipt.Type
 export const RelianceReceipt = Schema.Struct({
   ...SealedReceipt.fields,
   signature: ReceiptSignature
-}).annotations({ identifier: "RelianceReceipt", description: "Reliance receipt, schema pv-reliance-receipt-v1" })
+}).annotate({ identifier: "RelianceReceipt", description: "Reliance receipt, schema pv-reliance-receipt-v1" })
 export type RelianceReceipt = typeof RelianceReceipt.Type
 
 /** What POST answers: the receipt plus whether it already existed. */
 export const CreatedRelianceReceipt = Schema.Struct({
   ...RelianceReceipt.fields,
   idempotent: Schema.Boolean
-}).annotations({ identifier: "CreatedRelianceReceipt" })
+}).annotate({ identifier: "CreatedRelianceReceipt" })
 export type CreatedRelianceReceipt = typeof CreatedRelianceReceipt.Type
 
 /** The receipt digest recipe: SHA-256 over the JCS form of snapshot_payload. */

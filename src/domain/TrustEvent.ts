@@ -3,14 +3,14 @@ import { JsonObject } from "./Json.js"
 
 /** Contract section 6: the four kinds of change a determination's chain records. */
 export const EventTypes = ["determination.recorded", "determination.updated", "lifecycle.changed", "freshness.changed"] as const
-export const EventType = Schema.Literal(...EventTypes).annotations({ identifier: "EventType" })
+export const EventType = Schema.Literals(EventTypes).annotate({ identifier: "EventType" })
 export type EventType = typeof EventType.Type
 
 export const EventSignature = Schema.Struct({
   alg: Schema.Literal("Ed25519"),
-  kid: Schema.String.annotations({ description: "Key id: first 16 hex of SHA-256 of the raw 32-byte public key" }),
-  sig: Schema.String.annotations({ description: "base64url (no padding) Ed25519 signature over the 32 raw bytes of eventHash" })
-}).annotations({ identifier: "EventSignature" })
+  kid: Schema.String.annotate({ description: "Key id: first 16 hex of SHA-256 of the raw 32-byte public key" }),
+  sig: Schema.String.annotate({ description: "base64url (no padding) Ed25519 signature over the 32 raw bytes of eventHash" })
+}).annotate({ identifier: "EventSignature" })
 
 /** One signed, hash-chained event of a determination's feed. */
 export const TrustEvent = Schema.Struct({
@@ -21,11 +21,11 @@ export const TrustEvent = Schema.Struct({
   occurred_at: Schema.String,
   payload: JsonObject,
   previousEventHash: Schema.NullOr(Schema.String),
-  eventHash: Schema.String.annotations({
+  eventHash: Schema.String.annotate({
     description: "SHA-256 hex of UTF-8 \"pv-event-v1\\n\" + JCS(event without eventHash and signature)"
   }),
   signature: EventSignature
-}).annotations({ identifier: "TrustEvent" })
+}).annotate({ identifier: "TrustEvent" })
 export type TrustEvent = typeof TrustEvent.Type
 export type EventPayload = TrustEvent["payload"]
 
@@ -35,14 +35,14 @@ export type UnsignedEvent = Omit<TrustEvent, "eventHash" | "signature">
 export const EventHeadSchema = Schema.Struct({
   sequence: Schema.Int,
   eventHash: Schema.NullOr(Schema.String)
-}).annotations({ identifier: "EventHead" })
+}).annotate({ identifier: "EventHead" })
 
 export const EventPage = Schema.Struct({
   public_id: Schema.String,
   events: Schema.Array(TrustEvent),
-  next_after: Schema.NullOr(Schema.Int).annotations({ description: "Pass as `after` for the next page; null at the head" }),
+  next_after: Schema.NullOr(Schema.Int).annotate({ description: "Pass as `after` for the next page; null at the head" }),
   head: EventHeadSchema
-}).annotations({ identifier: "EventPage" })
+}).annotate({ identifier: "EventPage" })
 export type EventPage = typeof EventPage.Type
 
 export const EventJwk = Schema.Struct({
@@ -52,8 +52,8 @@ export const EventJwk = Schema.Struct({
   kid: Schema.String,
   use: Schema.Literal("sig"),
   alg: Schema.Literal("Ed25519")
-}).annotations({ identifier: "EventJwk" })
+}).annotate({ identifier: "EventJwk" })
 export type EventJwk = typeof EventJwk.Type
 
-export const EventJwks = Schema.Struct({ keys: Schema.Array(EventJwk) }).annotations({ identifier: "EventJwks" })
+export const EventJwks = Schema.Struct({ keys: Schema.Array(EventJwk) }).annotate({ identifier: "EventJwks" })
 export type EventJwks = typeof EventJwks.Type

@@ -1,44 +1,43 @@
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
-import { Schema } from "effect"
+import { Schema, SchemaTransformation } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import { ApiKeyAuth } from "../access/Auth.js"
 import { DeterminationNotFound, InsufficientScope, InvalidPublicId, Unauthorized, ValidationFailed } from "../domain/Problem.js"
 import { EventJwks, EventPage } from "../domain/TrustEvent.js"
-import { DefaultPageSize, MaxPageSize } from "./EventLog.js"
+import { DefaultPageSize, MaxPageSize } from "./Paging.js"
 
 const MaxSequence = 2_147_483_647
 
-/** Plain decimal digits: `0x10`, `1e3` or ` 7` are not page positions. */
-const DecimalString = Schema.String.pipe(Schema.pattern(/^-?\d{1,20}$/))
-
-/** A query integer with one readable failure message (instead of one per parse step). */
-const QueryInt = (message: string, description: string, bounded: (n: typeof Schema.Int) => Schema.Schema<number>) =>
-  Schema.optionalWith(
-    Schema.compose(DecimalString.pipe(Schema.compose(Schema.NumberFromString)), bounded(Schema.Int)).annotations({
-      description,
-      message: () => ({ message, override: true })
-    }),
-    { exact: true }
+/**
+ * A query integer with one readable failure message (instead of one per parse step): plain decimal
+ * digits (`0x10`, `1e3` or ` 7` are not page positions), then one check of the whole range, so a value
+ * never reports two problems.
+ */
+const QueryInt = (message: string, description: string, minimum: number, maximum: number) =>
+  Schema.optionalKey(
+    Schema.String.check(Schema.isPattern(/^-?\d{1,20}$/u, { message })).pipe(
+      Schema.decodeTo(
+        Schema.Number.check(Schema.makeFilter((n: number) => (Number.isSafeInteger(n) && n >= minimum && n <= maximum) || message)),
+        SchemaTransformation.numberFromString
+      )
+    ).annotate({ description })
   )
 
-const EventsQuery = Schema.Struct({
-  public_id: Schema.String.annotations({ description: "DET-V1-* or QUAL-V1-*" }),
+const EventsQuery = {
+  public_id: Schema.String.annotate({ description: "DET-V1-* or QUAL-V1-*" }),
   // Sequences are PostgreSQL integers: a larger `after` is refused here, not by the database.
   after: QueryInt(`must be an integer from 0 to ${MaxSequence}`, "Return events with a greater sequence (default 0: from the start)",
-    (int) => int.pipe(Schema.between(0, MaxSequence))),
+    0, MaxSequence),
   limit: QueryInt(`must be an integer between 1 and ${MaxPageSize}`, `Page size, default ${DefaultPageSize}, at most ${MaxPageSize}`,
-    (int) => int.pipe(Schema.between(1, MaxPageSize)))
-})
+    1, MaxPageSize)
+}
 
 export class EventsApi extends HttpApiGroup.make("events")
   .add(
-    HttpApiEndpoint.get("list", "/events")
-      .setUrlParams(EventsQuery)
-      .addSuccess(EventPage)
-      .addError(InvalidPublicId)
-      .addError(Unauthorized)
-      .addError(InsufficientScope)
-      .addError(DeterminationNotFound)
-      .addError(ValidationFailed)
+    HttpApiEndpoint.get("list", "/events", {
+      query: EventsQuery,
+      success: EventPage,
+      error: [InvalidPublicId, Unauthorized, InsufficientScope, DeterminationNotFound, ValidationFailed]
+    })
       .middleware(ApiKeyAuth)
       .annotate(OpenApi.Summary, "Signed event feed of a determination (scope trust:read)")
       .annotate(OpenApi.Description,
@@ -48,8 +47,7 @@ export class EventsApi extends HttpApiGroup.make("events")
         "`head` is the chain's last event, the same head the trust document reports in integrity.event_head.")
   )
   .add(
-    HttpApiEndpoint.get("keys", "/events/keys")
-      .addSuccess(EventJwks)
+    HttpApiEndpoint.get("keys", "/events/keys", { success: EventJwks })
       .annotate(OpenApi.Summary, "Event-signing public keys (JWKS, no key needed)")
       .annotate(OpenApi.Description,
         "Every Ed25519 key any instance has signed events with, retired ones included. kid = first 16 hex of " +

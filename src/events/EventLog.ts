@@ -1,32 +1,26 @@
-import { Clock, Duration, Effect, Layer, Option } from "effect"
+import { Clock, Context, Effect, Layer, Option } from "effect"
 import type { DeterminationBody } from "../domain/Determination.js"
+import { freshnessAt, FreshnessStates, freshnessTimeline, type FreshnessState } from "../domain/Freshness.js"
 import type { EventHead } from "../domain/MachineTrust.js"
-import { DeterminationNotFound, InvalidPublicId, ValidationFailed } from "../domain/Problem.js"
-import { isPublicId } from "../domain/PublicId.js"
+import { DeterminationNotFound, FieldError, ValidationFailed } from "../domain/Problem.js"
+import type { PublicId } from "../domain/PublicId.js"
 import type { EventJwks, EventPage, EventPayload, EventType, TrustEvent } from "../domain/TrustEvent.js"
 import { entryBytesOf, eventEntryOf } from "../log/Entries.js"
 import { LogNudge } from "../log/LogNudge.js"
 import { LogRepo } from "../log/Repo.js"
+import { countEventAppended } from "../observability/Metrics.js"
 import { AppConfig } from "../platform/Config.js"
 import { Ids } from "../platform/Ids.js"
-import { TrustCache } from "../trust/TrustCache.js"
-import { freshnessAt, FreshnessStates, freshnessTimeline, type FreshnessState } from "../trust/Freshness.js"
-import { sealEvent } from "./EventChain.js"
+import { sealEvent } from "../domain/EventChain.js"
+import { DefaultPageSize, MaxPageSize } from "./Paging.js"
 import { EventsRepo } from "./Repo.js"
 import { Signer } from "./Signer.js"
-import { countEventAppended } from "../observability/Metrics.js"
 
-/** Contract section 3: page sizes. */
-export const DefaultPageSize = 100
-export const MaxPageSize = 1000
-
-/** How often each instance looks for freshness boundaries that have passed. */
-export const SweepInterval = Duration.seconds(1)
-const sweepBatch = 100
+export { DefaultPageSize, MaxPageSize } from "./Paging.js"
 
 /** One stored change of a determination, as `Determinations.ingest` sees it inside its transaction. */
 export interface DeterminationChange {
-  readonly public_id: string
+  readonly public_id: PublicId
   readonly determination_id: string
   readonly version: number
   readonly determination_digest: string
@@ -81,182 +75,150 @@ const nextDue = (timeline: ReturnType<typeof freshnessTimeline>, announced: Fres
   return next === undefined ? null : new Date(next.at)
 }
 
-const requirePublicId = (input: string): Effect.Effect<string, InvalidPublicId> =>
-  isPublicId(input)
-    ? Effect.succeed(input)
-    : Effect.fail(new InvalidPublicId({ detail: `'${input.slice(0, 80)}' is not a DET-V1-* or QUAL-V1-* identifier` }))
-
 const invalidParameter = (pointer: string, detail: string) =>
-  new ValidationFailed({ detail: "The request failed validation.", errors: [{ pointer, detail }] })
+  new ValidationFailed({ detail: "The request failed validation.", errors: [new FieldError({ pointer, detail })] })
+
+const make = Effect.gen(function*() {
+  const repo = yield* EventsRepo
+  const signer = yield* Signer
+  const ids = yield* Ids
+  const pending = yield* LogRepo
+  const nudges = yield* LogNudge
+  const { logEnabled } = yield* AppConfig
+  // Every key that ever signs is recorded first, so the JWKS of every instance lists it.
+  yield* Effect.orDie(repo.recordKey(signer.jwk, new Date(yield* Clock.currentTimeMillis)))
+
+  /** Inside the caller's transaction: seal and store the next event of `publicId`'s chain. */
+  const append = (publicId: PublicId, type: EventType, payload: EventPayload) =>
+    Effect.gen(function*() {
+      const head = yield* repo.lockHead(publicId)
+      if (Option.isNone(head)) return yield* Effect.die(new Error(`event append for ${publicId}, which has no determinations row`))
+      const now = yield* Clock.currentTimeMillis
+      const event = sealEvent({
+        sequence: head.value.sequence + 1,
+        event_id: yield* ids.make("evt"),
+        public_id: publicId,
+        type,
+        occurred_at: new Date(now).toISOString(),
+        payload,
+        previousEventHash: head.value.eventHash
+      }, signer)
+      yield* repo.insertEvent(event)
+      // Its transparency-log entry commits with the event (contract section 10).
+      if (logEnabled) {
+        yield* pending.enqueue("event", event.event_id, entryBytesOf(eventEntryOf(event)))
+        yield* nudges.nudge
+      }
+      yield* countEventAppended(type)
+      return event
+    })
+
+  /**
+   * Inside `ingest`'s transaction: the one event of a stored change, and the freshness state the
+   * chain now stands at (so the sweep only announces what time changes from here on).
+   */
+  const recordChange = (change: DeterminationChange) =>
+    Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const asOf = Date.parse(change.body.as_of)
+      const validUntil = Date.parse(change.body.valid_until)
+      const freshness = freshnessAt(now, asOf, validUntil, change.body.lifecycle_state)
+      const { type, payload } = changeEventOf(change, freshness)
+      const event = yield* append(change.public_id, type, payload)
+      yield* repo.setFreshness(change.public_id, freshness, nextDue(freshnessTimeline(asOf, validUntil, change.body.lifecycle_state), freshness))
+      return event
+    })
+
+  /**
+   * Inside the caller's transaction, under the determination's row lock: a freshness.changed for each
+   * state entered since the last announced one; returns how many were appended. A second caller waiting
+   * on the lock then finds nothing left.
+   */
+  const announceDue = (publicId: PublicId) =>
+    Effect.gen(function*() {
+      const locked = yield* repo.lockFreshness(publicId)
+      if (Option.isNone(locked)) return 0
+      const row = locked.value
+      const now = yield* Clock.currentTimeMillis
+      const timeline = freshnessTimeline(row.as_of.getTime(), row.valid_until.getTime(), row.lifecycle_state)
+      if (row.freshness_announced === null) {
+        // A chain that predates freshness tracking starts announcing from today's state.
+        const current = freshnessAt(now, row.as_of.getTime(), row.valid_until.getTime(), row.lifecycle_state)
+        yield* repo.setFreshness(publicId, current, nextDue(timeline, current))
+        return 0
+      }
+      let announced: FreshnessState = row.freshness_announced
+      const entered = timeline.filter((entry) => rank(entry.state) > rank(announced) && entry.at <= now)
+      for (const entry of entered) {
+        yield* append(publicId, "freshness.changed", {
+          determination_id: row.determination_id,
+          previous_freshness_state: announced,
+          freshness_state: entry.state,
+          effective_at: new Date(entry.at).toISOString()
+        })
+        announced = entry.state
+      }
+      yield* repo.setFreshness(publicId, announced, nextDue(timeline, announced))
+      return entered.length
+    })
+
+  /** Determinations whose next freshness boundary has passed, oldest first. */
+  const dueForFreshness = (limit: number) =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) => repo.dueForFreshness(new Date(now), limit))
+
+  const head = (publicId: PublicId): Effect.Effect<EventHead, DeterminationNotFound> =>
+    Effect.orDie(repo.head(publicId)).pipe(
+      Effect.flatMap(Option.match({
+        onNone: () => Effect.fail(new DeterminationNotFound({ detail: `no determination ${publicId}` })),
+        onSome: Effect.succeed
+      }))
+    )
+
+  /**
+   * Keyset page of events after `after`, bounded by the head read first, so the page and the head
+   * it reports always agree and `next_after` is null exactly when the page reaches that head.
+   */
+  const page = (
+    publicId: PublicId,
+    options: { readonly after?: number | undefined; readonly limit?: number | undefined } = {}
+  ): Effect.Effect<EventPage, DeterminationNotFound | ValidationFailed> =>
+    Effect.gen(function*() {
+      const after = options.after ?? 0
+      const limit = options.limit ?? DefaultPageSize
+      if (!Number.isSafeInteger(after) || after < 0) return yield* Effect.fail(invalidParameter("/after", "must be an integer ≥ 0"))
+      if (!Number.isSafeInteger(limit) || limit < 1 || limit > MaxPageSize) {
+        return yield* Effect.fail(invalidParameter("/limit", `must be an integer between 1 and ${MaxPageSize}`))
+      }
+      const current = yield* head(publicId)
+      const rows = yield* Effect.orDie(repo.page(publicId, after, current.sequence, limit + 1))
+      const events: Array<TrustEvent> = rows.slice(0, limit)
+      return {
+        public_id: publicId,
+        events,
+        next_after: rows.length > limit ? events[events.length - 1]!.sequence : null,
+        head: current
+      }
+    })
+
+  /** Every public key any instance has signed with (contract: retired keys stay published). */
+  const jwks: Effect.Effect<EventJwks> = Effect.orDie(repo.keys).pipe(
+    Effect.map((rows) => ({
+      keys: rows.map((row) => ({ kty: "OKP", crv: "Ed25519", x: row.x, kid: row.kid, use: "sig", alg: "Ed25519" } as const))
+    }))
+  )
+
+  return { append, recordChange, announceDue, dueForFreshness, head, page, jwks, signer } as const
+})
 
 /**
  * The signed, hash-chained event feed of each determination. Appends join the caller's transaction
  * and lock the determinations row, so a chain has one writer at a time and sequences stay gapless;
- * the (public_id, sequence) primary key refuses anything else.
+ * the (public_id, sequence) primary key refuses anything else. Nothing here opens a transaction,
+ * notifies or evicts: the writer of trust state (trust/Determinations.ts) wraps every change.
  */
-export class EventLog extends Effect.Service<EventLog>()("pv/EventLog", {
-  effect: Effect.gen(function*() {
-    const repo = yield* EventsRepo
-    const signer = yield* Signer
-    const ids = yield* Ids
-    const cache = yield* TrustCache
-    const pending = yield* LogRepo
-    const nudges = yield* LogNudge
-    const { logEnabled } = yield* AppConfig
-    // Every key that ever signs is recorded first, so the JWKS of every instance lists it.
-    yield* Effect.orDie(repo.recordKey(signer.jwk, new Date(yield* Clock.currentTimeMillis)))
-
-    /** After the transaction commits: this instance's cached document of `publicId` is gone. */
-    const withEviction = <E, R>(publicId: string, work: Effect.Effect<number, E, R>) =>
-      Effect.tap(work, (appended) => (appended > 0 ? cache.invalidate(publicId) : Effect.void))
-
-    /** Inside the caller's transaction: seal and store the next event of `publicId`'s chain. */
-    const append = (publicId: string, type: EventType, payload: EventPayload) =>
-      Effect.gen(function*() {
-        const head = yield* repo.lockHead(publicId)
-        if (Option.isNone(head)) return yield* Effect.dieMessage(`event append for ${publicId}, which has no determinations row`)
-        const now = yield* Clock.currentTimeMillis
-        const event = sealEvent({
-          sequence: head.value.sequence + 1,
-          event_id: yield* ids.make("evt"),
-          public_id: publicId,
-          type,
-          occurred_at: new Date(now).toISOString(),
-          payload,
-          previousEventHash: head.value.eventHash
-        }, signer)
-        yield* repo.insertEvent(event)
-        // Its transparency-log entry commits with the event (contract section 10).
-        if (logEnabled) {
-          yield* pending.enqueue("event", event.event_id, entryBytesOf(eventEntryOf(event)))
-          yield* nudges.nudge
-        }
-        yield* cache.announce(publicId)
-        yield* countEventAppended(type)
-        return event
-      })
-
-    /**
-     * Inside `ingest`'s transaction: the one event of a stored change, and the freshness state the
-     * chain now stands at (so the sweep only announces what time changes from here on).
-     */
-    const recordChange = (change: DeterminationChange) =>
-      Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        const asOf = Date.parse(change.body.as_of)
-        const validUntil = Date.parse(change.body.valid_until)
-        const freshness = freshnessAt(now, asOf, validUntil, change.body.lifecycle_state)
-        const { type, payload } = changeEventOf(change, freshness)
-        const event = yield* append(change.public_id, type, payload)
-        yield* repo.setFreshness(change.public_id, freshness, nextDue(freshnessTimeline(asOf, validUntil, change.body.lifecycle_state), freshness))
-        return event
-      })
-
-    /**
-     * One determination, in its own transaction under its row lock: a freshness.changed for each state
-     * entered since the last announced one. A second sweeper waiting on the lock then finds nothing left.
-     */
-    const sweepDetermination = (publicId: string) =>
-      withEviction(publicId, repo.withTransaction(Effect.gen(function*() {
-        const locked = yield* repo.lockFreshness(publicId)
-        if (Option.isNone(locked)) return 0
-        const row = locked.value
-        const now = yield* Clock.currentTimeMillis
-        const timeline = freshnessTimeline(row.as_of.getTime(), row.valid_until.getTime(), row.lifecycle_state)
-        if (row.freshness_announced === null) {
-          // A chain that predates freshness tracking starts announcing from today's state.
-          const current = freshnessAt(now, row.as_of.getTime(), row.valid_until.getTime(), row.lifecycle_state)
-          yield* repo.setFreshness(publicId, current, nextDue(timeline, current))
-          return 0
-        }
-        let announced: FreshnessState = row.freshness_announced
-        const entered = timeline.filter((entry) => rank(entry.state) > rank(announced) && entry.at <= now)
-        for (const entry of entered) {
-          yield* append(publicId, "freshness.changed", {
-            determination_id: row.determination_id,
-            previous_freshness_state: announced,
-            freshness_state: entry.state,
-            effective_at: new Date(entry.at).toISOString()
-          })
-          announced = entry.state
-        }
-        yield* repo.setFreshness(publicId, announced, nextDue(timeline, announced))
-        return entered.length
-      })))
-
-    /** Announce what is due for one determination now (the resolver calls this before it answers). */
-    const announceFreshness = (publicId: string): Effect.Effect<number> =>
-      sweepDetermination(publicId).pipe(Effect.catchTag("SqlError", Effect.die))
-
-    /** Announce every freshness transition that is due; returns how many events were appended. */
-    const sweepOnce: Effect.Effect<number> = Effect.gen(function*() {
-      let appended = 0
-      for (;;) {
-        const due = yield* repo.dueForFreshness(new Date(yield* Clock.currentTimeMillis), sweepBatch)
-        for (const publicId of due) appended += yield* sweepDetermination(publicId)
-        if (due.length < sweepBatch) return appended
-      }
-    }).pipe(Effect.catchTag("SqlError", Effect.die))
-
-    const head = (publicIdInput: string): Effect.Effect<EventHead, InvalidPublicId | DeterminationNotFound> =>
-      requirePublicId(publicIdInput).pipe(
-        Effect.flatMap((publicId) => Effect.orDie(repo.head(publicId))),
-        Effect.flatMap(Option.match({
-          onNone: () => Effect.fail(new DeterminationNotFound({ detail: `no determination ${publicIdInput}` })),
-          onSome: Effect.succeed
-        }))
-      )
-
-    /**
-     * Keyset page of events after `after`, bounded by the head read first, so the page and the head
-     * it reports always agree and `next_after` is null exactly when the page reaches that head.
-     */
-    const page = (
-      publicIdInput: string,
-      options: { readonly after?: number | undefined; readonly limit?: number | undefined } = {}
-    ): Effect.Effect<EventPage, InvalidPublicId | DeterminationNotFound | ValidationFailed> =>
-      Effect.gen(function*() {
-        const after = options.after ?? 0
-        const limit = options.limit ?? DefaultPageSize
-        if (!Number.isSafeInteger(after) || after < 0) return yield* Effect.fail(invalidParameter("/after", "must be an integer ≥ 0"))
-        if (!Number.isSafeInteger(limit) || limit < 1 || limit > MaxPageSize) {
-          return yield* Effect.fail(invalidParameter("/limit", `must be an integer between 1 and ${MaxPageSize}`))
-        }
-        const current = yield* head(publicIdInput)
-        const rows = yield* Effect.orDie(repo.page(publicIdInput, after, current.sequence, limit + 1))
-        const events: Array<TrustEvent> = rows.slice(0, limit)
-        return {
-          public_id: publicIdInput,
-          events,
-          next_after: rows.length > limit ? events[events.length - 1]!.sequence : null,
-          head: current
-        }
-      })
-
-    /** Every public key any instance has signed with (contract: retired keys stay published). */
-    const jwks: Effect.Effect<EventJwks> = Effect.orDie(repo.keys).pipe(
-      Effect.map((rows) => ({
-        keys: rows.map((row) => ({ kty: "OKP", crv: "Ed25519", x: row.x, kid: row.kid, use: "sig", alg: "Ed25519" } as const))
-      }))
-    )
-
-    return { append, recordChange, announceFreshness, sweepOnce, head, page, jwks, signer } as const
-  }),
-  dependencies: [EventsRepo.Default, Signer.Default, Ids.Default, TrustCache.Default, LogRepo.Default, LogNudge.Default]
-}) {}
-
-/**
- * The background freshness sweep, forked for the life of the server. Safe on every instance at once;
- * a failed round (database away) is logged and retried at the next tick.
- */
-export const EventSweeperLive = Layer.scopedDiscard(
-  Effect.gen(function*() {
-    const log = yield* EventLog
-    yield* log.sweepOnce.pipe(
-      Effect.catchAllCause((cause) => Effect.logWarning("freshness sweep failed; retrying", cause)),
-      Effect.zipRight(Effect.sleep(SweepInterval)),
-      Effect.forever,
-      Effect.forkScoped
-    )
-  })
-)
+export class EventLog extends Context.Service<EventLog, Effect.Success<typeof make>>()("pv/EventLog", { make }) {
+  static readonly layerNoDeps = Layer.effect(EventLog, make)
+  static readonly layer = EventLog.layerNoDeps.pipe(
+    Layer.provide([EventsRepo.layer, Signer.layer, Ids.layer, LogRepo.layer, LogNudge.layer])
+  )
+}

@@ -1,23 +1,42 @@
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Option } from "effect"
+import { Context, Effect, Layer, Option, Schema } from "effect"
+import { FreshnessState, LifecycleState } from "../domain/Freshness.js"
 import type { EventHead } from "../domain/MachineTrust.js"
-import type { EventJwk, EventType, TrustEvent } from "../domain/TrustEvent.js"
-import type { FreshnessState, LifecycleState } from "../trust/Freshness.js"
+import { PublicId } from "../domain/PublicId.js"
+import { EventType, type EventJwk, type EventPayload, type TrustEvent } from "../domain/TrustEvent.js"
 
-interface EventRow {
-  readonly public_id: string
-  readonly sequence: number
-  readonly event_id: string
-  readonly type: EventType
-  readonly occurred_at: Date
-  readonly payload: TrustEvent["payload"]
-  readonly previous_event_hash: string | null
-  readonly event_hash: string
-  readonly kid: string
-  readonly sig: string
+/** A payload as stored: sealed (hashed and signed) when it was appended and never changed, so its shape is checked only. */
+const StoredPayload = Schema.declare((u: unknown): u is EventPayload => typeof u === "object" && u !== null && !Array.isArray(u))
+
+const EventRow = Schema.Struct({
+  public_id: Schema.String,
+  sequence: Schema.Int,
+  event_id: Schema.String,
+  type: EventType,
+  occurred_at: Schema.Date,
+  payload: StoredPayload,
+  previous_event_hash: Schema.NullOr(Schema.String),
+  event_hash: Schema.String,
+  kid: Schema.String,
+  sig: Schema.String
+})
+
+const HeadRow = Schema.Struct({ head_sequence: Schema.Int, head_hash: Schema.NullOr(Schema.String) })
+const KeyRow = Schema.Struct({ kid: Schema.String, x: Schema.String })
+const DueRow = Schema.Struct({ public_id: PublicId })
+
+/** Rows are what this code wrote: one that does not match its schema is a defect, not an error to handle. */
+const decodeRows = <S extends Schema.Codec<any, any>>(schema: S) => {
+  const decode = Schema.decodeUnknownEffect(Schema.Array(schema))
+  return <E, R>(query: Effect.Effect<ReadonlyArray<unknown>, E, R>): Effect.Effect<ReadonlyArray<S["Type"]>, E, R> =>
+    Effect.flatMap(query, (rows) => Effect.orDie(decode(rows)))
 }
+const eventRows = decodeRows(EventRow)
+const headRows = decodeRows(HeadRow)
 
-const toEvent = (row: EventRow): TrustEvent => ({
+const toHead = (row: typeof HeadRow.Type): EventHead => ({ sequence: row.head_sequence, eventHash: row.head_hash })
+
+const toEvent = (row: typeof EventRow.Type): TrustEvent => ({
   sequence: row.sequence,
   event_id: row.event_id,
   public_id: row.public_id,
@@ -30,129 +49,134 @@ const toEvent = (row: EventRow): TrustEvent => ({
 })
 
 /** What the freshness sweep needs of one determination, read under its row lock. */
-export interface FreshnessRow {
-  readonly public_id: string
-  readonly determination_id: string
-  readonly as_of: Date
-  readonly valid_until: Date
-  readonly lifecycle_state: LifecycleState
-  readonly freshness_announced: FreshnessState | null
-}
+const FreshnessRow = Schema.Struct({
+  public_id: Schema.String,
+  determination_id: Schema.String,
+  as_of: Schema.Date,
+  valid_until: Schema.Date,
+  lifecycle_state: LifecycleState,
+  freshness_announced: Schema.NullOr(FreshnessState)
+})
+export type FreshnessRow = typeof FreshnessRow.Type
+const freshnessRows = decodeRows(FreshnessRow)
 
-export interface SubscriptionRow {
-  readonly subscription_id: string
-  readonly tenant_id: string
-  readonly key_id: string
-  readonly public_id: string
-  readonly after_sequence: number
-  readonly created_at: Date
-}
+const SubscriptionRow = Schema.Struct({
+  subscription_id: Schema.String,
+  tenant_id: Schema.String,
+  key_id: Schema.String,
+  public_id: PublicId,
+  after_sequence: Schema.Int,
+  created_at: Schema.Date
+})
+export type SubscriptionRow = typeof SubscriptionRow.Type
+const subscriptionRows = decodeRows(SubscriptionRow)
+
+const make = Effect.gen(function*() {
+  const sql = yield* PgClient.PgClient
+
+  const recordKey = (jwk: EventJwk, at: Date) =>
+    sql`
+      INSERT INTO event_signing_keys (kid, x, created_at) VALUES (${jwk.kid}, ${jwk.x}, ${at})
+      ON CONFLICT (kid) DO NOTHING`.pipe(Effect.asVoid)
+
+  const keys = decodeRows(KeyRow)(sql`SELECT kid, x FROM event_signing_keys ORDER BY created_at, kid`)
+
+  /** Inside a transaction: the chain head, locked on the determinations row every writer locks. */
+  const lockHead = (publicId: PublicId) =>
+    headRows(sql`SELECT head_sequence, head_hash FROM determinations WHERE public_id = ${publicId} FOR UPDATE`).pipe(
+      Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toHead))
+    )
+
+  /** The committed head of a stored determination, none when there is no such determination. */
+  const head = (publicId: PublicId) =>
+    headRows(sql`
+      SELECT head_sequence, head_hash FROM determinations
+      WHERE public_id = ${publicId} AND current_version_id IS NOT NULL`).pipe(
+      Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toHead))
+    )
+
+  /** Insert the event and move the head in the same statement pair; the primary key refuses a duplicate sequence. */
+  const insertEvent = (event: TrustEvent) =>
+    Effect.gen(function*() {
+      yield* sql`
+        INSERT INTO events (public_id, sequence, event_id, type, occurred_at, payload, previous_event_hash, event_hash, kid, sig)
+        VALUES (${event.public_id}, ${event.sequence}, ${event.event_id}, ${event.type}, ${new Date(event.occurred_at)},
+          ${sql.json(event.payload)}, ${event.previousEventHash}, ${event.eventHash}, ${event.signature.kid}, ${event.signature.sig})`
+      yield* sql`
+        UPDATE determinations SET head_sequence = ${event.sequence}, head_hash = ${event.eventHash}
+        WHERE public_id = ${event.public_id}`
+    })
+
+  /** Events with after < sequence <= through, ascending, at most `limit`. */
+  const page = (publicId: PublicId, after: number, through: number, limit: number) =>
+    eventRows(sql`
+      SELECT public_id, sequence, event_id, type, occurred_at, payload, previous_event_hash, event_hash, kid, sig
+      FROM events
+      WHERE public_id = ${publicId} AND sequence > ${after} AND sequence <= ${through}
+      ORDER BY sequence
+      LIMIT ${limit}`).pipe(Effect.map((rows) => rows.map(toEvent)))
+
+  const setFreshness = (publicId: PublicId, announced: FreshnessState, dueAt: Date | null) =>
+    sql`
+      UPDATE determinations SET freshness_announced = ${announced}, freshness_due_at = ${dueAt}
+      WHERE public_id = ${publicId}`.pipe(Effect.asVoid)
+
+  /** Determinations whose next freshness boundary has passed, oldest first. */
+  const dueForFreshness = (now: Date, limit: number) =>
+    decodeRows(DueRow)(sql`
+      SELECT public_id FROM determinations
+      WHERE freshness_due_at IS NOT NULL AND freshness_due_at <= ${now}
+      ORDER BY freshness_due_at, public_id
+      LIMIT ${limit}`).pipe(Effect.map((rows) => rows.map((r) => r.public_id)))
+
+  /**
+   * Inside a transaction: lock the row, then read the current version's dates and the announced state
+   * in a second statement, which sees whatever a writer we waited for committed.
+   */
+  const lockFreshness = (publicId: PublicId) =>
+    Effect.andThen(
+      sql`SELECT 1 FROM determinations WHERE public_id = ${publicId} FOR UPDATE`,
+      freshnessRows(sql`
+        SELECT d.public_id, v.determination_id, v.as_of, v.valid_until, v.lifecycle_state, d.freshness_announced
+        FROM determinations d JOIN determination_versions v ON v.determination_id = d.current_version_id
+        WHERE d.public_id = ${publicId}`)
+    ).pipe(Effect.map((rows) => Option.fromNullishOr(rows[0])))
+
+  const insertSubscription = (row: SubscriptionRow) =>
+    subscriptionRows(sql`
+      INSERT INTO subscriptions (subscription_id, tenant_id, key_id, public_id, after_sequence, created_at)
+      VALUES (${row.subscription_id}, ${row.tenant_id}, ${row.key_id}, ${row.public_id}, ${row.after_sequence}, ${row.created_at})
+      ON CONFLICT (key_id, public_id) DO NOTHING
+      RETURNING *`).pipe(Effect.map((rows) => Option.fromNullishOr(rows[0])))
+
+  const findSubscription = (keyId: string, publicId: PublicId) =>
+    subscriptionRows(sql`SELECT * FROM subscriptions WHERE key_id = ${keyId} AND public_id = ${publicId}`).pipe(
+      Effect.map((rows) => Option.fromNullishOr(rows[0]))
+    )
+
+  const subscriptionById = (subscriptionId: string, tenantId: string) =>
+    subscriptionRows(sql`SELECT * FROM subscriptions WHERE subscription_id = ${subscriptionId} AND tenant_id = ${tenantId}`).pipe(
+      Effect.map((rows) => Option.fromNullishOr(rows[0]))
+    )
+
+  return {
+    recordKey,
+    keys,
+    lockHead,
+    head,
+    insertEvent,
+    page,
+    setFreshness,
+    dueForFreshness,
+    lockFreshness,
+    insertSubscription,
+    findSubscription,
+    subscriptionById,
+    withTransaction: sql.withTransaction
+  } as const
+})
 
 /** SQL for event chains, signing keys and subscriptions. Nothing here decides anything. */
-export class EventsRepo extends Effect.Service<EventsRepo>()("pv/EventsRepo", {
-  effect: Effect.gen(function*() {
-    const sql = yield* PgClient.PgClient
-
-    const recordKey = (jwk: EventJwk, at: Date) =>
-      sql`
-        INSERT INTO event_signing_keys (kid, x, created_at) VALUES (${jwk.kid}, ${jwk.x}, ${at})
-        ON CONFLICT (kid) DO NOTHING`.pipe(Effect.asVoid)
-
-    const keys = sql<{ kid: string; x: string }>`SELECT kid, x FROM event_signing_keys ORDER BY created_at, kid`
-
-    /** Inside a transaction: the chain head, locked on the determinations row every writer locks. */
-    const lockHead = (publicId: string) =>
-      sql<{ head_sequence: number; head_hash: string | null }>`
-        SELECT head_sequence, head_hash FROM determinations WHERE public_id = ${publicId} FOR UPDATE`.pipe(
-        Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), (r): EventHead => ({ sequence: r.head_sequence, eventHash: r.head_hash })))
-      )
-
-    /** The committed head of a stored determination, none when there is no such determination. */
-    const head = (publicId: string) =>
-      sql<{ head_sequence: number; head_hash: string | null }>`
-        SELECT head_sequence, head_hash FROM determinations
-        WHERE public_id = ${publicId} AND current_version_id IS NOT NULL`.pipe(
-        Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), (r): EventHead => ({ sequence: r.head_sequence, eventHash: r.head_hash })))
-      )
-
-    /** Insert the event and move the head in the same statement pair; the primary key refuses a duplicate sequence. */
-    const insertEvent = (event: TrustEvent) =>
-      Effect.gen(function*() {
-        yield* sql`
-          INSERT INTO events (public_id, sequence, event_id, type, occurred_at, payload, previous_event_hash, event_hash, kid, sig)
-          VALUES (${event.public_id}, ${event.sequence}, ${event.event_id}, ${event.type}, ${new Date(event.occurred_at)},
-            ${sql.json(event.payload)}, ${event.previousEventHash}, ${event.eventHash}, ${event.signature.kid}, ${event.signature.sig})`
-        yield* sql`
-          UPDATE determinations SET head_sequence = ${event.sequence}, head_hash = ${event.eventHash}
-          WHERE public_id = ${event.public_id}`
-      })
-
-    /** Events with after < sequence <= through, ascending, at most `limit`. */
-    const page = (publicId: string, after: number, through: number, limit: number) =>
-      sql<EventRow>`
-        SELECT public_id, sequence, event_id, type, occurred_at, payload, previous_event_hash, event_hash, kid, sig
-        FROM events
-        WHERE public_id = ${publicId} AND sequence > ${after} AND sequence <= ${through}
-        ORDER BY sequence
-        LIMIT ${limit}`.pipe(Effect.map((rows) => rows.map(toEvent)))
-
-    const setFreshness = (publicId: string, announced: FreshnessState, dueAt: Date | null) =>
-      sql`
-        UPDATE determinations SET freshness_announced = ${announced}, freshness_due_at = ${dueAt}
-        WHERE public_id = ${publicId}`.pipe(Effect.asVoid)
-
-    /** Determinations whose next freshness boundary has passed, oldest first. */
-    const dueForFreshness = (now: Date, limit: number) =>
-      sql<{ public_id: string }>`
-        SELECT public_id FROM determinations
-        WHERE freshness_due_at IS NOT NULL AND freshness_due_at <= ${now}
-        ORDER BY freshness_due_at, public_id
-        LIMIT ${limit}`.pipe(Effect.map((rows) => rows.map((r) => r.public_id)))
-
-    /**
-     * Inside a transaction: lock the row, then read the current version's dates and the announced state
-     * in a second statement, which sees whatever a writer we waited for committed.
-     */
-    const lockFreshness = (publicId: string) =>
-      Effect.zipRight(
-        sql`SELECT 1 FROM determinations WHERE public_id = ${publicId} FOR UPDATE`,
-        sql<FreshnessRow>`
-          SELECT d.public_id, v.determination_id, v.as_of, v.valid_until, v.lifecycle_state, d.freshness_announced
-          FROM determinations d JOIN determination_versions v ON v.determination_id = d.current_version_id
-          WHERE d.public_id = ${publicId}`
-      ).pipe(Effect.map((rows) => Option.fromNullable(rows[0])))
-
-    const insertSubscription = (row: SubscriptionRow) =>
-      sql<SubscriptionRow>`
-        INSERT INTO subscriptions (subscription_id, tenant_id, key_id, public_id, after_sequence, created_at)
-        VALUES (${row.subscription_id}, ${row.tenant_id}, ${row.key_id}, ${row.public_id}, ${row.after_sequence}, ${row.created_at})
-        ON CONFLICT (key_id, public_id) DO NOTHING
-        RETURNING *`.pipe(Effect.map((rows) => Option.fromNullable(rows[0])))
-
-    const findSubscription = (keyId: string, publicId: string) =>
-      sql<SubscriptionRow>`SELECT * FROM subscriptions WHERE key_id = ${keyId} AND public_id = ${publicId}`.pipe(
-        Effect.map((rows) => Option.fromNullable(rows[0]))
-      )
-
-    const subscriptionById = (subscriptionId: string, tenantId: string) =>
-      sql<SubscriptionRow>`SELECT * FROM subscriptions WHERE subscription_id = ${subscriptionId} AND tenant_id = ${tenantId}`.pipe(
-        Effect.map((rows) => Option.fromNullable(rows[0]))
-      )
-
-    return {
-      recordKey,
-      keys,
-      lockHead,
-      head,
-      insertEvent,
-      page,
-      setFreshness,
-      dueForFreshness,
-      lockFreshness,
-      insertSubscription,
-      findSubscription,
-      subscriptionById,
-      withTransaction: sql.withTransaction
-    } as const
-  })
-}) {}
+export class EventsRepo extends Context.Service<EventsRepo, Effect.Success<typeof make>>()("pv/EventsRepo", { make }) {
+  static readonly layer = Layer.effect(EventsRepo, make)
+}

@@ -1,11 +1,11 @@
 import { join } from "node:path"
 import { createPublicKey, sign, type KeyObject } from "node:crypto"
-import { Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import type { EventJwk } from "../domain/TrustEvent.js"
 import { AppConfig } from "../platform/Config.js"
 import { DatabaseMode } from "../platform/Database.js"
 import { loadSigningKey, privateKeyFromSeed } from "../platform/SigningKeys.js"
-import { jwkOf } from "./EventChain.js"
+import { jwkOf } from "../domain/EventChain.js"
 
 export const signingKeyFileName = "event-signing-key.pem"
 
@@ -48,6 +48,28 @@ export const testSigningSeed = Buffer.alloc(32, 7)
 export const testSigningKeyPem = (): string =>
   privateKeyFromSeed(testSigningSeed).export({ format: "pem", type: "pkcs8" }).toString()
 
+const make = Effect.gen(function*() {
+  const config = yield* AppConfig
+  const mode = yield* DatabaseMode
+  const { key, origin } = yield* loadSigningKey({
+    variable: "PV_EVENT_SIGNING_KEY",
+    configured: config.eventSigningKey,
+    fileName: signingKeyFileName,
+    signs: "events and receipts",
+    devEphemeralKeys: config.devEphemeralKeys
+  }, mode)
+  const signer = yield* Effect.try({
+    try: () => signerFromPrivateKey(key, origin),
+    catch: (error) => new Error(`PV_EVENT_SIGNING_KEY is not a usable Ed25519 key: ${String((error as Error).message ?? error)}`)
+  }).pipe(Effect.orDie)
+  if (origin !== "ephemeral") return signer
+  yield* Effect.logWarning(
+    `PV_DEV_EPHEMERAL_KEYS=true and PV_EVENT_SIGNING_KEY is not set: events are signed with an ephemeral key (kid ${signer.kid}) for this process only. ` +
+      "Set PV_EVENT_SIGNING_KEY to a PKCS#8 Ed25519 PEM for a stable key."
+  )
+  return signer
+})
+
 /**
  * The event-signing key (Ed25519):
  * - PV_EVENT_SIGNING_KEY (PKCS#8 PEM) when set, in either mode;
@@ -57,32 +79,12 @@ export const testSigningKeyPem = (): string =>
  *   allows that for development: a key for this process only, with a warning (every public key is still
  *   recorded in the database, so events stay verifiable).
  */
-export class Signer extends Effect.Service<Signer>()("pv/Signer", {
-  effect: Effect.gen(function*() {
-    const config = yield* AppConfig
-    const mode = yield* DatabaseMode
-    const { key, origin } = yield* loadSigningKey({
-      variable: "PV_EVENT_SIGNING_KEY",
-      configured: config.eventSigningKey,
-      fileName: signingKeyFileName,
-      signs: "events and receipts",
-      devEphemeralKeys: config.devEphemeralKeys
-    }, mode)
-    const signer = yield* Effect.try({
-      try: () => signerFromPrivateKey(key, origin),
-      catch: (error) => new Error(`PV_EVENT_SIGNING_KEY is not a usable Ed25519 key: ${String((error as Error).message ?? error)}`)
-    }).pipe(Effect.orDie)
-    if (origin !== "ephemeral") return signer
-    yield* Effect.logWarning(
-      `PV_DEV_EPHEMERAL_KEYS=true and PV_EVENT_SIGNING_KEY is not set: events are signed with an ephemeral key (kid ${signer.kid}) for this process only. ` +
-        "Set PV_EVENT_SIGNING_KEY to a PKCS#8 Ed25519 PEM for a stable key."
-    )
-    return signer
-  })
-}) {
+export class Signer extends Context.Service<Signer, SignerShape>()("pv/Signer", { make }) {
+  static readonly layer = Layer.effect(Signer, make)
+
   /** Deterministic signer from a 32-byte seed. */
   static readonly fromSeed = (seed: Uint8Array): Layer.Layer<Signer> =>
-    Layer.succeed(Signer, Signer.make(signerFromPrivateKey(privateKeyFromSeed(seed), "seed")))
+    Layer.succeed(Signer, signerFromPrivateKey(privateKeyFromSeed(seed), "seed"))
 
   /** The fixed-seed signer tests use. */
   static readonly Test: Layer.Layer<Signer> = Signer.fromSeed(testSigningSeed)

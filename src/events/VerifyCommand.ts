@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises"
 import { Console, Data, Effect } from "effect"
-import { MaxPageSize } from "./EventLog.js"
-import { type ChainVerdict, verifyEventChain } from "./Verify.js"
+import { MaxPageSize } from "./Paging.js"
+import { type ChainVerdict, verifyEventChain } from "../domain/EventVerify.js"
 
 /** `pv verify-events` failed: a broken chain, or a feed that could not be read. The message says which. */
 export class VerifyEventsFailed extends Data.TaggedError("VerifyEventsFailed")<{ readonly message: string }> {}

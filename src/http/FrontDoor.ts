@@ -1,9 +1,10 @@
 import * as Http from "node:http"
 import * as Net from "node:net"
 import type { Duplex } from "node:stream"
-import { HttpServer } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
-import { Context, Deferred, Effect, Layer } from "effect"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { Context, Deferred, Effect, Layer, Result, Scope } from "effect"
+import { HttpServer } from "effect/http"
+import { NetAddress } from "effect/net"
 import {
   BadRequest,
   ExpectationFailed,
@@ -34,10 +35,10 @@ export interface FrontDoorShape {
   /** Requests admitted and not yet answered. */
   readonly inFlight: () => number
   /** Completes once the port is open with the handler installed. */
-  readonly listening: Effect.Effect<HttpServer.Address>
+  readonly listening: Effect.Effect<NetAddress.SocketAddress>
 }
 
-export class FrontDoor extends Context.Tag("pv/FrontDoor")<FrontDoor, FrontDoorShape>() {}
+export class FrontDoor extends Context.Service<FrontDoor, FrontDoorShape>()("pv/FrontDoor") {}
 
 /** A problem answered here; its `instance` names the request id (set on `res` when the request arrived). */
 const sendProblem = (res: Http.ServerResponse, error: ProblemError, headers: Record<string, string> = {}) => {
@@ -163,17 +164,21 @@ const nodeServer = (config: AppConfigShape) =>
 
 /**
  * `HttpServer.HttpServer` for the HttpApi, served by the front door. The port opens when the app's
- * handler is installed (HttpApiBuilder.serve, the last layer built), so a connection accepted earlier
+ * handler is installed (HttpRouter.serve, the last layer built), so a connection accepted earlier
  * cannot exist; the scope's end drains: `/readyz` 503, no new connections, requests in flight finish
  * (up to the grace period) with `Connection: close`, late requests on kept-alive sockets get 503.
  */
-const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, AppConfig | Telemetry> = Layer.scopedContext(
+const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, AppConfig | Telemetry> = Layer.effectContext(
   Effect.gen(function*() {
     const config = yield* AppConfig
     const server = nodeServer(config)
+    // What the address is before the port is open (the host may be a name; PORT=0 picks the port later).
+    const configured: NetAddress.SocketAddress = NetAddress.inetAddressFromHostString(config.host, config.port).pipe(
+      Result.getOrElse(() => NetAddress.inetAddressFromIpStringUnsafe("0.0.0.0", config.port))
+    )
     server.maxConnections = config.maxConnections
     const allowedOrigins = new Set(config.allowedOrigins)
-    const listening = yield* Deferred.make<HttpServer.Address>()
+    const listening = yield* Deferred.make<NetAddress.SocketAddress>()
     const open = new Set<Http.ServerResponse>()
     let handler: Handler | undefined
     let draining = false
@@ -265,13 +270,14 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
       sendProblem(res, new ExpectationFailed({ detail: "Only `Expect: 100-continue` is supported." }), { connection: "close" })
     })
 
-    const address = (): HttpServer.Address => {
+    const address = (): NetAddress.SocketAddress => {
       const bound = server.address()
-      if (bound === null || typeof bound === "string") return { _tag: "UnixAddress", path: String(bound) }
-      return { _tag: "TcpAddress", hostname: bound.address === "::" ? "0.0.0.0" : bound.address, port: bound.port }
+      if (bound === null) return configured
+      if (typeof bound === "string") return NetAddress.unixPathAddress(bound)
+      return NetAddress.inetAddressFromIpStringUnsafe(bound.address === "::" ? "0.0.0.0" : bound.address, bound.port)
     }
 
-    const listen = Effect.async<void>((resume) => {
+    const listen = Effect.callback<void>((resume) => {
       const onError = (cause: Error) => resume(Effect.die(cause))
       server.once("error", onError)
       server.listen({ port: config.port, host: config.host }, () => {
@@ -287,7 +293,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
      * its connection; once the work in flight is done, stragglers get a short linger, then everything
      * still open is closed.
      */
-    const drain = Effect.async<void>((resume) => {
+    const drain = Effect.callback<void>((resume) => {
       draining = true
       const started = Date.now()
       Net.Server.prototype.close.call(server)
@@ -307,10 +313,14 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
     })
 
     const httpServer = HttpServer.make({
-      address: { _tag: "TcpAddress", hostname: config.host, port: config.port },
+      address: configured,
       serve: (app, middleware) =>
         Effect.gen(function*() {
-          handler = yield* NodeHttpServer.makeHandler(app, middleware!)
+          // Requests run in a child scope forked BEFORE the drain is registered: finalizers run in reverse,
+          // so on stop the drain runs first and requests in flight finish; only stragglers past the grace
+          // are interrupted, when the child scope closes after it.
+          const requests = yield* Scope.fork(yield* Scope.Scope, "parallel")
+          handler = yield* NodeHttpServer.makeHandler(app, middleware === undefined ? { scope: requests } : { scope: requests, middleware })
           yield* Effect.addFinalizer(() => drain)
           yield* listen
           yield* Deferred.succeed(listening, address())
@@ -331,4 +341,4 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
 )
 
 /** The front door and the platform services HttpApi expects next to a server (file system, ETags, …). */
-export const FrontDoorLive = Layer.merge(FrontDoorServer.pipe(Layer.provide(TelemetryLive)), NodeHttpServer.layerContext)
+export const FrontDoorLive = Layer.merge(FrontDoorServer.pipe(Layer.provide(TelemetryLive)), NodeHttpServer.layerHttpServices)

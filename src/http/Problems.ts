@@ -1,98 +1,36 @@
-import { HttpApiBuilder, HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { NodeHttpServerRequest } from "@effect/platform-node"
-import { timingSafeEqual, createHash } from "node:crypto"
-import { Cause, Effect, Option, Redacted } from "effect"
-import { findUnstorable } from "../domain/Json.js"
+import { createHash, timingSafeEqual } from "node:crypto"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
+import { Cause, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { HttpEffect, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { type HttpApiEndpoint, HttpApiError, type HttpApiMiddleware } from "effect/http-api"
+import { findUnstorable, MaxJsonDepth, exceedsDepth } from "../domain/Json.js"
 import {
   BadRequest,
   FieldError,
+  fieldErrorsOf,
   Internal,
   isProblemError,
   MalformedJson,
-  MethodNotAllowed,
   NotFound,
   PayloadTooLarge,
   type ProblemError,
-  toProblemDocument,
   Unauthorized,
   Unavailable,
   UnsupportedMediaType,
-  ValidationFailed
+  ValidationFailed,
+  withInstance
 } from "../domain/Problem.js"
+import { RequestGuard } from "../api/Guard.js"
+import { instanceOf, MaxBodyBytes, problemHeaders, problemResponse } from "../api/Problems.js"
 import { countDatabaseError } from "../observability/Metrics.js"
-import { problemInstance, requestIdOf } from "../observability/RequestRecord.js"
 import { AppConfig } from "../platform/Config.js"
-
-/** Contract section 0: bodies over 64 KiB are refused before they are read in full. */
-export const MaxBodyBytes = 64 * 1024
-
-const realm = `Bearer realm="pv"`
-
-/** One problem → one problem+json response, with the contract's authentication and retry headers. */
-export const problemResponse = (error: ProblemError, instance?: string): HttpServerResponse.HttpServerResponse => {
-  const document = toProblemDocument(error, instance)
-  const headers: Record<string, string> = {}
-  switch (error._tag) {
-    case "Unauthorized":
-      headers["www-authenticate"] = `${realm}, error="invalid_token"`
-      break
-    case "InsufficientScope":
-      headers["www-authenticate"] = `${realm}, error="insufficient_scope", scope="${error.scope}"`
-      break
-    case "RateLimited":
-    case "QuotaExceeded":
-    case "NotYetLogged":
-      headers["retry-after"] = String(Math.max(1, Math.ceil(error.retry_after)))
-      break
-    // A dependency that is down or a process at capacity: worth retrying soon (CONTRACT section 11).
-    case "Unavailable":
-    case "Overloaded":
-      headers["retry-after"] = "1"
-      break
-  }
-  return HttpServerResponse.text(JSON.stringify(document), {
-    status: document.status,
-    contentType: "application/problem+json",
-    headers
-  })
-}
-
-const escapePointer = (segment: PropertyKey) => String(segment).replace(/~/g, "~0").replace(/\//g, "~1")
-
-export const toPointer = (path: ReadonlyArray<PropertyKey>): string => path.map((segment) => "/" + escapePointer(segment)).join("")
-
-interface DecodeIssue {
-  readonly path: ReadonlyArray<PropertyKey>
-  readonly message: string
-}
-
-/** HttpApi's schema failures become the contract's 422 with one pointer per failing field. */
-export const validationProblem = (issues: ReadonlyArray<DecodeIssue>): ValidationFailed =>
-  new ValidationFailed({
-    detail: "The request failed validation.",
-    errors: issues.map((issue) => new FieldError({ pointer: toPointer(issue.path), detail: issue.message }))
-  })
-
-/** Deeper documents are refused before any decoding work (no legitimate body nests this far). */
-export const MaxJsonDepth = 32
-
-/** Depth of a parsed JSON value, iteratively, stopping as soon as `limit` is passed. */
-export const exceedsDepth = (value: unknown, limit: number): boolean => {
-  const stack: Array<[unknown, number]> = [[value, 1]]
-  while (stack.length > 0) {
-    const [current, depth] = stack.pop()!
-    if (typeof current !== "object" || current === null) continue
-    if (depth > limit) return true
-    for (const child of Array.isArray(current) ? current : Object.values(current)) stack.push([child, depth + 1])
-  }
-  return false
-}
+import { databaseFailure } from "../platform/DatabaseErrors.js"
 
 /**
  * REST bodies are `application/json` (parameters such as charset allowed). Other JSON-based types, such
  * as `application/merge-patch+json`, mean something else and are refused with 415 rather than guessed at.
  */
-export const isRestJsonContentType = (value: string | undefined) =>
+const isRestJsonContentType = (value: string | undefined) =>
   value !== undefined && /^application\/json\s*(;.*)?$/i.test(value.trim())
 
 const hasJsonBody = (method: string) => method === "POST" || method === "PUT" || method === "PATCH"
@@ -103,13 +41,17 @@ const tooLarge = () => new PayloadTooLarge({ detail: `Request bodies are limited
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
 
+/** An answer given before the body was read in full closes the connection (nobody reads the rest). */
+const closeAfterAnswer = HttpEffect.appendPreResponseHandler((_req, response) =>
+  Effect.succeed(HttpServerResponse.setHeader(response, "connection", "close")))
+
 /**
  * Reads the body, at most MaxBodyBytes, without destroying the socket when a (chunked) body runs over,
  * so the client still gets its 413; the connection is closed after that answer. Invalid UTF-8 is
  * malformed JSON (RFC 8259 section 8.1), never silently replaced.
  */
 const readBoundedBody = (request: HttpServerRequest.HttpServerRequest) =>
-  Effect.async<string, PayloadTooLarge | MalformedJson>((resume) => {
+  Effect.callback<string, PayloadTooLarge | MalformedJson>((resume) => {
     const incoming = NodeHttpServerRequest.toIncomingMessage(request)
     const chunks: Array<Buffer> = []
     let bytes = 0
@@ -123,10 +65,7 @@ const readBoundedBody = (request: HttpServerRequest.HttpServerRequest) =>
       if (bytes > MaxBodyBytes) {
         cleanup()
         incoming.pause()
-        resume(Effect.zipRight(
-          HttpApp.appendPreResponseHandler((_req, response) => Effect.succeed(HttpServerResponse.setHeader(response, "connection", "close"))),
-          Effect.fail(tooLarge())
-        ))
+        resume(Effect.fail(tooLarge()))
       } else chunks.push(chunk)
     }
     const onEnd = () => {
@@ -174,11 +113,132 @@ const readRestBody = (request: HttpServerRequest.HttpServerRequest): Effect.Effe
 /**
  * The body is read only when a handler asks for it, i.e. after authentication: a request that will be
  * refused never has its body buffered. `textEffect` is the field @effect/platform-node caches
- * `request.text` in, so HttpApi's decoder and the MCP handler both get the checked text.
+ * `request.text` in, so HttpApi's payload decoder and the MCP handler both get the checked text (a
+ * refusal reaches the decoder as a defect holding our problem, which the guard turns back into it).
  */
 const deferBodyReading = (request: HttpServerRequest.HttpServerRequest, read: Effect.Effect<string, ProblemError>) => {
   ;(request as unknown as { textEffect?: Effect.Effect<string, ProblemError> }).textEffect = Effect.runSync(Effect.cached(read))
 }
+
+/** Paths whose bodies are parsed by their own protocol (JSON-RPC answers parse errors itself). */
+const rawBodyPaths = new Set(["/api/v1/mcp"])
+
+const pathOf = (url: string) => {
+  const q = url.indexOf("?")
+  return q === -1 ? url : url.slice(0, q)
+}
+
+/** HttpApi's decode failures become the contract's 422 with one JSON pointer per failing member. */
+const schemaProblem = (error: HttpApiError.HttpApiSchemaError): ProblemError => {
+  // Encoding our own response failed: that is ours, not the client's.
+  if (error.kind === "Body" || error.kind === "ResponseHeaders") {
+    return new Internal({ detail: "The service failed to handle this request." })
+  }
+  return new ValidationFailed({ detail: "The request failed validation.", errors: fieldErrorsOf(error.cause.issue) })
+}
+
+/** A cause that is not one of our problems (defects, interruption) as the problem it is answered with. */
+const defectProblem = (cause: Cause.Cause<unknown>): Effect.Effect<ProblemError> =>
+  Effect.gen(function*() {
+    // The client went away mid-request: nobody is left to answer, and nothing failed.
+    if (Cause.hasInterruptsOnly(cause)) return new Unavailable({ detail: "The request was abandoned." })
+    const squashed = Cause.squash(cause)
+    // The payload decoder turns a refused body read (deferBodyReading) into a defect: the problem is still ours.
+    if (isProblemError(squashed)) return squashed
+    if (HttpApiError.HttpApiSchemaError.is(squashed)) return schemaProblem(squashed)
+    // SQLSTATE class 22 is the client's data (422); any other database failure is an outage (503).
+    const failure = databaseFailure(squashed)
+    if (failure !== undefined) countDatabaseError(failure)
+    if (failure === "input") return new ValidationFailed({ detail: "The request holds a value the database cannot store." })
+    yield* Effect.logError("request failed", cause)
+    return failure === "unavailable"
+      ? new Unavailable({ detail: "A dependency of the service is unavailable; retry shortly." })
+      : new Internal({ detail: "The service failed to handle this request." })
+  })
+
+/** Can HttpApi's encoder answer `problem` for this endpoint (declared by it or by one of its middlewares)? */
+const isDeclared = (endpoint: HttpApiEndpoint.Top, problem: ProblemError): boolean =>
+  [...endpoint.error, ...[...endpoint.middlewares].flatMap((middleware) => [...(middleware as HttpApiMiddleware.AnyService).error])]
+    .some((schema) => Schema.is(schema)(problem))
+
+/**
+ * `RequestGuard` (src/api/Guard.ts), the outermost middleware of every API endpoint: the body guard
+ * (413 by Content-Length, 415, and a deferred bounded read giving 413/400/422), then, for whatever the
+ * endpoint fails with, the problem's `instance` (the request id) and headers. A declared problem is
+ * encoded by HttpApi from its class; decode failures become 422, defects 500/503. A problem the
+ * endpoint did not declare (which HttpApi could not encode) is rendered here, in the same format.
+ */
+export const RequestGuardLive = Layer.succeed(RequestGuard, (httpEffect, { endpoint }) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    if (hasJsonBody(request.method)) {
+      const length = Number(request.headers["content-length"] ?? "0")
+      if (length > MaxBodyBytes) return yield* Effect.andThen(closeAfterAnswer, Effect.fail(tooLarge()))
+      // JSON-RPC answers its own parse errors and media types, reading its body itself (mcp/Http.ts).
+      if (!rawBodyPaths.has(pathOf(request.url))) {
+        if (!isRestJsonContentType(request.headers["content-type"])) {
+          return yield* Effect.fail(new UnsupportedMediaType({ detail: "Send the request body as application/json." }))
+        }
+        deferBodyReading(request, readRestBody(request))
+      }
+    }
+    return yield* httpEffect
+  }).pipe(
+    Effect.catchCause((cause) =>
+      Effect.gen(function*() {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const failure = Cause.findErrorOption(cause)
+        let problem: ProblemError
+        if (Option.isSome(failure) && isProblemError(failure.value)) problem = failure.value
+        else if (Option.isSome(failure) && HttpApiError.HttpApiSchemaError.is(failure.value)) problem = schemaProblem(failure.value)
+        else if (Option.isSome(failure)) return yield* Effect.failCause(cause)
+        else problem = yield* defectProblem(cause)
+        const instance = instanceOf(request)
+        if (!isDeclared(endpoint, problem)) return problemResponse(problem, instance)
+        const headers = problemHeaders(problem)
+        if (Object.keys(headers).length > 0) {
+          yield* HttpEffect.appendPreResponseHandler((_req, response) => Effect.succeed(HttpServerResponse.setHeaders(response, headers)))
+        }
+        // Declared by the endpoint or one of its middlewares (checked above), so HttpApi encodes it.
+        return yield* Effect.fail(withInstance(problem, instance) as never)
+      })
+    )
+  ))
+
+/**
+ * Around the whole router (every route, and requests no route matches): x-pv-internal-token, a request
+ * target that is not UTF-8, unknown routes (404; a method a path lacks is one too), and anything that
+ * escaped a route (a defect) as problem+json. Nothing internal leaves in an error body.
+ */
+export const RouterProblemsLive = HttpRouter.middleware(
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    const internalToken = Option.map(config.internalToken, (t) => tokenDigest(Redacted.value(t)))
+    return (app: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, HttpServerRequest.HttpServerRequest>) =>
+      Effect.gen(function*() {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const sentInternal = request.headers["x-pv-internal-token"]
+        if (Option.isSome(internalToken) && sentInternal !== undefined &&
+          !timingSafeEqual(tokenDigest(sentInternal), internalToken.value)) {
+          return problemResponse(new Unauthorized({ detail: "The x-pv-internal-token header is not valid." }), instanceOf(request))
+        }
+        if (!decodesAsUtf8(request.url)) {
+          return problemResponse(new BadRequest({ detail: "The request target's percent-encoding is not UTF-8." }), instanceOf(request))
+        }
+        return yield* app.pipe(
+          Effect.catchCause((cause) =>
+            Effect.map(
+              Option.match(Cause.findErrorOption(cause), {
+                onNone: () => defectProblem(cause),
+                onSome: (error) => Effect.succeed(classify(error))
+              }),
+              (problem) => problemResponse(problem, instanceOf(request))
+            ))
+        )
+      })
+  }) as never,
+  { global: true }
+) as Layer.Layer<never, never, AppConfig | HttpRouter.HttpRouter>
 
 /** Percent-encoding that does not decode to UTF-8 (`%ff`, an encoded lone surrogate) is a bad request. */
 const decodesAsUtf8 = (url: string) => {
@@ -190,104 +250,16 @@ const decodesAsUtf8 = (url: string) => {
   }
 }
 
-/** Paths whose bodies are parsed by their own protocol (JSON-RPC answers parse errors itself). */
-const rawBodyPaths = new Set(["/api/v1/mcp"])
-
-const pathOf = (url: string) => {
-  const q = url.indexOf("?")
-  return q === -1 ? url : url.slice(0, q)
-}
-
-/** A problem's `instance`: the request id the front door settled on (CONTRACT section 11), else the path. */
-export const instanceOf = (request: HttpServerRequest.HttpServerRequest): string => {
-  const id = requestIdOf(request)
-  return id === undefined ? pathOf(request.url) : problemInstance(id)
-}
-
-/**
- * The outermost API middleware: refuses oversized, non-JSON and unparseable bodies before any routing
- * or authentication work, checks x-pv-internal-token, and renders every failure (domain errors,
- * decode errors, unknown routes, defects) as problem+json. Nothing internal leaves in an error body.
- */
-export const ProblemsLive = HttpApiBuilder.middleware(
-  Effect.gen(function*() {
-    const config = yield* AppConfig
-    const internalToken = Option.map(config.internalToken, (t) => tokenDigest(Redacted.value(t)))
-    return (app) =>
-      Effect.gen(function*() {
-        const request = yield* HttpServerRequest.HttpServerRequest
-        const path = pathOf(request.url)
-        const sentInternal = request.headers["x-pv-internal-token"]
-        if (Option.isSome(internalToken) && sentInternal !== undefined &&
-          !timingSafeEqual(tokenDigest(sentInternal), internalToken.value)) {
-          return yield* Effect.fail(new Unauthorized({ detail: "The x-pv-internal-token header is not valid." }))
-        }
-        if (!decodesAsUtf8(request.url)) {
-          return yield* Effect.fail(new BadRequest({ detail: "The request target's percent-encoding is not UTF-8." }))
-        }
-        if (hasJsonBody(request.method)) {
-          const length = Number(request.headers["content-length"] ?? "0")
-          if (length > MaxBodyBytes) return yield* Effect.fail(tooLarge())
-          // JSON-RPC answers its own parse errors and media types (mcp/Mcp.ts).
-          if (rawBodyPaths.has(path)) deferBodyReading(request, readBoundedBody(request))
-          else if (!isRestJsonContentType(request.headers["content-type"])) {
-            return yield* Effect.fail(new UnsupportedMediaType({ detail: "Send the request body as application/json." }))
-          } else deferBodyReading(request, readRestBody(request))
-        }
-        return yield* app
-      }).pipe(
-        Effect.catchAll((error: unknown) => Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-          Effect.succeed(problemResponse(classify(error), instanceOf(request))))),
-        Effect.catchAllCause((cause) =>
-          Effect.gen(function*() {
-            const request = yield* HttpServerRequest.HttpServerRequest
-            // The client went away mid-request: nobody is left to answer, and nothing failed.
-            if (Cause.isInterruptedOnly(cause)) return problemResponse(new Unavailable({ detail: "The request was abandoned." }), instanceOf(request))
-            const squashed = Cause.squash(cause)
-            // HttpApi's payload decoder turns a failed body read into a defect: the problem is still ours.
-            if (isProblemError(squashed)) return problemResponse(squashed, instanceOf(request))
-            const failure = databaseFailure(squashed)
-            if (failure !== undefined) countDatabaseError(failure)
-            if (failure === "input") {
-              return problemResponse(new ValidationFailed({ detail: "The request holds a value the database cannot store." }), instanceOf(request))
-            }
-            yield* Effect.logError("request failed", cause)
-            return problemResponse(
-              failure === "unavailable"
-                ? new Unavailable({ detail: "A dependency of the service is unavailable; retry shortly." })
-                : new Internal({ detail: "The service failed to handle this request." }),
-              instanceOf(request)
-            )
-          }))
-      )
-  }),
-  { withContext: true }
-)
-
-/**
- * A database failure is the client's when PostgreSQL refused the data itself (SQLSTATE class 22, data
- * exception: out-of-range integers, NUL, untranslatable characters), so it is answered 422 and never
- * mistaken for an outage; any other database failure means the database is unavailable.
- */
-const databaseFailure = (error: unknown): "input" | "unavailable" | undefined => {
-  if (typeof error !== "object" || error === null || (error as { _tag?: string })._tag !== "SqlError") return undefined
-  const code = (error as { cause?: { code?: unknown } }).cause?.code
-  return typeof code === "string" && code.startsWith("22") ? "input" : "unavailable"
-}
-
-/** Failures of the error channel: domain problems, and HttpApi's own (decode, routing). */
+/** Failures that reach the router: unknown routes, unreadable requests, anything else is ours. */
 const classify = (error: unknown): ProblemError => {
   if (isProblemError(error)) return error
-  const tag = typeof error === "object" && error !== null ? (error as { _tag?: string })._tag : undefined
-  switch (tag) {
-    case "HttpApiDecodeError":
-      return validationProblem((error as { issues: ReadonlyArray<DecodeIssue> }).issues)
+  if (HttpApiError.HttpApiSchemaError.is(error)) return schemaProblem(error)
+  const reason = typeof error === "object" && error !== null ? (error as { reason?: { _tag?: string } }).reason?._tag : undefined
+  switch (reason) {
     case "RouteNotFound":
       return new NotFound({ detail: "No such resource." })
-    case "RequestError":
+    case "RequestParseError":
       return new MalformedJson({ detail: "The request body could not be read." })
-    case "MethodNotAllowed":
-      return new MethodNotAllowed({ detail: "This method is not allowed on this resource." })
   }
   return new Internal({ detail: "The service failed to handle this request." })
 }

@@ -1,7 +1,9 @@
-import type { HttpServer } from "@effect/platform"
-import { Clock, Effect, Layer, Option, Redacted } from "effect"
+import { Clock, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { HttpServer } from "effect/http"
+import type { NetAddress } from "effect/net"
 import { OperatorCredential, operatorTokenFile } from "../access/Operator.js"
 import { demoDeterminations } from "../demo/DemoData.js"
+import { PublicId } from "../domain/PublicId.js"
 import { AppConfig } from "../platform/Config.js"
 import { DatabaseMode } from "../platform/Database.js"
 import { Determinations } from "../trust/Determinations.js"
@@ -12,7 +14,8 @@ export const loadDemoData = Effect.gen(function*() {
   const determinations = yield* Determinations
   const now = yield* Clock.currentTimeMillis
   for (const { publicId, body } of demoDeterminations(now)) {
-    yield* determinations.ingest(publicId, body)
+    // The demo's ids are well-formed; decoding them makes them the PublicId ingest takes.
+    yield* determinations.ingest(yield* Effect.orDie(Schema.decodeUnknownEffect(PublicId)(publicId)), body)
   }
 })
 
@@ -20,7 +23,7 @@ export const loadDemoData = Effect.gen(function*() {
  * Before the port opens: demo data if due. Once it is open: a banner telling a person how to use it
  * (the "listening on" line is what scripts and tests wait for).
  */
-export const StartupLive = Layer.scopedDiscard(
+export const StartupLive = Layer.effectDiscard(
   Effect.gen(function*() {
     const config = yield* AppConfig
     const mode = yield* DatabaseMode
@@ -36,7 +39,7 @@ export const StartupLive = Layer.scopedDiscard(
   })
 )
 
-const printBanner = (address: HttpServer.Address, demoLoaded: boolean) =>
+const printBanner = (address: NetAddress.SocketAddress, demoLoaded: boolean) =>
   Effect.gen(function*() {
     const config = yield* AppConfig
     const mode = yield* DatabaseMode
@@ -44,7 +47,7 @@ const printBanner = (address: HttpServer.Address, demoLoaded: boolean) =>
     const operatorHint = mode.kind === "embedded" && Option.isNone(config.operatorToken)
       ? `$(cat ${operatorTokenFile(mode.dataDir)})`
       : "$PV_OPERATOR_TOKEN"
-    const base = address._tag === "TcpAddress" ? `http://${address.hostname}:${address.port}` : `unix:${address.path}`
+    const base = HttpServer.formatAddress(address)
     const lines = [
       `pv trust service listening on ${base}`,
       `  in a browser:  ${base}/   (a determination, its verified event chain, receipt proofs)`,

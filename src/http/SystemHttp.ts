@@ -1,9 +1,13 @@
-import { HttpApiBuilder } from "@effect/platform"
 import { PgClient } from "@effect/sql-pg"
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
+import { Api } from "../api/Api.js"
 import { Unavailable } from "../domain/Problem.js"
 import { latestMigrationId } from "../platform/Database.js"
-import { Api } from "./Api.js"
+
+/** `max(migration_id)` of the migrations table (int4, so a number), null when none ran yet. */
+const LatestMigration = Schema.Struct({ latest: Schema.NullOr(Schema.Number) })
+const decodeLatest = Schema.decodeUnknownEffect(LatestMigration)
 
 export const SystemHttpLive = HttpApiBuilder.group(Api, "system", (handlers) =>
   Effect.gen(function*() {
@@ -12,12 +16,13 @@ export const SystemHttpLive = HttpApiBuilder.group(Api, "system", (handlers) =>
     return handlers
       .handle("healthz", () => Effect.succeed({ status: "ok" as const }))
       .handle("readyz", () =>
-        sql<{ latest: number | null }>`SELECT max(migration_id) AS latest FROM effect_sql_migrations`.pipe(
+        sql`SELECT max(migration_id) AS latest FROM effect_sql_migrations`.pipe(
+          Effect.flatMap(([row]) => decodeLatest(row ?? { latest: null })),
           Effect.timeout("2 seconds"),
           Effect.mapError(() => notReady("The database is not reachable.")),
-          Effect.flatMap(([row]) =>
-            (row?.latest ?? 0) >= latestMigrationId
-              ? Effect.succeed({ status: "ready" as const, database: "ok", migrations: row?.latest ?? 0 })
+          Effect.flatMap(({ latest }) =>
+            (latest ?? 0) >= latestMigrationId
+              ? Effect.succeed({ status: "ready" as const, database: "ok", migrations: latest ?? 0 })
               : Effect.fail(notReady("Migrations are not all applied."))
           )
         ))

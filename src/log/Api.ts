@@ -1,59 +1,62 @@
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { InvalidProofRequest, NotFound, RateLimited, Unavailable } from "../domain/Problem.js"
 import { RelianceReceipt } from "../domain/Receipt.js"
 import { EventJwk } from "../domain/TrustEvent.js"
 
-const HexHash = Schema.String.annotations({ description: "SHA-256, 64 lowercase hex characters" })
+const HexHash = Schema.String.annotate({ description: "SHA-256, 64 lowercase hex characters" })
 
 export const LogKeyInfo = Schema.Struct({
-  origin: Schema.String.annotations({ description: "The checkpoint origin line and note key name (PV_LOG_ORIGIN)" }),
-  verifier_key: Schema.String.annotations({ description: "Note verifier key `<origin>+<8 hex key ID>+<base64(0x01 ‖ Ed25519 public key)>`" })
-}).annotations({ identifier: "LogKey" })
+  origin: Schema.String.annotate({ description: "The checkpoint origin line and note key name (PV_LOG_ORIGIN)" }),
+  verifier_key: Schema.String.annotate({ description: "Note verifier key `<origin>+<8 hex key ID>+<base64(0x01 ‖ Ed25519 public key)>`" })
+}).annotate({ identifier: "LogKey" })
 
 export const InclusionProof = Schema.Struct({
   index: Schema.Int,
   tree_size: Schema.Int,
   leaf_hash: HexHash,
   inclusion_path: Schema.Array(HexHash)
-}).annotations({ identifier: "InclusionProof", description: "RFC 9162 §2.1.3 inclusion proof" })
+}).annotate({ identifier: "InclusionProof", description: "RFC 9162 §2.1.3 inclusion proof" })
 
 export const ConsistencyProof = Schema.Struct({
   first: Schema.Int,
   second: Schema.Int,
   consistency_path: Schema.Array(HexHash)
-}).annotations({ identifier: "ConsistencyProof", description: "RFC 9162 §2.1.4 consistency proof" })
+}).annotate({ identifier: "ConsistencyProof", description: "RFC 9162 §2.1.4 consistency proof" })
 
 export const ReceiptLogEntry = Schema.Struct({
   type: Schema.Literal("pv.log.receipt.v1"),
   receipt_id: Schema.String,
   receipt_digest: Schema.String,
   created_at: Schema.String
-}).annotations({ identifier: "ReceiptLogEntry", description: "The log entry of a receipt; its bytes are the UTF-8 of its RFC 8785 form" })
+}).annotate({ identifier: "ReceiptLogEntry", description: "The log entry of a receipt; its bytes are the UTF-8 of its RFC 8785 form" })
 
 /** What GET /reliance-receipts/{id}/proof and MCP get_reliance_receipt (include_proof) return. */
 export const ReceiptProofBundle = Schema.Struct({
   receipt: RelianceReceipt,
   log_entry: ReceiptLogEntry,
   leaf_index: Schema.Int,
-  checkpoint: Schema.String.annotations({ description: "The signed checkpoint note (C2SP signed-note) the inclusion path leads to" }),
+  checkpoint: Schema.String.annotate({ description: "The signed checkpoint note (C2SP signed-note) the inclusion path leads to" }),
   inclusion_path: Schema.Array(HexHash),
-  verifier_key: Schema.String.annotations({ description: "The log's note verifier key (pin it: GET /log/key)" }),
-  receipt_key: Schema.optional(EventJwk.annotations({ description: "The JWK of the receipt signature's kid (pin it: GET /events/keys)" }))
-}).annotations({ identifier: "ReceiptProofBundle", description: "Everything needed to verify, offline, that a receipt is signed and logged" })
+  verifier_key: Schema.String.annotate({ description: "The log's note verifier key (pin it: GET /log/key)" }),
+  receipt_key: Schema.optionalKey(EventJwk.annotate({ description: "The JWK of the receipt signature's kid (pin it: GET /events/keys)" }))
+}).annotate({ identifier: "ReceiptProofBundle", description: "Everything needed to verify, offline, that a receipt is signed and logged" })
 
 /** Query values arrive as text and are checked by the handler: contract section 10 answers a bad one 400, not 422. */
-const Param = (description: string) => Schema.optional(Schema.String.annotations({ description }))
+const Param = (description: string) => Schema.optionalKey(Schema.String.annotate({ description }))
 
-const Tile = HttpApiSchema.Uint8Array({ contentType: "application/octet-stream" })
+const Tile = Schema.Uint8Array.pipe(HttpApiSchema.asUint8Array({ contentType: "application/octet-stream" }))
+
+const Note = Schema.String.pipe(HttpApiSchema.asText({ contentType: "text/plain; charset=utf-8" }))
+
+/** Every log endpoint may answer these (the per-address limit, a database that is away). */
+const groupErrors = [RateLimited, Unavailable] as const
 
 const perAddress = "No credentials; limited per client address (PV_LOG_RATE_LIMIT_PER_MINUTE). Also served at /log/…"
 
 export class LogApi extends HttpApiGroup.make("log")
   .add(
-    HttpApiEndpoint.get("checkpoint", "/log/checkpoint")
-      .addSuccess(HttpApiSchema.Text({ contentType: "text/plain; charset=utf-8" }))
-      .addError(NotFound)
+    HttpApiEndpoint.get("checkpoint", "/log/checkpoint", { success: Note, error: [NotFound, ...groupErrors] })
       .annotate(OpenApi.Summary, "The latest signed checkpoint of the transparency log")
       .annotate(OpenApi.Description,
         "A C2SP tlog-checkpoint (`<origin>\\n<tree size>\\n<base64 root hash>\\n`) in a C2SP signed-note with one Ed25519 " +
@@ -61,15 +64,12 @@ export class LogApi extends HttpApiGroup.make("log")
         "earlier one (GET /log/proof/consistency). " + perAddress)
   )
   .add(
-    HttpApiEndpoint.get("key", "/log/key")
-      .addSuccess(LogKeyInfo)
+    HttpApiEndpoint.get("key", "/log/key", { success: LogKeyInfo, error: groupErrors })
       .annotate(OpenApi.Summary, "The log's origin and note verifier key")
       .annotate(OpenApi.Description, "Pin verifier_key once (e.g. in `pv log monitor`); checkpoints are signed by it. " + perAddress)
   )
   .add(
-    HttpApiEndpoint.get("tile", "/log/tile/*")
-      .addSuccess(Tile)
-      .addError(NotFound)
+    HttpApiEndpoint.get("tile", "/log/tile/*", { success: Tile, error: [NotFound, ...groupErrors] })
       .annotate(OpenApi.Summary, "Hash tiles and entry bundles (C2SP tlog-tiles)")
       .annotate(OpenApi.Description,
         "`tile/<L>/<N>[.p/<W>]`: the hashes of level L (height 8), N in the `x001/x234/067` form; " +
@@ -78,24 +78,24 @@ export class LogApi extends HttpApiGroup.make("log")
         "has exactly that width there. A malformed path or a tile beyond the tree is 404. " + perAddress)
   )
   .add(
-    HttpApiEndpoint.get("inclusion", "/log/proof/inclusion")
-      .setUrlParams(Schema.Struct({ index: Param("Leaf index"), tree_size: Param("Tree size of a published checkpoint") }))
-      .addSuccess(InclusionProof)
-      .addError(InvalidProofRequest)
+    HttpApiEndpoint.get("inclusion", "/log/proof/inclusion", {
+      query: { index: Param("Leaf index"), tree_size: Param("Tree size of a published checkpoint") },
+      success: InclusionProof,
+      error: [InvalidProofRequest, ...groupErrors]
+    })
       .annotate(OpenApi.Summary, "Inclusion proof of a leaf in a published tree")
       .annotate(OpenApi.Description, "Hashes are lowercase hex. A tree_size beyond the latest checkpoint or an index outside the tree is 400 validation-failed. " + perAddress)
   )
   .add(
-    HttpApiEndpoint.get("consistency", "/log/proof/consistency")
-      .setUrlParams(Schema.Struct({ first: Param("The smaller tree size (0 allowed)"), second: Param("Tree size of a published checkpoint") }))
-      .addSuccess(ConsistencyProof)
-      .addError(InvalidProofRequest)
+    HttpApiEndpoint.get("consistency", "/log/proof/consistency", {
+      query: { first: Param("The smaller tree size (0 allowed)"), second: Param("Tree size of a published checkpoint") },
+      success: ConsistencyProof,
+      error: [InvalidProofRequest, ...groupErrors]
+    })
       .annotate(OpenApi.Summary, "Consistency proof between two published tree sizes")
       .annotate(OpenApi.Description,
         "Proves the tree of size `second` extends the tree of size `first`; first = 0 and first = second have the empty proof. " +
         "A size beyond the latest checkpoint, or first > second, is 400 validation-failed. " + perAddress)
   )
-  .addError(RateLimited)
-  .addError(Unavailable)
   .prefix("/api/v1")
   .annotate(OpenApi.Title, "Transparency log") {}

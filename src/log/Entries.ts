@@ -1,6 +1,6 @@
 import { verify, type KeyObject } from "node:crypto"
 import { canonicalJson, DigestPattern } from "../domain/Canonical.js"
-import type { EventSigningKey } from "../events/EventChain.js"
+import type { EventSigningKey } from "../domain/EventChain.js"
 import { accept, refuse, type Checked } from "./Checked.js"
 import { leafHash, type Hash } from "./Merkle.js"
 

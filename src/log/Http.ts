@@ -1,8 +1,9 @@
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
+import { HttpServerResponse } from "effect/http"
+import { HttpApiBuilder } from "effect/http-api"
 import { ClientAddresses } from "../access/ClientAddress.js"
 import { RateLimits } from "../access/RateLimits.js"
-import { Api } from "../http/Api.js"
+import { Api } from "../api/Api.js"
 import { AppConfig } from "../platform/Config.js"
 import { TransparencyLog } from "./TransparencyLog.js"
 
@@ -23,7 +24,7 @@ export const LogHttpLive = HttpApiBuilder.group(Api, "log", (handlers) =>
     const addresses = yield* ClientAddresses
     const { logRateLimitPerMinute } = yield* AppConfig
     const limited = <A, E, R>(request: Parameters<typeof addresses.of>[0], work: Effect.Effect<A, E, R>) =>
-      Effect.zipRight(limits.consumeAddress("log", addresses.of(request), logRateLimitPerMinute), work)
+      Effect.andThen(limits.consumeAddress("log", addresses.of(request), logRateLimitPerMinute), work)
     return handlers
       .handle("checkpoint", ({ request }) =>
         limited(request, log.checkpoint).pipe(Effect.map((note) =>
@@ -35,6 +36,6 @@ export const LogHttpLive = HttpApiBuilder.group(Api, "log", (handlers) =>
             contentType: "application/octet-stream",
             headers: { "cache-control": full ? ImmutableTile : "no-cache" }
           }))))
-      .handle("inclusion", ({ request, urlParams }) => limited(request, log.inclusion(urlParams.index, urlParams.tree_size)))
-      .handle("consistency", ({ request, urlParams }) => limited(request, log.consistency(urlParams.first, urlParams.second)))
+      .handle("inclusion", ({ request, query }) => limited(request, log.inclusion(query.index, query.tree_size)))
+      .handle("consistency", ({ request, query }) => limited(request, log.consistency(query.first, query.second)))
   }))

@@ -1,4 +1,4 @@
-import { Clock, Duration, Effect, Exit, Layer, Option } from "effect"
+import { Clock, Context, Duration, Effect, Exit, Layer, Option } from "effect"
 import { logRoundEnded, logRoundStarted } from "../observability/Metrics.js"
 import { AppConfig } from "../platform/Config.js"
 import { openCheckpoint, peekCheckpoint, signCheckpoint } from "./Checkpoint.js"
@@ -38,6 +38,70 @@ export interface IntegrationRound {
   readonly appended: number
 }
 
+const makeLogIntegrator = Effect.gen(function*() {
+  const repo = yield* LogRepo
+  const key = yield* LogKey
+  const log = yield* TransparencyLog
+
+  const sign = (size: number, root: Uint8Array): StoredCheckpoint => ({
+    size,
+    root,
+    note: signCheckpoint({ origin: key.logOrigin, size, root, extensions: [] }, key.signer)
+  })
+
+  const round = repo.withTransaction(Effect.gen(function*() {
+    if (!(yield* repo.tryLockIntegration)) return { locked: false, size: -1, appended: 0, checkpoint: Option.none<StoredCheckpoint>() }
+    const latest = yield* repo.latestCheckpoint
+    const size = yield* repo.integratedSize
+    if (Option.isSome(latest) && latest.value.size !== size) {
+      return yield* Effect.die(new Error(`the log holds ${size} entries but its latest checkpoint covers ${latest.value.size}: refusing to integrate`))
+    }
+    // Read from the database, not a reader's cache: the check below is against what is stored now.
+    const edgeData = yield* Effect.map(log.fetchTiles(edgeTilesOf(size)), (data) => (tile: { level: number; index: number }) => data.get(`${tile.level}/${tile.index}`))
+    const edge = edgeFromTiles(size, edgeData)
+    // Stored hashes that no longer give the published root mean the store was altered: extending it would fork.
+    if (Option.isSome(latest)) {
+      const stated = peekCheckpoint(latest.value.note)
+      const root = rootOfEdge(edge)
+      if (!stated.ok || stated.value.size !== size || !hashEquals(stated.value.root, latest.value.root) || !hashEquals(root, latest.value.root)) {
+        return yield* Effect.die(new Error(`the stored tree of size ${size} (root ${hexOf(root)}) is not the one its latest checkpoint states: refusing to integrate`))
+      }
+    }
+    const moved = yield* repo.movePending(size, MaxEntriesPerRound)
+    if (moved.some((entry, i) => entry.index !== size + i)) return yield* Effect.die(new Error("moved entries did not get consecutive indexes"))
+    const now = new Date(yield* Clock.currentTimeMillis)
+    if (moved.length === 0) {
+      if (Option.isNone(latest)) {
+        const first = sign(0, rootOfEdge(edge))
+        yield* repo.insertCheckpoint(first, now)
+        return { locked: true, size, appended: 0, checkpoint: Option.some(first) }
+      }
+      // A new log key or origin: the same tree, signed again, so /log/checkpoint verifies under /log/key.
+      if (!openCheckpoint(latest.value.note, key.verifierKey).ok) {
+        const resigned = sign(size, latest.value.root)
+        yield* repo.resignCheckpoint(resigned)
+        return { locked: true, size, appended: 0, checkpoint: Option.some(resigned) }
+      }
+      return { locked: true, size, appended: 0, checkpoint: Option.none<StoredCheckpoint>() }
+    }
+    const grown = grow(edge, moved.map((entry) => entry.leaf))
+    yield* repo.insertTileHashes(grown.tileHashes)
+    const checkpoint = sign(grown.edge.size, grown.root)
+    yield* repo.insertCheckpoint(checkpoint, now)
+    return { locked: true, size: grown.edge.size, appended: moved.length, checkpoint: Option.some(checkpoint) }
+  }))
+
+  /** One round; once it has committed, this instance's readers see the new checkpoint at once. */
+  const integrateOnce: Effect.Effect<IntegrationRound> = round.pipe(
+    Effect.tap(({ checkpoint }) => Option.match(checkpoint, { onNone: () => Effect.void, onSome: log.published })),
+    Effect.map(({ locked, size, appended }) => ({ locked, size, appended })),
+    Effect.catchTag("SqlError", Effect.die),
+    observedRound
+  )
+
+  return { integrateOnce } as const
+})
+
 /**
  * The one writer of the tree. A round, in ONE transaction under `pg_try_advisory_xact_lock` (so at
  * most one instance integrates at a time, trivially on the single-connection embedded database):
@@ -46,72 +110,12 @@ export interface IntegrationRound {
  * the new checkpoint. A crash at any point rolls the round back whole, so the next round (on any
  * instance) continues from the last committed checkpoint: nothing is lost and the tree never forks.
  */
-export class LogIntegrator extends Effect.Service<LogIntegrator>()("pv/LogIntegrator", {
-  effect: Effect.gen(function*() {
-    const repo = yield* LogRepo
-    const key = yield* LogKey
-    const log = yield* TransparencyLog
-
-    const sign = (size: number, root: Uint8Array): StoredCheckpoint => ({
-      size,
-      root,
-      note: signCheckpoint({ origin: key.logOrigin, size, root, extensions: [] }, key.signer)
-    })
-
-    const round = repo.withTransaction(Effect.gen(function*() {
-      if (!(yield* repo.tryLockIntegration)) return { locked: false, size: -1, appended: 0, checkpoint: Option.none<StoredCheckpoint>() }
-      const latest = yield* repo.latestCheckpoint
-      const size = yield* repo.integratedSize
-      if (Option.isSome(latest) && latest.value.size !== size) {
-        return yield* Effect.dieMessage(`the log holds ${size} entries but its latest checkpoint covers ${latest.value.size}: refusing to integrate`)
-      }
-      // Read from the database, not a reader's cache: the check below is against what is stored now.
-      const edgeData = yield* Effect.map(log.fetchTiles(edgeTilesOf(size)), (data) => (tile: { level: number; index: number }) => data.get(`${tile.level}/${tile.index}`))
-      const edge = edgeFromTiles(size, edgeData)
-      // Stored hashes that no longer give the published root mean the store was altered: extending it would fork.
-      if (Option.isSome(latest)) {
-        const stated = peekCheckpoint(latest.value.note)
-        const root = rootOfEdge(edge)
-        if (!stated.ok || stated.value.size !== size || !hashEquals(stated.value.root, latest.value.root) || !hashEquals(root, latest.value.root)) {
-          return yield* Effect.dieMessage(`the stored tree of size ${size} (root ${hexOf(root)}) is not the one its latest checkpoint states: refusing to integrate`)
-        }
-      }
-      const moved = yield* repo.movePending(size, MaxEntriesPerRound)
-      if (moved.some((entry, i) => entry.index !== size + i)) return yield* Effect.dieMessage("moved entries did not get consecutive indexes")
-      const now = new Date(yield* Clock.currentTimeMillis)
-      if (moved.length === 0) {
-        if (Option.isNone(latest)) {
-          const first = sign(0, rootOfEdge(edge))
-          yield* repo.insertCheckpoint(first, now)
-          return { locked: true, size, appended: 0, checkpoint: Option.some(first) }
-        }
-        // A new log key or origin: the same tree, signed again, so /log/checkpoint verifies under /log/key.
-        if (!openCheckpoint(latest.value.note, key.verifierKey).ok) {
-          const resigned = sign(size, latest.value.root)
-          yield* repo.resignCheckpoint(resigned)
-          return { locked: true, size, appended: 0, checkpoint: Option.some(resigned) }
-        }
-        return { locked: true, size, appended: 0, checkpoint: Option.none<StoredCheckpoint>() }
-      }
-      const grown = grow(edge, moved.map((entry) => entry.leaf))
-      yield* repo.insertTileHashes(grown.tileHashes)
-      const checkpoint = sign(grown.edge.size, grown.root)
-      yield* repo.insertCheckpoint(checkpoint, now)
-      return { locked: true, size: grown.edge.size, appended: moved.length, checkpoint: Option.some(checkpoint) }
-    }))
-
-    /** One round; once it has committed, this instance's readers see the new checkpoint at once. */
-    const integrateOnce: Effect.Effect<IntegrationRound> = round.pipe(
-      Effect.tap(({ checkpoint }) => Option.match(checkpoint, { onNone: () => Effect.void, onSome: log.published })),
-      Effect.map(({ locked, size, appended }) => ({ locked, size, appended })),
-      Effect.catchTag("SqlError", Effect.die),
-      observedRound
-    )
-
-    return { integrateOnce } as const
-  }),
-  dependencies: [LogRepo.Default, LogKey.Default, TransparencyLog.Default]
-}) {}
+export class LogIntegrator extends Context.Service<LogIntegrator, Effect.Success<typeof makeLogIntegrator>>()("pv/LogIntegrator", {
+  make: makeLogIntegrator
+}) {
+  static readonly layerNoDeps = Layer.effect(this, makeLogIntegrator)
+  static readonly layer = this.layerNoDeps.pipe(Layer.provide([LogRepo.layer, LogKey.layer, TransparencyLog.layer]))
+}
 
 /**
  * The integrator fiber of this instance: a round at start (the first checkpoint, entries enqueued
@@ -119,13 +123,13 @@ export class LogIntegrator extends Effect.Service<LogIntegrator>()("pv/LogIntegr
  * or sooner when a local write nudges it, at once again while a round was full, and a last round on
  * stop. A failed round (database away, lock taken) is logged and retried on the next tick.
  */
-export const LogIntegratorLive = Layer.scopedDiscard(
+export const LogIntegratorLive = Layer.effectDiscard(
   Effect.gen(function*() {
     const integrator = yield* LogIntegrator
     const nudges = yield* LogNudge
     const config = yield* AppConfig
     const logged = <A, E>(work: Effect.Effect<A, E>) =>
-      work.pipe(Effect.asVoid, Effect.catchAllCause((cause) => Effect.logWarning("log integration failed; retrying", cause)))
+      work.pipe(Effect.asVoid, Effect.catchCause((cause) => Effect.logWarning("log integration failed; retrying", cause)))
     yield* logged(integrator.integrateOnce)
     const interval = config.logIntegrationIntervalMs
     if (interval === 0) return
@@ -140,7 +144,7 @@ export const LogIntegratorLive = Layer.scopedDiscard(
       const elapsed = Math.max(0, (yield* Clock.currentTimeMillis) - started)
       yield* Effect.sleep(Duration.millis(Math.max(NudgeSettleMs, Math.min(interval, MinRoundSpacingMs) - elapsed)))
     }).pipe(
-      Effect.catchAllCause((cause) => Effect.zipRight(Effect.logWarning("log integration failed; retrying", cause), Effect.sleep(Duration.millis(interval)))),
+      Effect.catchCause((cause) => Effect.andThen(Effect.logWarning("log integration failed; retrying", cause), Effect.sleep(Duration.millis(interval)))),
       Effect.forever,
       Effect.forkScoped
     )

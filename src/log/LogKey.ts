@@ -1,5 +1,5 @@
 import { join } from "node:path"
-import { Effect } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { AppConfig } from "../platform/Config.js"
 import { DatabaseMode } from "../platform/Database.js"
 import { type KeyOrigin, loadSigningKey, privateKeyFromSeed } from "../platform/SigningKeys.js"
@@ -20,6 +20,33 @@ export const testLogSigningSeed = Buffer.alloc(32, 9)
 export const testLogSigningKeyPem = (): string =>
   privateKeyFromSeed(testLogSigningSeed).export({ format: "pem", type: "pkcs8" }).toString()
 
+const makeLogKey = Effect.gen(function*() {
+  const config = yield* AppConfig
+  const mode = yield* DatabaseMode
+  const { key: privateKey, origin } = yield* loadSigningKey({
+    variable: "PV_LOG_SIGNING_KEY",
+    configured: config.logSigningKey,
+    fileName: logKeyFileName,
+    signs: "log checkpoints",
+    devEphemeralKeys: config.devEphemeralKeys
+  }, mode)
+  const key = yield* Effect.try({
+    try: () => ({
+      origin: origin as LogKeyOrigin,
+      logOrigin: config.logOrigin,
+      signer: noteSignerFromPrivateKey(config.logOrigin, privateKey) as NoteSigner,
+      verifierKey: verifierKeyOfSigner(config.logOrigin, privateKey)
+    }),
+    catch: (error) => new Error(`PV_LOG_SIGNING_KEY is not a usable Ed25519 key: ${String((error as Error).message ?? error)}`)
+  }).pipe(Effect.orDie)
+  if (origin !== "ephemeral") return key
+  yield* Effect.logWarning(
+    `PV_DEV_EPHEMERAL_KEYS=true and PV_LOG_SIGNING_KEY is not set: checkpoints are signed with an ephemeral key ` +
+      `(${key.verifierKey}) for this process only; monitors pinned to another key will refuse them.`
+  )
+  return key
+})
+
 /**
  * The transparency log's checkpoint key (contract section 10), named after PV_LOG_ORIGIN:
  * - PV_LOG_SIGNING_KEY (Ed25519 PKCS#8 PEM) when set, in either mode;
@@ -27,31 +54,6 @@ export const testLogSigningKeyPem = (): string =>
  * - PostgreSQL without it: the start is refused naming the variable (the config already refuses;
  *   this is the same rule where the key is made), unless PV_DEV_EPHEMERAL_KEYS=true.
  */
-export class LogKey extends Effect.Service<LogKey>()("pv/LogKey", {
-  effect: Effect.gen(function*() {
-    const config = yield* AppConfig
-    const mode = yield* DatabaseMode
-    const { key: privateKey, origin } = yield* loadSigningKey({
-      variable: "PV_LOG_SIGNING_KEY",
-      configured: config.logSigningKey,
-      fileName: logKeyFileName,
-      signs: "log checkpoints",
-      devEphemeralKeys: config.devEphemeralKeys
-    }, mode)
-    const key = yield* Effect.try({
-      try: () => ({
-        origin: origin as LogKeyOrigin,
-        logOrigin: config.logOrigin,
-        signer: noteSignerFromPrivateKey(config.logOrigin, privateKey) as NoteSigner,
-        verifierKey: verifierKeyOfSigner(config.logOrigin, privateKey)
-      }),
-      catch: (error) => new Error(`PV_LOG_SIGNING_KEY is not a usable Ed25519 key: ${String((error as Error).message ?? error)}`)
-    }).pipe(Effect.orDie)
-    if (origin !== "ephemeral") return key
-    yield* Effect.logWarning(
-      `PV_DEV_EPHEMERAL_KEYS=true and PV_LOG_SIGNING_KEY is not set: checkpoints are signed with an ephemeral key ` +
-        `(${key.verifierKey}) for this process only; monitors pinned to another key will refuse them.`
-    )
-    return key
-  })
-}) {}
+export class LogKey extends Context.Service<LogKey, Effect.Success<typeof makeLogKey>>()("pv/LogKey", { make: makeLogKey }) {
+  static readonly layer = Layer.effect(this, makeLogKey)
+}

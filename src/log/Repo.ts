@@ -1,5 +1,5 @@
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Option } from "effect"
+import { Array as Arr, Context, Effect, Layer, Option, Schema, SchemaTransformation } from "effect"
 import type { Hash } from "./Merkle.js"
 import type { TileHash } from "./Growth.js"
 
@@ -22,111 +22,155 @@ export interface HashRange {
 /** Only the instance holding this (transaction-scoped) advisory lock integrates: "pvlog" in ASCII. */
 export const IntegrationLockKey = 0x70766c6f67
 
-/** bigint columns arrive as decimal strings; every log size and index is a safe integer. */
-const int = (value: string | number): number => Number(value)
+/**
+ * An int8 column as a number. The driver decodes int8 to a bigint (which JSON.stringify refuses and
+ * which does not mix with number arithmetic); every log size and index is a safe integer, so it is
+ * converted here, once, and a value beyond 2^53 fails the row instead of losing precision.
+ */
+const Int8 = Schema.Union([Schema.BigInt, Schema.Number]).pipe(
+  Schema.decodeTo(Schema.Int, SchemaTransformation.transform({ decode: (n) => Number(n), encode: (n) => BigInt(n) }))
+)
+
+const Bytes = Schema.Uint8Array
+
+const LockRow = Schema.Struct({ locked: Schema.Boolean })
+const CheckpointRow = Schema.Struct({ tree_size: Int8, root_hash: Bytes, note: Schema.String })
+const SizeRow = Schema.Struct({ size: Int8 })
+const MovedRow = Schema.Struct({ idx: Int8, leaf_hash: Bytes })
+const HashRow = Schema.Struct({ level: Schema.Int, idx: Int8, hash: Bytes })
+const EntryRow = Schema.Struct({ entry: Bytes })
+const IndexRow = Schema.Struct({ idx: Int8 })
+
+/** The rows of a query, decoded; a row that does not fit its schema is a defect of the store, not a request error. */
+const decodeRows = <S extends Schema.Codec<any, any, never, never>>(row: S) => {
+  const decode = Schema.decodeUnknownEffect(Schema.Array(row))
+  return (rows: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<S["Type"]>> => Effect.orDie(decode(rows))
+}
+
+const lockRows = decodeRows(LockRow)
+const checkpointRows = decodeRows(CheckpointRow)
+const sizeRows = decodeRows(SizeRow)
+const movedRows = decodeRows(MovedRow)
+const hashRows = decodeRows(HashRow)
+const entryRows = decodeRows(EntryRow)
+const indexRows = decodeRows(IndexRow)
+
+const makeLogRepo = Effect.gen(function*() {
+  const sql = yield* PgClient.PgClient
+
+  /** Inside the caller's transaction: one pending entry (an event's; receipts enqueue in their batch insert). */
+  const enqueue = (kind: EntryKind, ref: string, entry: Uint8Array) =>
+    sql`INSERT INTO log_pending (kind, ref, entry) VALUES (${kind}, ${ref}, ${entry})`.pipe(Effect.asVoid)
+
+  /** Inside a transaction: true when this transaction now holds the integration lock. */
+  const tryLockIntegration = sql`SELECT pg_try_advisory_xact_lock(${BigInt(IntegrationLockKey)}) AS locked`.pipe(
+    Effect.flatMap(lockRows),
+    Effect.map((rows) => rows[0]?.locked === true)
+  )
+
+  const latestCheckpoint = sql`SELECT tree_size, root_hash, note FROM log_checkpoints ORDER BY tree_size DESC LIMIT 1`.pipe(
+    Effect.flatMap(checkpointRows),
+    Effect.map((rows) =>
+      Option.map(Option.fromUndefinedOr(rows[0]), (row): StoredCheckpoint => ({ size: row.tree_size, root: row.root_hash, note: row.note })))
+  )
+
+  /** How many entries are integrated (the index after the last one). */
+  const integratedSize = sql`SELECT coalesce(max(idx) + 1, 0)::bigint AS size FROM log_entries`.pipe(
+    Effect.flatMap(sizeRows),
+    Effect.map((rows) => rows[0]?.size ?? 0)
+  )
+
+  /**
+   * Under the integration lock: moves up to `limit` pending entries, oldest first, to indexes
+   * `size`, `size + 1`, … in one statement (deleted from pending exactly as they are inserted), with
+   * their RFC 9162 leaf hashes SHA-256(0x00 ‖ entry). Returns the new leaf hashes in index order.
+   */
+  const movePending = (size: number, limit: number) =>
+    sql`
+      WITH moved AS (
+        DELETE FROM log_pending
+        WHERE id IN (SELECT id FROM log_pending ORDER BY id LIMIT ${limit})
+        RETURNING id, kind, ref, entry
+      )
+      INSERT INTO log_entries (idx, kind, ref, entry, leaf_hash)
+      SELECT ${BigInt(size)}::bigint + row_number() OVER (ORDER BY id) - 1, kind, ref, entry, sha256('\\x00'::bytea || entry)
+      FROM moved
+      RETURNING idx, leaf_hash`.pipe(
+      Effect.flatMap(movedRows),
+      Effect.map((rows) => rows.map((row) => ({ index: row.idx, leaf: row.leaf_hash as Hash })).sort((a, b) => a.index - b.index))
+    )
+
+  const insertTileHashes = (hashes: ReadonlyArray<TileHash>) => {
+    const rows = hashes.map((h) => ({ level: h.level, idx: BigInt(h.index), hash: h.hash }))
+    return Arr.isArrayNonEmpty(rows) ? sql`INSERT INTO log_tile_hashes ${sql.insert(rows)}`.pipe(Effect.asVoid) : Effect.void
+  }
+
+  const insertCheckpoint = (checkpoint: StoredCheckpoint, at: Date) =>
+    sql`
+      INSERT INTO log_checkpoints (tree_size, root_hash, note, created_at)
+      VALUES (${BigInt(checkpoint.size)}, ${checkpoint.root}, ${checkpoint.note}, ${at})`.pipe(Effect.asVoid)
+
+  /** The same tree under a new key (PV_LOG_SIGNING_KEY or PV_LOG_ORIGIN changed): only the note changes. */
+  const resignCheckpoint = (checkpoint: StoredCheckpoint) =>
+    sql`
+      UPDATE log_checkpoints SET note = ${checkpoint.note}
+      WHERE tree_size = ${BigInt(checkpoint.size)} AND root_hash = ${checkpoint.root}`.pipe(Effect.asVoid)
+
+  /**
+   * Hashes of several ranges in one round trip: each range is one tile (or the part of one a proof needs).
+   * Bounds go as bigint arrays (one element type: the driver infers an array's type from its elements).
+   */
+  const readHashes = (ranges: ReadonlyArray<HashRange>) =>
+    ranges.length === 0
+      ? Effect.succeed([])
+      : sql`
+        SELECT r.level, t.idx, t.hash
+        FROM unnest(${ranges.map((r) => r.level)}::int[], ${ranges.map((r) => BigInt(r.first))}::bigint[], ${ranges.map((r) => BigInt(r.stop))}::bigint[])
+          AS r(level, first, stop)
+        CROSS JOIN LATERAL (
+          SELECT idx, leaf_hash AS hash FROM log_entries WHERE r.level = 0 AND idx >= r.first AND idx < r.stop
+          UNION ALL
+          SELECT idx, hash FROM log_tile_hashes WHERE r.level > 0 AND level = r.level AND idx >= r.first AND idx < r.stop
+        ) t`.pipe(
+        Effect.flatMap(hashRows),
+        Effect.map((rows) => rows.map((row) => ({ level: row.level, index: row.idx, hash: row.hash as Hash })))
+      )
+
+  /** Entry bytes of indexes first .. stop - 1, in index order. */
+  const readEntries = (first: number, stop: number) =>
+    sql`SELECT entry FROM log_entries WHERE idx >= ${BigInt(first)} AND idx < ${BigInt(stop)} ORDER BY idx`.pipe(
+      Effect.flatMap(entryRows),
+      Effect.map((rows) => rows.map((row) => row.entry))
+    )
+
+  /** The index of a receipt's or event's entry, once integrated. */
+  const indexOf = (kind: EntryKind, ref: string) =>
+    sql`SELECT idx FROM log_entries WHERE kind = ${kind} AND ref = ${ref}`.pipe(
+      Effect.flatMap(indexRows),
+      Effect.map((rows) => Option.map(Option.fromUndefinedOr(rows[0]), (row) => row.idx))
+    )
+
+  return {
+    enqueue,
+    tryLockIntegration,
+    latestCheckpoint,
+    integratedSize,
+    movePending,
+    insertTileHashes,
+    insertCheckpoint,
+    resignCheckpoint,
+    readHashes,
+    readEntries,
+    indexOf,
+    withTransaction: sql.withTransaction
+  } as const
+})
 
 /**
  * SQL for the transparency log: pending entries, integrated entries, tile hashes and checkpoints.
- * Integrated rows are only ever inserted; nothing here updates or deletes them.
+ * Integrated rows are only ever inserted; nothing here updates or deletes them. Every row is decoded
+ * with its schema; int8 columns (sizes, indexes) come back as numbers.
  */
-export class LogRepo extends Effect.Service<LogRepo>()("pv/LogRepo", {
-  effect: Effect.gen(function*() {
-    const sql = yield* PgClient.PgClient
-
-    /** Inside the caller's transaction: one pending entry (an event's; receipts enqueue in their batch insert). */
-    const enqueue = (kind: EntryKind, ref: string, entry: Uint8Array) =>
-      sql`INSERT INTO log_pending (kind, ref, entry) VALUES (${kind}, ${ref}, ${entry})`.pipe(Effect.asVoid)
-
-    /** Inside a transaction: true when this transaction now holds the integration lock. */
-    const tryLockIntegration = sql<{ locked: boolean }>`SELECT pg_try_advisory_xact_lock(${IntegrationLockKey}) AS locked`.pipe(
-      Effect.map((rows) => rows[0]?.locked === true)
-    )
-
-    const latestCheckpoint = sql<{ tree_size: string; root_hash: Buffer; note: string }>`
-      SELECT tree_size, root_hash, note FROM log_checkpoints ORDER BY tree_size DESC LIMIT 1`.pipe(
-      Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), (row): StoredCheckpoint => ({ size: int(row.tree_size), root: row.root_hash, note: row.note })))
-    )
-
-    /** How many entries are integrated (the index after the last one). */
-    const integratedSize = sql<{ size: string }>`SELECT coalesce(max(idx) + 1, 0) AS size FROM log_entries`.pipe(
-      Effect.map((rows) => int(rows[0]?.size ?? 0))
-    )
-
-    /**
-     * Under the integration lock: moves up to `limit` pending entries, oldest first, to indexes
-     * `size`, `size + 1`, … in one statement (deleted from pending exactly as they are inserted), with
-     * their RFC 9162 leaf hashes SHA-256(0x00 ‖ entry). Returns the new leaf hashes in index order.
-     */
-    const movePending = (size: number, limit: number) =>
-      sql<{ idx: string; leaf_hash: Buffer }>`
-        WITH moved AS (
-          DELETE FROM log_pending
-          WHERE id IN (SELECT id FROM log_pending ORDER BY id LIMIT ${limit})
-          RETURNING id, kind, ref, entry
-        )
-        INSERT INTO log_entries (idx, kind, ref, entry, leaf_hash)
-        SELECT ${size}::bigint + row_number() OVER (ORDER BY id) - 1, kind, ref, entry, sha256('\\x00'::bytea || entry)
-        FROM moved
-        RETURNING idx, leaf_hash`.pipe(
-        Effect.map((rows) =>
-          rows.map((row) => ({ index: int(row.idx), leaf: row.leaf_hash as Hash })).sort((a, b) => a.index - b.index))
-      )
-
-    const insertTileHashes = (hashes: ReadonlyArray<TileHash>) =>
-      hashes.length === 0
-        ? Effect.void
-        : sql`INSERT INTO log_tile_hashes ${sql.insert(hashes.map((h) => ({ level: h.level, idx: h.index, hash: h.hash })))}`.pipe(Effect.asVoid)
-
-    const insertCheckpoint = (checkpoint: StoredCheckpoint, at: Date) =>
-      sql`
-        INSERT INTO log_checkpoints (tree_size, root_hash, note, created_at)
-        VALUES (${checkpoint.size}, ${checkpoint.root}, ${checkpoint.note}, ${at})`.pipe(Effect.asVoid)
-
-    /** The same tree under a new key (PV_LOG_SIGNING_KEY or PV_LOG_ORIGIN changed): only the note changes. */
-    const resignCheckpoint = (checkpoint: StoredCheckpoint) =>
-      sql`
-        UPDATE log_checkpoints SET note = ${checkpoint.note}
-        WHERE tree_size = ${checkpoint.size} AND root_hash = ${checkpoint.root}`.pipe(Effect.asVoid)
-
-    /** Hashes of several ranges in one round trip: each range is one tile (or the part of one a proof needs). */
-    const readHashes = (ranges: ReadonlyArray<HashRange>) =>
-      ranges.length === 0
-        ? Effect.succeed([])
-        : sql<{ level: number; idx: string; hash: Buffer }>`
-          SELECT r.level, t.idx, t.hash
-          FROM unnest(${ranges.map((r) => r.level)}::int[], ${ranges.map((r) => r.first)}::bigint[], ${ranges.map((r) => r.stop)}::bigint[])
-            AS r(level, first, stop)
-          CROSS JOIN LATERAL (
-            SELECT idx, leaf_hash AS hash FROM log_entries WHERE r.level = 0 AND idx >= r.first AND idx < r.stop
-            UNION ALL
-            SELECT idx, hash FROM log_tile_hashes WHERE r.level > 0 AND level = r.level AND idx >= r.first AND idx < r.stop
-          ) t`.pipe(Effect.map((rows) => rows.map((row) => ({ level: row.level, index: int(row.idx), hash: row.hash as Hash }))))
-
-    /** Entry bytes of indexes first .. stop - 1, in index order. */
-    const readEntries = (first: number, stop: number) =>
-      sql<{ entry: Buffer }>`SELECT entry FROM log_entries WHERE idx >= ${first} AND idx < ${stop} ORDER BY idx`.pipe(
-        Effect.map((rows) => rows.map((row) => row.entry as Uint8Array))
-      )
-
-    /** The index of a receipt's or event's entry, once integrated. */
-    const indexOf = (kind: EntryKind, ref: string) =>
-      sql<{ idx: string }>`SELECT idx FROM log_entries WHERE kind = ${kind} AND ref = ${ref}`.pipe(
-        Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), (row) => int(row.idx)))
-      )
-
-    return {
-      enqueue,
-      tryLockIntegration,
-      latestCheckpoint,
-      integratedSize,
-      movePending,
-      insertTileHashes,
-      insertCheckpoint,
-      resignCheckpoint,
-      readHashes,
-      readEntries,
-      indexOf,
-      withTransaction: sql.withTransaction
-    } as const
-  })
-}) {}
+export class LogRepo extends Context.Service<LogRepo, Effect.Success<typeof makeLogRepo>>()("pv/LogRepo", { make: makeLogRepo }) {
+  static readonly layer = Layer.effect(this, makeLogRepo)
+}

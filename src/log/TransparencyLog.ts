@@ -1,4 +1,4 @@
-import { Clock, Effect, Option } from "effect"
+import { Clock, Context, Effect, Layer, Option } from "effect"
 import { FieldError, InvalidProofRequest, NotFound, NotYetLogged } from "../domain/Problem.js"
 import type { EventJwk } from "../domain/TrustEvent.js"
 import { consistencyProof, HashSize, inclusionPath, inclusionProof, type ConsistencyProof, type InclusionProof, type SubtreeHash } from "./Merkle.js"
@@ -69,203 +69,207 @@ const sizeParameter = (name: string, value: string | undefined): Effect.Effect<n
 const outsideTree = (pointer: string, detail: string) =>
   new InvalidProofRequest({ detail, errors: [new FieldError({ pointer, detail })] })
 
+const makeTransparencyLog = Effect.gen(function*() {
+  const repo = yield* LogRepo
+  const key = yield* LogKey
+  const fullTrees = lru<TileTree>(CachedTileTrees)
+  const partialTrees = lru<{ readonly tree: TileTree; readonly readAt: number }>(CachedPartialTileTrees)
+  const bundles = lru<Uint8Array>(CachedBundles)
+  let latest: { readonly checkpoint: StoredCheckpoint; readonly readAt: number } | undefined
+
+  /** The integrator on this instance announces each checkpoint it commits, so its own readers never lag. */
+  const published = (checkpoint: StoredCheckpoint) =>
+    Clock.currentTimeMillis.pipe(Effect.map((now) => {
+      if (latest === undefined || checkpoint.size >= latest.checkpoint.size) latest = { checkpoint, readAt: now }
+    }))
+
+  const refresh = Effect.gen(function*() {
+    const stored = yield* Effect.orDie(repo.latestCheckpoint)
+    if (Option.isSome(stored)) yield* published(stored.value)
+    return Option.map(stored, () => latest!.checkpoint)
+  })
+
+  /** The latest published checkpoint; `atLeast` re-reads a cached one that is too small for the request. */
+  const current = (atLeast = 0): Effect.Effect<Option.Option<StoredCheckpoint>> =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      latest !== undefined && now - latest.readAt < CheckpointFreshMs && latest.checkpoint.size >= atLeast
+        ? Effect.succeed(Option.some(latest.checkpoint))
+        : refresh)
+
+  const sizeNow = (atLeast = 0) => Effect.map(current(atLeast), Option.match({ onNone: () => 0, onSome: (c) => c.size }))
+
+  const checkpoint: Effect.Effect<string, NotFound> = Effect.flatMap(current(), Option.match({
+    onNone: () => Effect.fail(new NotFound({ detail: "The log has not published a checkpoint yet." })),
+    onSome: (c) => Effect.succeed(c.note)
+  }))
+
+  const treeKey = (tile: Tile) => `${tile.level}/${tile.index}/${tile.width}`
+  const cachedTree = (tile: Tile, now: number): TileTree | undefined => {
+    if (tile.width === TileWidth) return fullTrees.get(treeKey(tile))
+    const partial = partialTrees.get(treeKey(tile))
+    return partial !== undefined && now - partial.readAt < PartialTileFreshMs ? partial.tree : undefined
+  }
+
+  /** The tiles' hashes from the database in one round trip; a tile short of rows is a defect of the store, never served as zeros. */
+  const fetchTiles = (tiles: ReadonlyArray<Tile>): Effect.Effect<Map<string, Uint8Array>> =>
+    Effect.gen(function*() {
+      const ranges: Array<HashRange> = tiles.map((t) => ({ level: t.level, first: t.index * TileWidth, stop: t.index * TileWidth + t.width }))
+      const rows = yield* Effect.orDie(repo.readHashes(ranges))
+      const data = new Map(tiles.map((t) => [tileKey(t.level, t.index), new Uint8Array(t.width * HashSize)]))
+      const filled = new Map<string, number>()
+      for (const row of rows) {
+        const index = Math.floor(row.index / TileWidth)
+        const k = tileKey(row.level, index)
+        const bytes = data.get(k)
+        if (bytes === undefined || row.hash.length !== HashSize) continue
+        bytes.set(row.hash, (row.index - index * TileWidth) * HashSize)
+        filled.set(k, (filled.get(k) ?? 0) + 1)
+      }
+      for (const tile of tiles) {
+        const k = tileKey(tile.level, tile.index)
+        if (filled.get(k) !== tile.width) return yield* Effect.die(new Error(`tile ${k} has ${filled.get(k) ?? 0} stored hashes, not ${tile.width}`))
+      }
+      return data
+    })
+
+  /** Tile trees for each tile: from memory, else read and built (and kept). */
+  const tileTrees = (wanted: ReadonlyArray<Tile>): Effect.Effect<Map<string, TileTree>> =>
+    Effect.gen(function*() {
+      const trees = new Map<string, TileTree>()
+      const missing: Array<Tile> = []
+      const now = yield* Clock.currentTimeMillis
+      for (const tile of wanted) {
+        const cached = cachedTree(tile, now)
+        if (cached !== undefined) trees.set(tileKey(tile.level, tile.index), cached)
+        else missing.push(tile)
+      }
+      if (missing.length === 0) return trees
+      const data = yield* fetchTiles(missing)
+      for (const tile of missing) {
+        const tree = tileTreeOf(tile, data.get(tileKey(tile.level, tile.index))!)
+        if (tile.width === TileWidth) fullTrees.set(treeKey(tile), tree)
+        else partialTrees.set(treeKey(tile), { tree, readAt: now })
+        trees.set(tileKey(tile.level, tile.index), tree)
+      }
+      return trees
+    })
+
+  /** Tile bytes (the hashes themselves) for each tile. */
+  const readTiles = (wanted: ReadonlyArray<Tile>): Effect.Effect<Map<string, Uint8Array>> =>
+    Effect.map(tileTrees(wanted), (trees) => new Map([...trees].map(([k, tree]) => [k, tree.levels[0]!])))
+
+  /** Complete subtree hashes of the tree of `size` leaves, enough for `uses`: the tiles it reads are fetched at once. */
+  const subtreeFor = (size: number, uses: (subtree: SubtreeHash) => void): Effect.Effect<SubtreeHash> =>
+    Effect.map(tileTrees(tilesRead(size, uses)), (trees) =>
+      subtreeHashesFromTileTrees(size, (tile) => trees.get(tileKey(tile.level, tile.index))))
+
+  const hashTile = (tile: Tile) =>
+    Effect.map(readTiles([tile]), (data): TileBytes => ({ bytes: data.get(tileKey(tile.level, tile.index))!, full: tile.width === TileWidth }))
+
+  const entryBundle = (bundle: EntryBundle) =>
+    Effect.gen(function*() {
+      const full = bundle.width === TileWidth
+      const cached = full ? bundles.get(String(bundle.index)) : undefined
+      if (cached !== undefined) return { bytes: cached, full } satisfies TileBytes
+      const entries = yield* Effect.orDie(repo.readEntries(bundle.index * TileWidth, bundle.index * TileWidth + bundle.width))
+      if (entries.length !== bundle.width) return yield* Effect.die(new Error(`entry bundle ${bundle.index} has ${entries.length} stored entries, not ${bundle.width}`))
+      const bytes = encodeEntryBundle(entries)
+      if (full) bundles.set(String(bundle.index), bytes)
+      return { bytes, full } satisfies TileBytes
+    })
+
+  const noTile = () => new NotFound({ detail: "The log has no such tile." })
+
+  /**
+   * `tile/<L>/<N>[.p/<W>]` or `tile/entries/<N>[.p/<W>]` (C2SP tlog-tiles): served only when the
+   * published tree has exactly that width there; a malformed path or one beyond the tree is 404.
+   */
+  const tile = (path: string): Effect.Effect<TileBytes, NotFound> =>
+    Effect.gen(function*() {
+      const bundle = parseEntryBundlePath(path)
+      const hashes = bundle === undefined ? parseTilePath(path) : undefined
+      const level = hashes?.level ?? 0
+      const named = bundle ?? hashes
+      if (named === undefined) return yield* Effect.fail(noTile())
+      const needed = named.index * TileWidth ** (level + 1) + named.width * TileWidth ** level
+      const exists = (size: number) => widthIn(size, level, named.index) === named.width
+      if (!exists(yield* sizeNow()) && !exists(yield* sizeNow(needed))) return yield* Effect.fail(noTile())
+      return yield* (bundle !== undefined ? entryBundle(bundle) : hashTile(hashes!))
+    })
+
+  /** The published size a proof may name: a size beyond the cached checkpoint is checked against the database first. */
+  const treeSizeParameter = (name: string, value: string | undefined) =>
+    Effect.gen(function*() {
+      const size = yield* sizeParameter(name, value)
+      const publishedSize = yield* sizeNow(size)
+      if (size > publishedSize) return yield* Effect.fail(outsideTree(`/${name}`, `${name} ${size} is beyond the latest checkpoint (tree size ${publishedSize}).`))
+      return size
+    })
+
+  const inclusion = (indexParameter: string | undefined, treeSize: string | undefined): Effect.Effect<InclusionProof, InvalidProofRequest> =>
+    Effect.gen(function*() {
+      const index = yield* sizeParameter("index", indexParameter)
+      const size = yield* treeSizeParameter("tree_size", treeSize)
+      if (index >= size) return yield* Effect.fail(outsideTree("/index", `index ${index} is not in a tree of size ${size}.`))
+      const subtree = yield* subtreeFor(size, (s) => inclusionProof(index, size, s))
+      return inclusionProof(index, size, subtree)
+    })
+
+  /** first = 0 and first = second are valid: their proof is the empty path. */
+  const consistency = (firstParameter: string | undefined, secondParameter: string | undefined): Effect.Effect<ConsistencyProof, InvalidProofRequest> =>
+    Effect.gen(function*() {
+      const first = yield* sizeParameter("first", firstParameter)
+      const second = yield* treeSizeParameter("second", secondParameter)
+      if (first > second) return yield* Effect.fail(outsideTree("/first", `first ${first} is larger than second ${second}.`))
+      const subtree = yield* subtreeFor(second, (s) => consistencyProof(first, second, s))
+      return consistencyProof(first, second, subtree)
+    })
+
+  /** The self-contained proof bundle of a signed receipt, once its entry is under a published checkpoint. */
+  const receiptBundle = (receipt: SignedRelianceReceipt, receiptKey: EventJwk | undefined): Effect.Effect<ReceiptProofBundle, NotYetLogged> =>
+    Effect.gen(function*() {
+      const notYet = new NotYetLogged({ detail: `Receipt ${receipt.receipt_id} is not in a published checkpoint yet; retry shortly.`, retry_after: 1 })
+      const index = yield* Effect.orDie(repo.indexOf("receipt", receipt.receipt_id))
+      if (Option.isNone(index)) return yield* Effect.fail(notYet)
+      const published = yield* current(index.value + 1)
+      if (Option.isNone(published) || published.value.size <= index.value) return yield* Effect.fail(notYet)
+      const { size, note } = published.value
+      const subtree = yield* subtreeFor(size, (s) => {
+        s(0, index.value)
+        inclusionPath(index.value, size, s)
+      })
+      return receiptProofBundle({
+        receipt,
+        leafIndex: index.value,
+        checkpoint: note,
+        subtree,
+        verifierKey: key.verifierKey,
+        ...(receiptKey === undefined ? {} : { receiptKey })
+      })
+    })
+
+  return {
+    checkpoint,
+    current,
+    published,
+    tile,
+    inclusion,
+    consistency,
+    receiptBundle,
+    fetchTiles,
+    key: { origin: key.logOrigin, verifier_key: key.verifierKey }
+  } as const
+})
+
 /**
  * The log as readers see it (contract section 10): the latest signed checkpoint, hash tiles and
  * entry bundles, inclusion and consistency proofs, and receipt proof bundles. Everything is served
  * from stored rows with a few small range reads (the tiles a proof touches), never the whole tree;
  * full tiles are immutable and kept in memory.
  */
-export class TransparencyLog extends Effect.Service<TransparencyLog>()("pv/TransparencyLog", {
-  effect: Effect.gen(function*() {
-    const repo = yield* LogRepo
-    const key = yield* LogKey
-    const fullTrees = lru<TileTree>(CachedTileTrees)
-    const partialTrees = lru<{ readonly tree: TileTree; readonly readAt: number }>(CachedPartialTileTrees)
-    const bundles = lru<Uint8Array>(CachedBundles)
-    let latest: { readonly checkpoint: StoredCheckpoint; readonly readAt: number } | undefined
-
-    /** The integrator on this instance announces each checkpoint it commits, so its own readers never lag. */
-    const published = (checkpoint: StoredCheckpoint) =>
-      Clock.currentTimeMillis.pipe(Effect.map((now) => {
-        if (latest === undefined || checkpoint.size >= latest.checkpoint.size) latest = { checkpoint, readAt: now }
-      }))
-
-    const refresh = Effect.gen(function*() {
-      const stored = yield* Effect.orDie(repo.latestCheckpoint)
-      if (Option.isSome(stored)) yield* published(stored.value)
-      return Option.map(stored, () => latest!.checkpoint)
-    })
-
-    /** The latest published checkpoint; `atLeast` re-reads a cached one that is too small for the request. */
-    const current = (atLeast = 0): Effect.Effect<Option.Option<StoredCheckpoint>> =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        latest !== undefined && now - latest.readAt < CheckpointFreshMs && latest.checkpoint.size >= atLeast
-          ? Effect.succeed(Option.some(latest.checkpoint))
-          : refresh)
-
-    const sizeNow = (atLeast = 0) => Effect.map(current(atLeast), Option.match({ onNone: () => 0, onSome: (c) => c.size }))
-
-    const checkpoint: Effect.Effect<string, NotFound> = Effect.flatMap(current(), Option.match({
-      onNone: () => Effect.fail(new NotFound({ detail: "The log has not published a checkpoint yet." })),
-      onSome: (c) => Effect.succeed(c.note)
-    }))
-
-    const treeKey = (tile: Tile) => `${tile.level}/${tile.index}/${tile.width}`
-    const cachedTree = (tile: Tile, now: number): TileTree | undefined => {
-      if (tile.width === TileWidth) return fullTrees.get(treeKey(tile))
-      const partial = partialTrees.get(treeKey(tile))
-      return partial !== undefined && now - partial.readAt < PartialTileFreshMs ? partial.tree : undefined
-    }
-
-    /** The tiles' hashes from the database in one round trip; a tile short of rows is a defect of the store, never served as zeros. */
-    const fetchTiles = (tiles: ReadonlyArray<Tile>): Effect.Effect<Map<string, Uint8Array>> =>
-      Effect.gen(function*() {
-        const ranges: Array<HashRange> = tiles.map((t) => ({ level: t.level, first: t.index * TileWidth, stop: t.index * TileWidth + t.width }))
-        const rows = yield* Effect.orDie(repo.readHashes(ranges))
-        const data = new Map(tiles.map((t) => [tileKey(t.level, t.index), new Uint8Array(t.width * HashSize)]))
-        const filled = new Map<string, number>()
-        for (const row of rows) {
-          const index = Math.floor(row.index / TileWidth)
-          const k = tileKey(row.level, index)
-          const bytes = data.get(k)
-          if (bytes === undefined || row.hash.length !== HashSize) continue
-          bytes.set(row.hash, (row.index - index * TileWidth) * HashSize)
-          filled.set(k, (filled.get(k) ?? 0) + 1)
-        }
-        for (const tile of tiles) {
-          const k = tileKey(tile.level, tile.index)
-          if (filled.get(k) !== tile.width) return yield* Effect.dieMessage(`tile ${k} has ${filled.get(k) ?? 0} stored hashes, not ${tile.width}`)
-        }
-        return data
-      })
-
-    /** Tile trees for each tile: from memory, else read and built (and kept). */
-    const tileTrees = (wanted: ReadonlyArray<Tile>): Effect.Effect<Map<string, TileTree>> =>
-      Effect.gen(function*() {
-        const trees = new Map<string, TileTree>()
-        const missing: Array<Tile> = []
-        const now = yield* Clock.currentTimeMillis
-        for (const tile of wanted) {
-          const cached = cachedTree(tile, now)
-          if (cached !== undefined) trees.set(tileKey(tile.level, tile.index), cached)
-          else missing.push(tile)
-        }
-        if (missing.length === 0) return trees
-        const data = yield* fetchTiles(missing)
-        for (const tile of missing) {
-          const tree = tileTreeOf(tile, data.get(tileKey(tile.level, tile.index))!)
-          if (tile.width === TileWidth) fullTrees.set(treeKey(tile), tree)
-          else partialTrees.set(treeKey(tile), { tree, readAt: now })
-          trees.set(tileKey(tile.level, tile.index), tree)
-        }
-        return trees
-      })
-
-    /** Tile bytes (the hashes themselves) for each tile. */
-    const readTiles = (wanted: ReadonlyArray<Tile>): Effect.Effect<Map<string, Uint8Array>> =>
-      Effect.map(tileTrees(wanted), (trees) => new Map([...trees].map(([k, tree]) => [k, tree.levels[0]!])))
-
-    /** Complete subtree hashes of the tree of `size` leaves, enough for `uses`: the tiles it reads are fetched at once. */
-    const subtreeFor = (size: number, uses: (subtree: SubtreeHash) => void): Effect.Effect<SubtreeHash> =>
-      Effect.map(tileTrees(tilesRead(size, uses)), (trees) =>
-        subtreeHashesFromTileTrees(size, (tile) => trees.get(tileKey(tile.level, tile.index))))
-
-    const hashTile = (tile: Tile) =>
-      Effect.map(readTiles([tile]), (data): TileBytes => ({ bytes: data.get(tileKey(tile.level, tile.index))!, full: tile.width === TileWidth }))
-
-    const entryBundle = (bundle: EntryBundle) =>
-      Effect.gen(function*() {
-        const full = bundle.width === TileWidth
-        const cached = full ? bundles.get(String(bundle.index)) : undefined
-        if (cached !== undefined) return { bytes: cached, full } satisfies TileBytes
-        const entries = yield* Effect.orDie(repo.readEntries(bundle.index * TileWidth, bundle.index * TileWidth + bundle.width))
-        if (entries.length !== bundle.width) return yield* Effect.dieMessage(`entry bundle ${bundle.index} has ${entries.length} stored entries, not ${bundle.width}`)
-        const bytes = encodeEntryBundle(entries)
-        if (full) bundles.set(String(bundle.index), bytes)
-        return { bytes, full } satisfies TileBytes
-      })
-
-    const noTile = () => new NotFound({ detail: "The log has no such tile." })
-
-    /**
-     * `tile/<L>/<N>[.p/<W>]` or `tile/entries/<N>[.p/<W>]` (C2SP tlog-tiles): served only when the
-     * published tree has exactly that width there; a malformed path or one beyond the tree is 404.
-     */
-    const tile = (path: string): Effect.Effect<TileBytes, NotFound> =>
-      Effect.gen(function*() {
-        const bundle = parseEntryBundlePath(path)
-        const hashes = bundle === undefined ? parseTilePath(path) : undefined
-        const level = hashes?.level ?? 0
-        const named = bundle ?? hashes
-        if (named === undefined) return yield* Effect.fail(noTile())
-        const needed = named.index * TileWidth ** (level + 1) + named.width * TileWidth ** level
-        const exists = (size: number) => widthIn(size, level, named.index) === named.width
-        if (!exists(yield* sizeNow()) && !exists(yield* sizeNow(needed))) return yield* Effect.fail(noTile())
-        return yield* (bundle !== undefined ? entryBundle(bundle) : hashTile(hashes!))
-      })
-
-    /** The published size a proof may name: a size beyond the cached checkpoint is checked against the database first. */
-    const treeSizeParameter = (name: string, value: string | undefined) =>
-      Effect.gen(function*() {
-        const size = yield* sizeParameter(name, value)
-        const publishedSize = yield* sizeNow(size)
-        if (size > publishedSize) return yield* Effect.fail(outsideTree(`/${name}`, `${name} ${size} is beyond the latest checkpoint (tree size ${publishedSize}).`))
-        return size
-      })
-
-    const inclusion = (indexParameter: string | undefined, treeSize: string | undefined): Effect.Effect<InclusionProof, InvalidProofRequest> =>
-      Effect.gen(function*() {
-        const index = yield* sizeParameter("index", indexParameter)
-        const size = yield* treeSizeParameter("tree_size", treeSize)
-        if (index >= size) return yield* Effect.fail(outsideTree("/index", `index ${index} is not in a tree of size ${size}.`))
-        const subtree = yield* subtreeFor(size, (s) => inclusionProof(index, size, s))
-        return inclusionProof(index, size, subtree)
-      })
-
-    /** first = 0 and first = second are valid: their proof is the empty path. */
-    const consistency = (firstParameter: string | undefined, secondParameter: string | undefined): Effect.Effect<ConsistencyProof, InvalidProofRequest> =>
-      Effect.gen(function*() {
-        const first = yield* sizeParameter("first", firstParameter)
-        const second = yield* treeSizeParameter("second", secondParameter)
-        if (first > second) return yield* Effect.fail(outsideTree("/first", `first ${first} is larger than second ${second}.`))
-        const subtree = yield* subtreeFor(second, (s) => consistencyProof(first, second, s))
-        return consistencyProof(first, second, subtree)
-      })
-
-    /** The self-contained proof bundle of a signed receipt, once its entry is under a published checkpoint. */
-    const receiptBundle = (receipt: SignedRelianceReceipt, receiptKey: EventJwk | undefined): Effect.Effect<ReceiptProofBundle, NotYetLogged> =>
-      Effect.gen(function*() {
-        const notYet = new NotYetLogged({ detail: `Receipt ${receipt.receipt_id} is not in a published checkpoint yet; retry shortly.`, retry_after: 1 })
-        const index = yield* Effect.orDie(repo.indexOf("receipt", receipt.receipt_id))
-        if (Option.isNone(index)) return yield* Effect.fail(notYet)
-        const published = yield* current(index.value + 1)
-        if (Option.isNone(published) || published.value.size <= index.value) return yield* Effect.fail(notYet)
-        const { size, note } = published.value
-        const subtree = yield* subtreeFor(size, (s) => {
-          s(0, index.value)
-          inclusionPath(index.value, size, s)
-        })
-        return receiptProofBundle({
-          receipt,
-          leafIndex: index.value,
-          checkpoint: note,
-          subtree,
-          verifierKey: key.verifierKey,
-          ...(receiptKey === undefined ? {} : { receiptKey })
-        })
-      })
-
-    return {
-      checkpoint,
-      current,
-      published,
-      tile,
-      inclusion,
-      consistency,
-      receiptBundle,
-      fetchTiles,
-      key: { origin: key.logOrigin, verifier_key: key.verifierKey }
-    } as const
-  }),
-  dependencies: [LogRepo.Default, LogKey.Default]
-}) {}
+export class TransparencyLog extends Context.Service<TransparencyLog, Effect.Success<typeof makeTransparencyLog>>()("pv/TransparencyLog", {
+  make: makeTransparencyLog
+}) {
+  static readonly layerNoDeps = Layer.effect(this, makeTransparencyLog)
+  static readonly layer = this.layerNoDeps.pipe(Layer.provide([LogRepo.layer, LogKey.layer]))
+}

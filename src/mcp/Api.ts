@@ -1,41 +1,40 @@
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { ApiKeyAuth } from "../access/Auth.js"
 import {
   InsufficientScope,
   MethodNotAllowed,
   NotAcceptable,
   PayloadTooLarge,
-  Unauthorized,
   UnsupportedMediaType,
   UnsupportedProtocolVersion
 } from "../domain/Problem.js"
 
-const Id = Schema.Union(Schema.String, Schema.Number).annotations({ description: "Echoed unchanged in the response" })
+const Id = Schema.Union([Schema.String, Schema.Number]).annotate({ description: "Echoed unchanged in the response" })
 
 /** Documentation only: the handler reads the raw body, so malformed JSON reaches the JSON-RPC codec (-32700). */
 const JsonRpcMessage = Schema.Struct({
   jsonrpc: Schema.Literal("2.0"),
-  id: Schema.optional(Id).annotations({ description: "Absent for a notification, which is never answered" }),
-  method: Schema.String.annotations({ examples: ["initialize", "ping", "tools/list", "tools/call", "notifications/initialized"] }),
-  params: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
-}).annotations({ identifier: "JsonRpcMessage" })
+  id: Schema.optionalKey(Id.annotate({ description: "Absent for a notification, which is never answered" })),
+  method: Schema.String.annotate({ examples: ["initialize", "ping", "tools/list", "tools/call", "notifications/initialized"] }),
+  params: Schema.optionalKey(Schema.Record(Schema.String, Schema.Unknown))
+}).annotate({ identifier: "JsonRpcMessage" })
 
 const JsonRpcResponse = Schema.Struct({
   jsonrpc: Schema.Literal("2.0"),
   id: Schema.NullOr(Id),
-  result: Schema.optional(Schema.Unknown),
-  error: Schema.optional(Schema.Struct({ code: Schema.Int, message: Schema.String, data: Schema.optional(Schema.Unknown) }))
-}).annotations({ identifier: "JsonRpcResponse" })
+  result: Schema.optionalKey(Schema.Unknown),
+  error: Schema.optionalKey(Schema.Struct({ code: Schema.Int, message: Schema.String, data: Schema.optionalKey(Schema.Unknown) }))
+}).annotate({ identifier: "JsonRpcResponse" })
 
-const Body = Schema.Union(JsonRpcMessage, Schema.NonEmptyArray(JsonRpcMessage))
-const Answer = Schema.Union(JsonRpcResponse, Schema.NonEmptyArray(JsonRpcResponse))
+const Body = Schema.Union([JsonRpcMessage, Schema.NonEmptyArray(JsonRpcMessage)])
+const Answer = Schema.Union([JsonRpcResponse, Schema.NonEmptyArray(JsonRpcResponse)])
 
 const TransportHeaders = Schema.Struct({
-  accept: Schema.optional(Schema.String.annotations({
+  accept: Schema.optionalKey(Schema.String.annotate({
     description: "Must admit application/json (406 otherwise); MCP clients send `application/json, text/event-stream`"
   })),
-  "mcp-protocol-version": Schema.optional(Schema.String.annotations({
+  "mcp-protocol-version": Schema.optionalKey(Schema.String.annotate({
     description: "2025-11-25, 2025-06-18 or 2025-03-26; any other value is refused with 400"
   }))
 })
@@ -50,17 +49,13 @@ const neverSucceeds = (operation: Record<string, any>) => {
 
 export class McpApi extends HttpApiGroup.make("mcp")
   .add(
-    HttpApiEndpoint.post("call", "/mcp")
-      .setPayload(Body)
-      .setHeaders(TransportHeaders)
-      .addSuccess(Answer)
-      .addSuccess(HttpApiSchema.Empty(202))
-      .addError(Unauthorized)
-      .addError(InsufficientScope)
-      .addError(UnsupportedProtocolVersion)
-      .addError(NotAcceptable)
-      .addError(PayloadTooLarge)
-      .addError(UnsupportedMediaType)
+    HttpApiEndpoint.post("call", "/mcp", {
+      payload: Body,
+      headers: TransportHeaders,
+      success: [Answer, HttpApiSchema.Empty(202)],
+      // 401 (and 429/503) are ApiKeyAuth's declared errors, documented with the middleware.
+      error: [InsufficientScope, UnsupportedProtocolVersion, NotAcceptable, PayloadTooLarge, UnsupportedMediaType]
+    })
       .middleware(ApiKeyAuth)
       .annotate(OpenApi.Summary, "MCP (Streamable HTTP) and JSON-RPC 2.0 tool calls (scope mcp:call)")
       .annotate(OpenApi.Description,
@@ -74,15 +69,13 @@ export class McpApi extends HttpApiGroup.make("mcp")
         "REST problem object, -32603 internal. " + noStream)
   )
   .add(
-    HttpApiEndpoint.get("stream", "/mcp")
-      .addError(MethodNotAllowed)
+    HttpApiEndpoint.get("stream", "/mcp", { error: MethodNotAllowed })
       .annotate(OpenApi.Summary, "No server-sent event stream: always 405 (Allow: POST)")
       .annotate(OpenApi.Description, noStream)
       .annotate(OpenApi.Transform, neverSucceeds)
   )
   .add(
-    HttpApiEndpoint.del("endSession", "/mcp")
-      .addError(MethodNotAllowed)
+    HttpApiEndpoint.delete("endSession", "/mcp", { error: MethodNotAllowed })
       .annotate(OpenApi.Summary, "No sessions to end: always 405 (Allow: POST)")
       .annotate(OpenApi.Description, noStream)
       .annotate(OpenApi.Transform, neverSucceeds)

@@ -1,20 +1,45 @@
-import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, Option } from "effect"
+import { ByteSize, Effect, Option } from "effect"
+import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpApiBuilder } from "effect/http-api"
 import { requireScope } from "../access/ApiKeys.js"
+import { Api } from "../api/Api.js"
+import { instanceOf, MaxBodyBytes, problemResponse } from "../api/Problems.js"
 import { MethodNotAllowed, PayloadTooLarge } from "../domain/Problem.js"
-import { Api } from "../http/Api.js"
-import { instanceOf, MaxBodyBytes, problemResponse } from "../http/Problems.js"
 import { Mcp, transportProblem } from "./Mcp.js"
 
 /** Text that is certainly not JSON, standing in for a body that could not be decoded at all. */
 const notJson = ""
 
-const methodNotAllowed = Effect.map(HttpServerRequest.HttpServerRequest, (request) =>
-  HttpServerResponse.setHeader(
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
+
+const tooLarge = () => new PayloadTooLarge({ detail: `Request bodies are limited to ${MaxBodyBytes} bytes.` })
+
+/**
+ * The body as text, at most MaxBodyBytes (413 beyond). Bytes that are not UTF-8 are not JSON: they become
+ * text that JSON-RPC answers with its parse error (-32700), never silently replaced characters.
+ */
+const readBody = (request: HttpServerRequest.HttpServerRequest) =>
+  request.arrayBuffer.pipe(
+    Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(MaxBodyBytes)),
+    Effect.mapError(tooLarge),
+    Effect.filterOrFail((bytes) => bytes.byteLength <= MaxBodyBytes, tooLarge),
+    Effect.map((bytes) => {
+      try {
+        return strictUtf8.decode(bytes)
+      } catch {
+        return notJson
+      }
+    })
+  )
+
+const methodNotAllowed = Effect.gen(function*() {
+  const request = yield* HttpServerRequest.HttpServerRequest
+  return HttpServerResponse.setHeader(
     problemResponse(new MethodNotAllowed({ detail: "This MCP endpoint takes POST only: it offers no SSE stream and no sessions." }), instanceOf(request)),
     "allow",
     "POST"
-  ))
+  )
+})
 
 /** Raw handler: the body is read as text so the JSON-RPC codec, not HttpApi, answers malformed JSON. */
 export const McpHttpLive = HttpApiBuilder.group(Api, "mcp", (handlers) =>
@@ -26,13 +51,7 @@ export const McpHttpLive = HttpApiBuilder.group(Api, "mcp", (handlers) =>
           yield* requireScope("mcp:call")
           const refused = transportProblem(request.headers)
           if (Option.isSome(refused)) return yield* Effect.fail(refused.value)
-          const body = yield* request.text.pipe(
-            HttpServerRequest.withMaxBodySize(Option.some(MaxBodyBytes)),
-            // Bytes that are not UTF-8 are not JSON: JSON-RPC answers them with its parse error (-32700).
-            Effect.catchIf((error: unknown) => (error as { _tag?: string })._tag === "MalformedJson", () => Effect.succeed(notJson)),
-            Effect.mapError(() => new PayloadTooLarge({ detail: `Request bodies are limited to ${MaxBodyBytes} bytes.` }))
-          )
-          const reply = yield* mcp.answer(body)
+          const reply = yield* mcp.answer(yield* readBody(request))
           return reply._tag === "Accepted"
             ? HttpServerResponse.empty({ status: 202 })
             : HttpServerResponse.text(reply.body, { status: reply.status, contentType: "application/json" })

@@ -168,7 +168,7 @@ const answerMessage = <R>(message: Message, handlers: Handlers<R>): Effect.Effec
       return Effect.succeed(undefined)
     case "Notification":
       return handlers.notification(message.method, message.params).pipe(
-        Effect.catchAllDefect(() => Effect.void),
+        Effect.catchDefect(() => Effect.void),
         Effect.as(undefined)
       )
     case "Request":
@@ -176,7 +176,7 @@ const answerMessage = <R>(message: Message, handlers: Handlers<R>): Effect.Effec
         Effect.map((result) => success(message.id, result)),
         Effect.catchTag("RpcFailure", ({ code, message: text, data }) =>
           Effect.succeed(failure(message.id, data === undefined ? { code, message: text } : { code, message: text, data }))),
-        Effect.catchAllDefect(() => Effect.succeed(internalError(message.id)))
+        Effect.catchDefect(() => Effect.succeed(internalError(message.id)))
       )
   }
 }

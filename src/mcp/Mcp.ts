@@ -1,9 +1,8 @@
-import { Effect, Either, Option, ParseResult, Schema } from "effect"
+import { Context, Effect, Layer, Option, Result, Schema } from "effect"
 import type { Caller } from "../access/ApiKeys.js"
+import { exceedsDepth, MaxJsonDepth } from "../domain/Json.js"
 import {
-  FieldError,
   NotAcceptable,
-  problemCatalog,
   type ProblemError,
   toProblemDocument,
   UnsupportedMediaType,
@@ -11,12 +10,11 @@ import {
   ValidationFailed
 } from "../domain/Problem.js"
 import { Subscriptions } from "../events/Subscriptions.js"
-import { exceedsDepth, MaxJsonDepth, toPointer } from "../http/Problems.js"
 import { Receipts } from "../receipts/Receipts.js"
 import { Determinations } from "../trust/Determinations.js"
 import { TrustResolver } from "../trust/TrustResolver.js"
 import * as JsonRpc from "./JsonRpc.js"
-import { type Tool, tools, type ToolServices } from "./Tools.js"
+import { type EncodedResults, fieldErrorsOf, type Tool, tools, type ToolServices } from "./Tools.js"
 
 /** Newest first: initialize echoes the client's version when listed here, else offers the newest. */
 export const SupportedProtocolVersions = ["2025-11-25", "2025-06-18", "2025-03-26"] as const
@@ -95,37 +93,37 @@ export const transportProblem = (
 
 const InitializeParams = Schema.Struct({
   protocolVersion: Schema.String,
-  capabilities: Schema.optional(Schema.Object),
-  clientInfo: Schema.optional(Schema.Object)
+  capabilities: Schema.optionalKey(Schema.ObjectKeyword),
+  clientInfo: Schema.optionalKey(Schema.ObjectKeyword)
 })
 
 const CallToolParams = Schema.Struct({
   name: Schema.String,
-  arguments: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+  arguments: Schema.optionalKey(Schema.Record(Schema.String, Schema.Unknown))
 })
 
 /** -32602, with the same validation problem object (pointers in `errors`) as a tool's bad arguments. */
-const invalidParams = (method: string, error: ParseResult.ParseError) =>
+const invalidParams = (method: string, error: Schema.SchemaError) =>
   new JsonRpc.RpcFailure({
     code: JsonRpc.ErrorCode.InvalidParams,
     message: `Invalid params for ${method}.`,
     data: toProblemDocument(new ValidationFailed({
       detail: `The params of ${method} do not match what the method takes.`,
-      errors: ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) =>
-        new FieldError({ pointer: toPointer(issue.path), detail: issue.message }))
+      errors: fieldErrorsOf(error.issue)
     }))
   })
 
-const decodeParams = <A, I>(method: string, schema: Schema.Schema<A, I>, params: JsonRpc.Params | undefined) =>
-  Either.mapLeft(Schema.decodeUnknownEither(schema, { errors: "all" })(params ?? {}), (error) => invalidParams(method, error))
+const decodeParams = <A, I>(method: string, schema: Schema.Codec<A, I>, params: JsonRpc.Params | undefined) =>
+  Effect.fromResult(Result.mapError(
+    Schema.decodeUnknownResult(schema)(params ?? {}, { errors: "all" }),
+    (error) => invalidParams(method, error)
+  ))
 
 /** A tool's domain failure: -32000 with the REST problem object as data. */
-const toolFailure = (error: ProblemError) =>
-  new JsonRpc.RpcFailure({
-    code: JsonRpc.ErrorCode.ToolFailure,
-    message: `${problemCatalog[error._tag].title}: ${error.detail}`,
-    data: toProblemDocument(error)
-  })
+const toolFailure = (error: ProblemError) => {
+  const problem = toProblemDocument(error)
+  return new JsonRpc.RpcFailure({ code: JsonRpc.ErrorCode.ToolFailure, message: `${problem.title}: ${problem.detail}`, data: problem })
+}
 
 /** The REST body guard's nesting limit, applied per message (the guard skips this raw-body endpoint). */
 const messageLimits: JsonRpc.Limits = {
@@ -141,71 +139,77 @@ const describeTool = (tool: Tool) => ({
   annotations: tool.annotations
 })
 
+const make = Effect.gen(function*() {
+  const services = yield* Effect.context<ToolServices>()
+  const byName = new Map(tools.map((tool) => [tool.name, tool]))
+  const toolList = { tools: tools.map(describeTool) }
+  // Each tool's already-encoded results, for as long as this service lives.
+  const encoded = new Map(tools.map((tool): [string, EncodedResults] => [tool.name, new WeakMap()]))
+
+  const callTool = (params: JsonRpc.Params | undefined) =>
+    Effect.gen(function*() {
+      const { name, arguments: args } = yield* decodeParams("tools/call", CallToolParams, params)
+      const tool = byName.get(name)
+      if (tool === undefined) {
+        return yield* Effect.fail(new JsonRpc.RpcFailure({
+          code: JsonRpc.ErrorCode.MethodNotFound,
+          message: `Unknown tool: ${name.slice(0, 100)}. tools/list names the ${tools.length} tools.`
+        }))
+      }
+      const result = yield* tool.call(args ?? {}, encoded.get(name)!).pipe(
+        Effect.provideContext(services),
+        Effect.mapError((error) =>
+          error._tag === "InvalidArguments"
+            ? new JsonRpc.RpcFailure({
+              code: JsonRpc.ErrorCode.InvalidParams,
+              message: `Invalid params: the arguments do not match the inputSchema of ${name}.`,
+              data: toProblemDocument(error.problem)
+            })
+            : toolFailure(error)
+        )
+      )
+      return new JsonRpc.PreEncoded(result.callResultJson)
+    })
+
+  const request = (method: string, params: JsonRpc.Params | undefined): Effect.Effect<unknown, JsonRpc.RpcFailure, Caller> => {
+    switch (method) {
+      case "initialize":
+        return Effect.map(decodeParams(method, InitializeParams, params), ({ protocolVersion }) => ({
+          protocolVersion: negotiateProtocolVersion(protocolVersion),
+          capabilities: { tools: { listChanged: false } },
+          serverInfo,
+          instructions: serverInstructions
+        }))
+      case "ping":
+        return Effect.succeed({})
+      case "tools/list":
+        return Effect.succeed(toolList)
+      case "tools/call":
+        return callTool(params)
+      default:
+        return Effect.fail(JsonRpc.methodNotFound(method))
+    }
+  }
+
+  /** One POST body → the reply; defects are logged here and answered -32603 with no detail. */
+  const answer = (body: string): Effect.Effect<JsonRpc.Reply, never, Caller> =>
+    JsonRpc.answer(body, {
+      request: (method, params) =>
+        request(method, params).pipe(Effect.tapDefect((defect) => Effect.logError(`MCP ${method.slice(0, 100)} failed`, defect))),
+      // Stateless: notifications/initialized, cancelled and the rest change nothing here.
+      notification: () => Effect.void
+    }, messageLimits)
+
+  return { answer, toolList } as const
+})
+
 /**
  * MCP over JSON-RPC: initialize, ping, tools/list and tools/call, statelessly (no session: every POST
  * stands alone, so tools/call needs no earlier initialize). Tools run as the calling API key (`Caller`).
  */
-export class Mcp extends Effect.Service<Mcp>()("pv/Mcp", {
-  effect: Effect.gen(function*() {
-    const services = yield* Effect.context<ToolServices>()
-    const byName = new Map(tools.map((tool) => [tool.name, tool]))
-    const toolList = { tools: tools.map(describeTool) }
-
-    const callTool = (params: JsonRpc.Params | undefined) =>
-      Effect.gen(function*() {
-        const { name, arguments: args } = yield* decodeParams("tools/call", CallToolParams, params)
-        const tool = byName.get(name)
-        if (tool === undefined) {
-          return yield* Effect.fail(new JsonRpc.RpcFailure({
-            code: JsonRpc.ErrorCode.MethodNotFound,
-            message: `Unknown tool: ${name.slice(0, 100)}. tools/list names the ${tools.length} tools.`
-          }))
-        }
-        const result = yield* tool.call(args ?? {}).pipe(
-          Effect.provide(services),
-          Effect.mapError((error) =>
-            error._tag === "InvalidArguments"
-              ? new JsonRpc.RpcFailure({
-                code: JsonRpc.ErrorCode.InvalidParams,
-                message: `Invalid params: the arguments do not match the inputSchema of ${name}.`,
-                data: toProblemDocument(error.problem)
-              })
-              : toolFailure(error)
-          )
-        )
-        return new JsonRpc.PreEncoded(result.callResultJson)
-      })
-
-    const request = (method: string, params: JsonRpc.Params | undefined): Effect.Effect<unknown, JsonRpc.RpcFailure, Caller> => {
-      switch (method) {
-        case "initialize":
-          return Effect.map(decodeParams(method, InitializeParams, params), ({ protocolVersion }) => ({
-            protocolVersion: negotiateProtocolVersion(protocolVersion),
-            capabilities: { tools: { listChanged: false } },
-            serverInfo,
-            instructions: serverInstructions
-          }))
-        case "ping":
-          return Effect.succeed({})
-        case "tools/list":
-          return Effect.succeed(toolList)
-        case "tools/call":
-          return callTool(params)
-        default:
-          return Effect.fail(JsonRpc.methodNotFound(method))
-      }
-    }
-
-    /** One POST body → the reply; defects are logged here and answered -32603 with no detail. */
-    const answer = (body: string): Effect.Effect<JsonRpc.Reply, never, Caller> =>
-      JsonRpc.answer(body, {
-        request: (method, params) =>
-          request(method, params).pipe(Effect.tapDefect((cause) => Effect.logError(`MCP ${method.slice(0, 100)} failed`, cause))),
-        // Stateless: notifications/initialized, cancelled and the rest change nothing here.
-        notification: () => Effect.void
-      }, messageLimits)
-
-    return { answer, toolList } as const
-  }),
-  dependencies: [TrustResolver.Default, Determinations.Default, Receipts.Default, Subscriptions.Default]
-}) {}
+export class Mcp extends Context.Service<Mcp, Effect.Success<typeof make>>()("pv/Mcp", { make }) {
+  static readonly layerNoDeps = Layer.effect(this, make)
+  static readonly layer = this.layerNoDeps.pipe(
+    Layer.provide([TrustResolver.layer, Determinations.layer, Receipts.layer, Subscriptions.layer])
+  )
+}

@@ -1,4 +1,4 @@
-import { Data, Effect, Either, JSONSchema, ParseResult, Schema } from "effect"
+import { Data, Effect, Result, Schema } from "effect"
 import { Caller, requireScope } from "../access/ApiKeys.js"
 import type { ApiKeyRecord } from "../domain/AccessKey.js"
 import type { Scope } from "../domain/ApiKey.js"
@@ -7,8 +7,8 @@ import { FieldDescriptions, titleOf } from "./Descriptions.js"
 import { Subject } from "../domain/Determination.js"
 import { NonEmptyText } from "../domain/Json.js"
 import { MachineTrustResponse } from "../domain/MachineTrust.js"
-import { FieldError, NotFound, type ProblemError, type ProhibitedField, ValidationFailed } from "../domain/Problem.js"
-import { PublicId } from "../domain/PublicId.js"
+import { fieldErrorsOf, NotFound, type ProblemError, type ProhibitedField, ValidationFailed } from "../domain/Problem.js"
+import { PublicId, requirePublicId } from "../domain/PublicId.js"
 import {
   ActionabilityEvaluation,
   CreatedRelianceReceipt,
@@ -17,7 +17,6 @@ import {
   RelianceRequest
 } from "../domain/Receipt.js"
 import { Subscription, Subscriptions } from "../events/Subscriptions.js"
-import { toPointer } from "../http/Problems.js"
 import { ReceiptProofBundle } from "../log/Api.js"
 import { Receipts } from "../receipts/Receipts.js"
 import { compareWithDigest, compareWithReceipt } from "../trust/Compare.js"
@@ -46,14 +45,30 @@ export interface ToolSpec<I, II, O, OI> {
   readonly description: string
   readonly scope: Scope
   readonly annotations: ToolAnnotations
-  readonly input: Schema.Schema<I, II>
-  readonly output: Schema.Schema<O, OI>
+  readonly input: Schema.Codec<I, II>
+  readonly output: Schema.Codec<O, OI>
   /** Replaces the default argument check (the input schema, unknown members refused). */
-  readonly decode?: (args: unknown) => Either.Either<I, ArgumentsProblem>
+  readonly decode?: (args: unknown) => Result.Result<I, ArgumentsProblem>
+  /** Runs with decoded arguments: the services take decoded values (`PublicId`, `RelianceRequest`, …). */
   readonly run: (input: I, caller: ApiKeyRecord) => Effect.Effect<O, ProblemError, ToolServices>
 }
 
 export type JsonSchemaObject = { readonly type: "object" } & Record<string, unknown>
+
+export interface EncodedResult {
+  readonly value: unknown
+  /** `value` as JSON text (the text content). */
+  readonly text: string
+  /** The whole `tools/call` result, `{ content: [{ type: "text", text }], structuredContent }`, as JSON text. */
+  readonly callResultJson: string
+}
+
+/**
+ * Results a tool already encoded, by result object. Services hand out immutable results (a cached trust
+ * document is the same object until its state changes), so each is encoded and serialised once. The
+ * cache belongs to whoever calls the tool (the `Mcp` service), not to the module.
+ */
+export type EncodedResults = WeakMap<object, EncodedResult>
 
 /** A declared tool with its schemas rendered; `call` checks scope, then arguments, then runs. */
 export interface Tool {
@@ -65,10 +80,16 @@ export interface Tool {
   readonly inputSchema: JsonSchemaObject
   readonly outputSchema: JsonSchemaObject
   /** Resolves to the encoded result (the JSON value of `structuredContent`) and its JSON text. */
-  readonly call: (args: unknown) => Effect.Effect<EncodedResult, InvalidArguments | ProblemError, ToolServices | Caller>
+  readonly call: (
+    args: unknown,
+    encoded: EncodedResults
+  ) => Effect.Effect<EncodedResult, InvalidArguments | ProblemError, ToolServices | Caller>
 }
 
 type JsonSchemaNode = Record<string, unknown>
+
+/** The dialect `Schema.toJsonSchemaDocument` writes, and MCP's default for tool schemas. */
+export const JsonSchemaDialect = "https://json-schema.org/draft/2020-12/schema"
 
 const DefsPrefix = "#/$defs/"
 
@@ -82,21 +103,20 @@ const referencedDefinitions = (node: unknown): Array<string> =>
         : referencedDefinitions(value))
 
 /**
- * JSONSchema.make, with the root made a plain object schema as MCP requires: a top-level `$ref` is
- * inlined, and a union of object schemas (`anyOf`) gets `type: "object"` beside it. Only definitions
- * still reachable from the root are kept.
+ * `Schema.toJsonSchemaDocument` (draft 2020-12, unknown members refused), with the root made a plain
+ * object schema as MCP requires: a top-level `$ref` is inlined, and a union of object schemas (`anyOf`)
+ * gets `type: "object"` beside it. Only definitions still reachable from the root are kept, as `$defs`.
  */
-export const objectJsonSchema = <A, I>(schema: Schema.Schema<A, I>): JsonSchemaObject => {
-  const { $schema, $defs = {}, ...root } = JSONSchema.make(schema) as unknown as JsonSchemaNode & {
-    $defs?: Record<string, JsonSchemaNode>
-  }
+export const objectJsonSchema = (schema: Schema.Top): JsonSchemaObject => {
+  const document = Schema.toJsonSchemaDocument(schema, { onExcessProperty: "error" })
+  const $defs = document.definitions as Record<string, JsonSchemaNode>
   // A node that is only a reference stands for its definition.
   const deref = (node: JsonSchemaNode): JsonSchemaNode => {
     const ref = Object.keys(node).length === 1 ? node.$ref : undefined
     const target = typeof ref === "string" && ref.startsWith(DefsPrefix) ? $defs[ref.slice(DefsPrefix.length)] : undefined
     return target === undefined ? node : deref(target)
   }
-  const body = deref(root)
+  const body = deref(document.schema as JsonSchemaNode)
   const isObject = body.type === "object" ||
     (Array.isArray(body.anyOf) && body.anyOf.every((branch: JsonSchemaNode) => deref(branch).type === "object"))
   if (!isObject) throw new TypeError(`a tool schema must describe a JSON object, not ${JSON.stringify(body).slice(0, 200)}`)
@@ -110,20 +130,18 @@ export const objectJsonSchema = <A, I>(schema: Schema.Schema<A, I>): JsonSchemaO
   }
   visit(body)
   const kept = Object.entries($defs).filter(([name]) => reachable.has(name)).map(([name, node]) => [name, described(node)] as const)
-  return { $schema, ...described(body), type: "object", ...(kept.length === 0 ? {} : { $defs: Object.fromEntries(kept) }) } as JsonSchemaObject
+  return {
+    $schema: JsonSchemaDialect,
+    ...described(body),
+    type: "object",
+    ...(kept.length === 0 ? {} : { $defs: Object.fromEntries(kept) })
+  } as JsonSchemaObject
 }
 
-/** Effect names a refinement's schema after its constraint (`maxLength(256)`, `int`): no title for a reader. */
-const constraintTitle = /^[a-z][A-Za-z]*(\(.*\))?$/
-
-/**
- * The schema as an agent reads it: constraint names dropped from titles, and every member that has no
- * description of its own gets its title and its meaning from FieldDescriptions.
- */
+/** The schema as an agent reads it: every member that has no description of its own gets its title and its meaning from FieldDescriptions. */
 const described = (node: JsonSchemaNode): JsonSchemaNode => {
   const out: JsonSchemaNode = {}
   for (const [key, value] of Object.entries(node)) {
-    if (key === "title" && typeof value === "string" && constraintTitle.test(value)) continue
     if (key === "properties" && typeof value === "object" && value !== null) {
       out.properties = Object.fromEntries(Object.entries(value as Record<string, JsonSchemaNode>).map(([member, schema]) => {
         const inner = described(schema)
@@ -143,34 +161,23 @@ const described = (node: JsonSchemaNode): JsonSchemaNode => {
   return out
 }
 
-const argumentsProblem = (error: ParseResult.ParseError): ValidationFailed =>
-  new ValidationFailed({
-    detail: "The arguments do not match the tool's inputSchema.",
-    errors: ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) =>
-      new FieldError({ pointer: toPointer(issue.path), detail: issue.message }))
-  })
+/** A decode failure → one FieldError per issue (the domain's one translation; Mcp.ts imports it from here). */
+export { fieldErrorsOf }
 
-export interface EncodedResult {
-  readonly value: unknown
-  /** `value` as JSON text (the text content). */
-  readonly text: string
-  /** The whole `tools/call` result, `{ content: [{ type: "text", text }], structuredContent }`, as JSON text. */
-  readonly callResultJson: string
-}
+const argumentsProblem = (error: Schema.SchemaError): ValidationFailed =>
+  new ValidationFailed({ detail: "The arguments do not match the tool's inputSchema.", errors: fieldErrorsOf(error.issue) })
 
 /** One declaration → one registry entry; the JSON Schemas are rendered once, here. */
 export const defineTool = <I, II, O, OI>(spec: ToolSpec<I, II, O, OI>): Tool => {
-  const decodeStrict = Schema.decodeUnknownEither(spec.input, { errors: "all", onExcessProperty: "error" })
-  const decode = spec.decode ?? ((args: unknown) => Either.mapLeft(decodeStrict(args), argumentsProblem))
+  const decodeStrict = Schema.decodeUnknownResult(spec.input)
+  const decode = spec.decode ??
+    ((args: unknown) => Result.mapError(decodeStrict(args, { errors: "all", onExcessProperty: "error" }), argumentsProblem))
   // A result that does not fit the declared outputSchema is a bug: a defect, never a partial answer.
-  const encode = Schema.encode(spec.output, { onExcessProperty: "error" })
-  // Services hand out immutable results (a cached trust document is the same object until its state
-  // changes), so each result object is encoded and serialised once, however often it is returned.
-  const encoded = new WeakMap<object, EncodedResult>()
-  const encodeOnce = (output: O): Effect.Effect<EncodedResult> => {
+  const encode = Schema.encodeEffect(spec.output)
+  const encodeOnce = (output: O, encoded: EncodedResults): Effect.Effect<EncodedResult> => {
     const known = typeof output === "object" && output !== null ? encoded.get(output) : undefined
     if (known !== undefined) return Effect.succeed(known)
-    return Effect.map(Effect.orDie(encode(output)), (value) => {
+    return Effect.map(Effect.orDie(encode(output, { onExcessProperty: "error" })), (value) => {
       const text = JSON.stringify(value)
       const result = { value, text, callResultJson: `{"content":[{"type":"text","text":${JSON.stringify(text)}}],"structuredContent":${text}}` }
       if (typeof output === "object" && output !== null) encoded.set(output, result)
@@ -185,12 +192,12 @@ export const defineTool = <I, II, O, OI>(spec: ToolSpec<I, II, O, OI>): Tool => 
     annotations: spec.annotations,
     inputSchema: { ...objectJsonSchema(spec.input), title: `${spec.title}: arguments` },
     outputSchema: { ...objectJsonSchema(spec.output), title: `${spec.title}: result` },
-    call: (args) =>
+    call: (args, encoded) =>
       Effect.gen(function*() {
         const caller = yield* requireScope(spec.scope)
-        const input = yield* Either.mapLeft(decode(args), (problem) => new InvalidArguments({ problem }))
+        const input = yield* Effect.fromResult(Result.mapError(decode(args), (problem) => new InvalidArguments({ problem })))
         const output = yield* spec.run(input, caller)
-        return yield* encodeOnce(output)
+        return yield* encodeOnce(output, encoded)
       })
   }
 }
@@ -203,15 +210,11 @@ const reliance =
 
 const PublicIdArgument = Schema.Struct({ public_id: PublicId })
 
-const TrustStateDigest = Schema.String.pipe(
-  Schema.pattern(DigestPattern, { message: () => "must be 64 lowercase hex characters" }),
-  Schema.annotations({ description: "trust_state_digest of an earlier resolution (64 lowercase hex)" })
-)
+const TrustStateDigest = Schema.String.check(Schema.isPattern(DigestPattern, { message: "must be 64 lowercase hex characters" }))
+  .annotate({ description: "trust_state_digest of an earlier resolution (64 lowercase hex)" })
 
-const ReceiptId = NonEmptyText.pipe(
-  Schema.maxLength(256),
-  Schema.annotations({ description: "A reliance receipt id (rr_ + ULID) of your tenant" })
-)
+const ReceiptId = NonEmptyText.check(Schema.isMaxLength(256))
+  .annotate({ description: "A reliance receipt id (rr_ + ULID) of your tenant" })
 
 const resolveTrust = defineTool({
   name: "resolve_trust",
@@ -225,7 +228,7 @@ const resolveTrust = defineTool({
   annotations: readOnly,
   input: PublicIdArgument,
   output: MachineTrustResponse,
-  run: ({ public_id }) => Effect.flatMap(TrustResolver, (resolver) => resolver.resolve(public_id))
+  run: ({ public_id }) => TrustResolver.use((resolver) => resolver.resolve(public_id))
 })
 
 const SubjectDeterminations = Schema.Struct({
@@ -243,7 +246,7 @@ const resolveSubject = defineTool({
     reliance + " Scope: trust:read.",
   scope: "trust:read",
   annotations: readOnly,
-  input: Schema.Union(PublicIdArgument, Schema.Struct({ subject_id: NonEmptyText })),
+  input: Schema.Union([PublicIdArgument, Schema.Struct({ subject_id: NonEmptyText })]),
   output: SubjectDeterminations,
   run: (input) =>
     Effect.gen(function*() {
@@ -280,7 +283,7 @@ const resolveLifecycle = defineTool({
     authority: MachineTrustResponse.fields.authority
   }),
   run: ({ public_id }) =>
-    Effect.flatMap(TrustResolver, (resolver) => resolver.resolve(public_id)).pipe(
+    TrustResolver.use((resolver) => resolver.resolve(public_id)).pipe(
       Effect.map((document) => ({
         public_id,
         determination_id: document.determination.determination_id,
@@ -311,10 +314,10 @@ const compareCurrent = defineTool({
     "again when changed is true. Scope: trust:read.",
   scope: "trust:read",
   annotations: readOnly,
-  input: Schema.Union(
+  input: Schema.Union([
     Schema.Struct({ public_id: PublicId, trust_state_digest: TrustStateDigest }),
     Schema.Struct({ receipt_id: ReceiptId })
-  ),
+  ]),
   output: TrustComparison,
   run: (input, caller) =>
     Effect.gen(function*() {
@@ -324,7 +327,9 @@ const compareCurrent = defineTool({
       }
       const receipts = yield* Receipts
       const receipt = yield* receipts.get(caller.tenant_id, input.receipt_id)
-      return compareWithReceipt(receipt, yield* resolver.resolve(receipt.subject_public_id))
+      // A stored receipt holds its subject's id as text: decoded here like any other id reaching the service.
+      const subject = yield* requirePublicId(receipt.subject_public_id)
+      return compareWithReceipt(receipt, yield* resolver.resolve(subject))
     })
 })
 
@@ -347,7 +352,7 @@ const evaluateActionabilityTool = defineTool({
   input: RelianceRequest,
   decode: decodeRelianceRequest,
   output: ActionabilityEvaluation,
-  run: (request, caller) => Effect.flatMap(Receipts, (receipts) => receipts.evaluate(caller.tenant_id, request))
+  run: (request, caller) => Receipts.use((receipts) => receipts.evaluate(caller.tenant_id, request))
 })
 
 const createRelianceReceipt = defineTool({
@@ -364,7 +369,7 @@ const createRelianceReceipt = defineTool({
   input: RelianceRequest,
   decode: decodeRelianceRequest,
   output: CreatedRelianceReceipt,
-  run: (request, caller) => Effect.flatMap(Receipts, (receipts) => receipts.create(caller.tenant_id, request))
+  run: (request, caller) => Receipts.use((receipts) => receipts.create(caller.tenant_id, request))
 })
 
 const getRelianceReceipt = defineTool({
@@ -382,11 +387,11 @@ const getRelianceReceipt = defineTool({
   annotations: readOnly,
   input: Schema.Struct({
     receipt_id: ReceiptId,
-    include_proof: Schema.optional(Schema.Boolean.annotations({ description: "Return the proof bundle instead of the bare receipt" }))
+    include_proof: Schema.optionalKey(Schema.Boolean.annotate({ description: "Return the proof bundle instead of the bare receipt" }))
   }),
-  output: Schema.Union(RelianceReceipt, ReceiptProofBundle),
+  output: Schema.Union([RelianceReceipt, ReceiptProofBundle]),
   run: ({ receipt_id, include_proof }, caller) =>
-    Effect.flatMap(Receipts, (receipts): Effect.Effect<RelianceReceipt | typeof ReceiptProofBundle.Type, ProblemError> =>
+    Receipts.use((receipts): Effect.Effect<RelianceReceipt | typeof ReceiptProofBundle.Type, ProblemError> =>
       include_proof === true ? receipts.proof(caller.tenant_id, receipt_id) : receipts.get(caller.tenant_id, receipt_id))
 })
 
@@ -404,7 +409,7 @@ const subscribeTrustChanges = defineTool({
   input: PublicIdArgument,
   output: Subscription,
   run: ({ public_id }, caller) =>
-    Effect.flatMap(Subscriptions, (subscriptions) =>
+    Subscriptions.use((subscriptions) =>
       subscriptions.subscribe({ key_id: caller.key_id, tenant_id: caller.tenant_id }, public_id))
 })
 

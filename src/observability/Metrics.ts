@@ -1,106 +1,116 @@
-import { Effect, Metric, MetricBoundaries, MetricLabel } from "effect"
+import { Context, Effect, Metric } from "effect"
 
 /**
- * The service's own metrics, recorded with Effect's `Metric` API and exported by `Telemetry.ts` (through
- * @effect/opentelemetry's metric producer and the OpenTelemetry Prometheus exporter). Effect keeps one
- * registry per process, so every server in a process (tests start several) adds to the same series.
+ * The service's own metrics, recorded with Effect's `Metric` API and exported by `Telemetry.ts` in the
+ * Prometheus text format (effect/observability's PrometheusMetrics). Effect keeps one registry per
+ * process, so every server in a process (tests start several) adds to the same series. Counters carry
+ * their Prometheus name (`…_total`) as their id.
  *
- * Hot paths update through label arrays made once: Effect caches a tagged metric's hook per label
- * array, so an update is a lookup and an addition, with no allocation.
+ * Hot paths update through labelled metrics made once: an update is a registry lookup and an addition.
  */
 
-const labels = (entries: Record<string, string>): ReadonlyArray<MetricLabel.MetricLabel> =>
-  Object.entries(entries).map(([key, value]) => MetricLabel.make(key, value))
+/** Effect's default registry (and no contextual attributes): the one `Telemetry.ts` exports. */
+const registry = Context.empty()
+
+type Labels = Readonly<Record<string, string>>
+
+/** `metric` with `labels`, made once per label set. */
+const labelled = <M extends Metric.Metric<any, any>>(metric: M) => {
+  const made = new Map<string, M>()
+  return (labels: Labels): M => {
+    const key = JSON.stringify(labels)
+    let found = made.get(key)
+    if (found === undefined) made.set(key, found = Metric.withAttributes(metric, labels) as M)
+    return found
+  }
+}
 
 // ---- HTTP requests ---------------------------------------------------------------------------------
 
-const httpRequests = Metric.counter("pv_http_requests", {
+const httpRequests = Metric.counter("pv_http_requests_total", {
   description: "HTTP requests answered, by route pattern, method and status (route \"unmatched\": no route, or refused before routing).",
   incremental: true
 })
 
-const httpDuration = Metric.histogram(
-  "pv_http_request_duration_seconds",
-  MetricBoundaries.fromIterable([0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]),
-  "Time from a request's arrival to the end of its response, in seconds, by route pattern, method and status."
-)
+const httpDuration = Metric.histogram("pv_http_request_duration_seconds", {
+  description: "Time from a request's arrival to the end of its response, in seconds, by route pattern, method and status.",
+  boundaries: Metric.boundariesFromIterable([0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10])
+})
 
 /** The route label of a request that matched no route (404s, and refusals made before routing). */
 export const UnmatchedRoute = "unmatched"
 
-const requestLabels = new Map<string, Map<string, Map<number, ReadonlyArray<MetricLabel.MetricLabel>>>>()
+interface RequestSeries {
+  readonly count: Metric.Counter<number>
+  readonly duration: Metric.Histogram<number>
+}
 
-const requestLabelsOf = (route: string, method: string, status: number) => {
-  let byMethod = requestLabels.get(route)
-  if (byMethod === undefined) requestLabels.set(route, byMethod = new Map())
+const requestSeries = new Map<string, Map<string, Map<number, RequestSeries>>>()
+
+const requestSeriesOf = (route: string, method: string, status: number): RequestSeries => {
+  let byMethod = requestSeries.get(route)
+  if (byMethod === undefined) requestSeries.set(route, byMethod = new Map())
   let byStatus = byMethod.get(method)
   if (byStatus === undefined) byMethod.set(method, byStatus = new Map())
   let found = byStatus.get(status)
-  if (found === undefined) byStatus.set(status, found = labels({ route, method, status: String(status) }))
+  if (found === undefined) {
+    const labels = { route, method, status: String(status) }
+    byStatus.set(status, found = { count: Metric.withAttributes(httpRequests, labels), duration: Metric.withAttributes(httpDuration, labels) })
+  }
   return found
 }
 
 /** One answered request (called by the front door when its response ends). */
 export const recordRequest = (route: string | null, method: string, status: number, seconds: number): void => {
-  const tags = requestLabelsOf(route ?? UnmatchedRoute, method, status)
-  httpRequests.unsafeUpdate(1, tags)
-  httpDuration.unsafeUpdate(seconds, tags)
+  const series = requestSeriesOf(route ?? UnmatchedRoute, method, status)
+  series.count.updateUnsafe(1, registry)
+  series.duration.updateUnsafe(seconds, registry)
 }
 
 // ---- Domain counters -------------------------------------------------------------------------------
 
-const receiptsCreated = Metric.counter("pv_receipts_created", { description: "Reliance receipts stored.", incremental: true })
-const receiptsReplayed = Metric.counter("pv_receipts_replayed", {
+const receiptsCreated = Metric.counter("pv_receipts_created_total", { description: "Reliance receipts stored.", incremental: true })
+const receiptsReplayed = Metric.counter("pv_receipts_replayed_total", {
   description: "Receipt creations answered with an existing receipt (idempotent replays).",
   incremental: true
 })
-const noLabels: ReadonlyArray<MetricLabel.MetricLabel> = []
 
 /** A `create` that returned a receipt: new, or the stored one for the same idempotency key. */
 export const countReceipt = (idempotent: boolean): Effect.Effect<void> =>
-  Effect.sync(() => (idempotent ? receiptsReplayed : receiptsCreated).unsafeUpdate(1, noLabels))
+  Effect.sync(() => (idempotent ? receiptsReplayed : receiptsCreated).updateUnsafe(1, registry))
 
-const eventsAppended = Metric.counter("pv_events_appended", { description: "Events appended to determination chains, by type.", incremental: true })
-const eventLabels = new Map<string, ReadonlyArray<MetricLabel.MetricLabel>>()
+const eventsAppended = labelled(
+  Metric.counter("pv_events_appended_total", { description: "Events appended to determination chains, by type.", incremental: true })
+)
 
-export const countEventAppended = (type: string): Effect.Effect<void> =>
-  Effect.sync(() => {
-    let tags = eventLabels.get(type)
-    if (tags === undefined) eventLabels.set(type, tags = labels({ type }))
-    eventsAppended.unsafeUpdate(1, tags)
-  })
+export const countEventAppended = (type: string): Effect.Effect<void> => Effect.sync(() => eventsAppended({ type }).updateUnsafe(1, registry))
 
-const rateLimitRejections = Metric.counter("pv_rate_limit_rejections", {
+const rateLimitRejections = labelled(Metric.counter("pv_rate_limit_rejections_total", {
   description: "Requests refused with 429 rate-limited, by limit: key (per-key minute), human, operator, log (per address), auth_failures.",
   incremental: true
-})
-const quotaRejections = Metric.counter("pv_quota_rejections", { description: "Requests refused with 429 quota-exceeded (a key's daily quota).", incremental: true })
-
-export type RateLimitBucket = "key" | "human" | "operator" | "log" | "auth_failures"
-const bucketLabels: Record<RateLimitBucket, ReadonlyArray<MetricLabel.MetricLabel>> = {
-  key: labels({ limit: "key" }),
-  human: labels({ limit: "human" }),
-  operator: labels({ limit: "operator" }),
-  log: labels({ limit: "log" }),
-  auth_failures: labels({ limit: "auth_failures" })
-}
-
-export const countRateLimited = (bucket: RateLimitBucket): Effect.Effect<void> =>
-  Effect.sync(() => rateLimitRejections.unsafeUpdate(1, bucketLabels[bucket]))
-
-export const countQuotaExceeded: Effect.Effect<void> = Effect.sync(() => quotaRejections.unsafeUpdate(1, noLabels))
-
-const databaseErrors = Metric.counter("pv_db_errors", {
-  description: "Requests failed by a database error: unavailable (answered 503) or input (data the database refused, answered 422).",
+}))
+const quotaRejections = Metric.counter("pv_quota_rejections_total", {
+  description: "Requests refused with 429 quota-exceeded (a key's daily quota).",
   incremental: true
 })
-const databaseErrorLabels = { unavailable: labels({ kind: "unavailable" }), input: labels({ kind: "input" }) }
 
-export const countDatabaseError = (kind: "unavailable" | "input"): void => databaseErrors.unsafeUpdate(1, databaseErrorLabels[kind])
+export type RateLimitBucket = "key" | "human" | "operator" | "log" | "auth_failures"
+
+export const countRateLimited = (bucket: RateLimitBucket): Effect.Effect<void> =>
+  Effect.sync(() => rateLimitRejections({ limit: bucket }).updateUnsafe(1, registry))
+
+export const countQuotaExceeded: Effect.Effect<void> = Effect.sync(() => quotaRejections.updateUnsafe(1, registry))
+
+const databaseErrors = labelled(Metric.counter("pv_db_errors_total", {
+  description: "Requests failed by a database error: unavailable (answered 503) or input (data the database refused, answered 422).",
+  incremental: true
+}))
+
+export const countDatabaseError = (kind: "unavailable" | "input"): void => databaseErrors({ kind }).updateUnsafe(1, registry)
 
 // ---- Transparency log ------------------------------------------------------------------------------
 
-const logEntriesIntegrated = Metric.counter("pv_log_entries_integrated", {
+const logEntriesIntegrated = Metric.counter("pv_log_entries_integrated_total", {
   description: "Entries this instance integrated into the transparency log.",
   incremental: true
 })
@@ -141,7 +151,7 @@ export const logRoundEnded = (
   }
   if (result !== undefined && result.locked) {
     logState.size = result.size
-    if (result.appended > 0) logEntriesIntegrated.unsafeUpdate(result.appended, noLabels)
+    if (result.appended > 0) logEntriesIntegrated.updateUnsafe(result.appended, registry)
   }
 }
 
@@ -170,4 +180,48 @@ export const observedPools = new Set<PoolSource>()
 export const observePool = (source: PoolSource): (() => void) => {
   observedPools.add(source)
   return () => void observedPools.delete(source)
+}
+
+// ---- Gauges, read at scrape time -------------------------------------------------------------------
+
+const poolConnections = labelled(Metric.gauge("pv_db_pool_connections", {
+  description: "Database pool connections: total open, and idle among them (summed over this process's pools)."
+}))
+const poolWaiting = Metric.gauge("pv_db_pool_waiting_clients", { description: "Statements waiting for a free database pool connection." })
+const circuitOpen = Metric.gauge("pv_db_circuit_open", {
+  description: "1 while the database outage circuit breaker is open (statements fail at once with 503), else 0."
+})
+const logSize = Metric.gauge("pv_log_size", { description: "Entries in the transparency log as of the latest checkpoint this instance integrated." })
+const logLag = Metric.gauge("pv_log_integration_lag_seconds", {
+  description: "How long the oldest log entry written by this instance has waited for a checkpoint (0: none waiting)."
+})
+const memory = labelled(Metric.gauge("pv_process_memory_bytes", { description: "Process memory (process.memoryUsage()), by type." }))
+
+/** Sets every gauge from its source (pools, circuit breaker, transparency log, process memory): called before each scrape. */
+export const observeGauges = (): void => {
+  let total = 0
+  let idle = 0
+  let waiting = 0
+  let open = 0
+  for (const source of observedPools) {
+    total += source.pool.totalCount
+    idle += source.pool.idleCount
+    waiting += source.pool.waitingCount
+    if (!source.answering()) open = 1
+  }
+  poolConnections({ state: "total" }).updateUnsafe(total, registry)
+  poolConnections({ state: "idle" }).updateUnsafe(idle, registry)
+  poolWaiting.updateUnsafe(waiting, registry)
+  circuitOpen.updateUnsafe(open, registry)
+  // Only an instance that integrates knows both (PV_LOG_INTEGRATION_INTERVAL_MS=0 leaves it to another).
+  if (logState.size >= 0) {
+    logSize.updateUnsafe(logState.size, registry)
+    logLag.updateUnsafe(logIntegrationLagSeconds(), registry)
+  }
+  const usage = process.memoryUsage()
+  memory({ type: "rss" }).updateUnsafe(usage.rss, registry)
+  memory({ type: "heap_total" }).updateUnsafe(usage.heapTotal, registry)
+  memory({ type: "heap_used" }).updateUnsafe(usage.heapUsed, registry)
+  memory({ type: "external" }).updateUnsafe(usage.external, registry)
+  memory({ type: "array_buffers" }).updateUnsafe(usage.arrayBuffers, registry)
 }

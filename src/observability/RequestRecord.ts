@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto"
 import type { IncomingMessage } from "node:http"
-import type { HttpServerRequest } from "@effect/platform"
-import { NodeHttpServerRequest } from "@effect/platform-node"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
+import type { HttpServerRequest } from "effect/http"
 
 /** The request id header, in both directions (CONTRACT section 11). */
 export const RequestIdHeader = "x-request-id"
@@ -38,20 +38,25 @@ export interface RequestRecord {
   tenantId: string | null
 }
 
-const records = new WeakMap<IncomingMessage, RequestRecord>()
+/** The record travels on the Node request itself (nothing outlives the request, no map to look it up in). */
+const RecordKey = Symbol.for("pv/RequestRecord")
+
+interface Recorded {
+  [RecordKey]?: RequestRecord
+}
 
 /** Called by the front door once per request, before anything answers it. */
 export const beginRequest = (req: IncomingMessage, id: string, startedAt: number): RequestRecord => {
   const record: RequestRecord = { id, startedAt, route: null, keyId: null, tenantId: null }
-  records.set(req, record)
+  Object.assign(req, { [RecordKey]: record })
   return record
 }
 
-export const recordOfMessage = (req: IncomingMessage): RequestRecord | undefined => records.get(req)
+export const recordOfMessage = (req: object): RequestRecord | undefined => (req as Recorded)[RecordKey]
 
 /** The record of an Effect-side request (undefined when it did not come through the front door). */
 export const recordOf = (request: HttpServerRequest.HttpServerRequest): RequestRecord | undefined =>
-  records.get(NodeHttpServerRequest.toIncomingMessage(request))
+  recordOfMessage(NodeHttpServerRequest.toIncomingMessage(request))
 
 /** The request id the front door settled on (it also rewrote the header to it). */
 export const requestIdOf = (request: HttpServerRequest.HttpServerRequest): string | undefined => {

@@ -1,10 +1,8 @@
-import { HttpApiBuilder, HttpRouter, HttpServer, HttpServerRequest, type HttpServerResponse } from "@effect/platform"
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, Effect, Option } from "effect"
+import { HttpRouter, HttpServerRequest, type HttpServerResponse } from "effect/http"
 import { AppConfig } from "../platform/Config.js"
 import { recordOf } from "./RequestRecord.js"
 import { RequestIdAttribute } from "./Tracing.js"
-
-type Handler = Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, unknown>
 
 /**
  * Runs inside the router, where `HttpRouter.RouteContext` names the matched route: its pattern goes to
@@ -12,40 +10,29 @@ type Handler = Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, unk
  * included) can fail. With tracing on, the request id is also put on the request's server span and on
  * every span its handler creates (SQL statements included).
  */
-const observeRoute = (traced: boolean) => (handler: Handler): Handler =>
-  Effect.withFiberRuntime((fiber) => {
-    const context = fiber.currentContext
-    const request = Context.unsafeGet(context, HttpServerRequest.HttpServerRequest)
+const observeRoute = (traced: boolean) =>
+<E, R>(handler: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R> =>
+  Effect.withFiber((fiber) => {
+    const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
     const record = recordOf(request)
     if (record === undefined) return handler
-    record.route = Context.unsafeGet(context, HttpRouter.RouteContext).route.path
+    record.route = Context.getUnsafe(fiber.context, HttpRouter.RouteContext).route.path
     if (!traced) return handler
-    return Effect.zipRight(
+    return Effect.andThen(
       Effect.annotateCurrentSpan(RequestIdAttribute, record.id),
       Effect.annotateSpans(handler, RequestIdAttribute, record.id)
     )
   })
 
-/** The API's router with every route (API endpoints, docs, the page, the OpenAPI document) observed. */
-const observedRouter = (traced: boolean) =>
-  Layer.effect(
-    HttpApiBuilder.Router,
-    Effect.map(HttpApiBuilder.Router, (service) => ({
-      ...service,
-      router: Effect.map(service.router, (router) => HttpRouter.use(router, observeRoute(traced) as never))
-    }))
-  ).pipe(Layer.provide(HttpApiBuilder.Router.Live))
+/** Router middleware (per route, so it runs after routing, where the matched route is known). */
+export const ObserveRoutes = HttpRouter.middleware(
+  Effect.map(AppConfig, (config) => observeRoute(Option.isSome(config.otlpEndpoint)))
+)
 
 /**
- * `HttpApiBuilder.serve()` with observed routes: the same app (built by `HttpApiBuilder.httpApp` from the
- * routes every group and docs layer registers on `HttpApiBuilder.Router`), served by the HttpServer.
+ * Observes every route added by the layers it is provided to: `Layer.provide(ObserveRoutesLive)` on each
+ * layer that adds routes (`HttpApiBuilder.layer(Api, …)` with its OpenAPI document, the docs, the web
+ * page). A route middleware wraps the routes registered where it is in context; merging it beside them
+ * does nothing.
  */
-export const ServeObservedLive = Layer.unwrapEffect(
-  Effect.map(AppConfig, (config) =>
-    HttpApiBuilder.httpApp.pipe(
-      Effect.map((app) => HttpServer.serve(app)),
-      Layer.unwrapEffect,
-      Layer.provide(observedRouter(Option.isSome(config.otlpEndpoint))),
-      Layer.provide([HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer])
-    ))
-)
+export const ObserveRoutesLive = ObserveRoutes.layer

@@ -1,13 +1,9 @@
 import { createHash, timingSafeEqual } from "node:crypto"
 import type * as Http from "node:http"
-import * as OtelMetrics from "@effect/opentelemetry/Metrics"
-import * as OtelResource from "@effect/opentelemetry/Resource"
-import { PrometheusExporter } from "@opentelemetry/exporter-prometheus"
-import { resourceFromAttributes } from "@opentelemetry/resources"
-import { MeterProvider } from "@opentelemetry/sdk-metrics"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
+import { PrometheusMetrics } from "effect/observability"
 import { AppConfig } from "../platform/Config.js"
-import { logIntegrationLagSeconds, logState, observedPools, recordRequest } from "./Metrics.js"
+import { observeGauges, recordRequest } from "./Metrics.js"
 import type { RequestRecord } from "./RequestRecord.js"
 
 /**
@@ -18,15 +14,13 @@ import type { RequestRecord } from "./RequestRecord.js"
 export interface TelemetryShape {
   /** True when `/metrics` may be served to this request (no PV_METRICS_TOKEN, or the right bearer token). */
   readonly metricsAuthorized: (req: Http.IncomingMessage) => boolean
-  /** Writes the Prometheus text exposition (the exporter's own request handler). */
+  /** Writes the Prometheus text exposition of every metric of this process. */
   readonly serveMetrics: (req: Http.IncomingMessage, res: Http.ServerResponse) => void
   /** Once per request, when its response has ended or its connection closed. */
   readonly requestEnded: (req: Http.IncomingMessage, res: Http.ServerResponse, record: RequestRecord) => void
   /** A request the HTTP parser refused (answered on the raw socket with a generated request id). */
   readonly parserRefusal: (requestId: string, status: number) => void
 }
-
-export class Telemetry extends Context.Tag("pv/Telemetry")<Telemetry, TelemetryShape>() {}
 
 /** The path the metrics are served at, on the service's own port. */
 export const MetricsPath = "/metrics"
@@ -66,94 +60,48 @@ const logLine = (req: Http.IncomingMessage | undefined, status: number, record: 
     tenant_id: record.tenantId
   }) + "\n"
 
-/**
- * The metrics pipeline: Effect's metrics (src/observability/Metrics.ts) through @effect/opentelemetry's
- * producer, and observable gauges (database pools, circuit breaker, transparency log, process memory) on
- * an OpenTelemetry MeterProvider, both read by one Prometheus exporter that never opens a port of its own.
- */
-const makeExporter = (serviceName: string) =>
-  Effect.gen(function*() {
-    const resource = resourceFromAttributes({ "service.name": serviceName })
-    const effectMetrics = yield* OtelMetrics.makeProducer.pipe(Effect.provideService(OtelResource.Resource, resource))
-    const exporter = new PrometheusExporter({ preventServerStart: true, metricProducers: [effectMetrics] })
-    const provider = yield* Effect.acquireRelease(
-      Effect.sync(() => new MeterProvider({ resource, readers: [exporter] })),
-      (provider) => Effect.promise(() => provider.shutdown()).pipe(Effect.ignore, Effect.timeoutOption("1 second"))
-    )
-    const meter = provider.getMeter("pv-trust-service")
+/** Effect's default metric registry, where every metric of src/observability/Metrics.ts is recorded. */
+const registry = Context.empty()
 
-    const poolConnections = meter.createObservableGauge("pv_db_pool_connections", {
-      description: "Database pool connections: total open, and idle among them (summed over this process's pools)."
-    })
-    const poolWaiting = meter.createObservableGauge("pv_db_pool_waiting_clients", {
-      description: "Statements waiting for a free database pool connection."
-    })
-    const circuitOpen = meter.createObservableGauge("pv_db_circuit_open", {
-      description: "1 while the database outage circuit breaker is open (statements fail at once with 503), else 0."
-    })
-    const logSize = meter.createObservableGauge("pv_log_size", {
-      description: "Entries in the transparency log as of the latest checkpoint this instance integrated."
-    })
-    const logLag = meter.createObservableGauge("pv_log_integration_lag_seconds", {
-      description: "How long the oldest log entry written by this instance has waited for a checkpoint (0: none waiting)."
-    })
-    const memory = meter.createObservableGauge("pv_process_memory_bytes", {
-      description: "Process memory (process.memoryUsage()), by type.",
-      unit: "By"
-    })
-    meter.addBatchObservableCallback((observer) => {
-      let total = 0
-      let idle = 0
-      let waiting = 0
-      let open = 0
-      for (const source of observedPools) {
-        total += source.pool.totalCount
-        idle += source.pool.idleCount
-        waiting += source.pool.waitingCount
-        if (!source.answering()) open = 1
-      }
-      observer.observe(poolConnections, total, { state: "total" })
-      observer.observe(poolConnections, idle, { state: "idle" })
-      observer.observe(poolWaiting, waiting)
-      observer.observe(circuitOpen, open)
-      // Only an instance that integrates knows both (PV_LOG_INTEGRATION_INTERVAL_MS=0 leaves it to another).
-      if (logState.size >= 0) {
-        observer.observe(logSize, logState.size)
-        observer.observe(logLag, logIntegrationLagSeconds())
-      }
-      const usage = process.memoryUsage()
-      observer.observe(memory, usage.rss, { type: "rss" })
-      observer.observe(memory, usage.heapTotal, { type: "heap_total" })
-      observer.observe(memory, usage.heapUsed, { type: "heap_used" })
-      observer.observe(memory, usage.external, { type: "external" })
-      observer.observe(memory, usage.arrayBuffers, { type: "array_buffers" })
-    }, [poolConnections, poolWaiting, circuitOpen, logSize, logLag, memory])
-    return exporter
-  })
+/** The text exposition format, version 0.0.4 (what Prometheus scrapes). */
+const serveExposition = (res: Http.ServerResponse) => {
+  observeGauges()
+  const body = PrometheusMetrics.formatUnsafe(registry)
+  res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8", "content-length": Buffer.byteLength(body) })
+  res.end(body)
+}
 
-export const TelemetryLive: Layer.Layer<Telemetry, never, AppConfig> = Layer.scoped(
-  Telemetry,
-  Effect.gen(function*() {
-    const config = yield* AppConfig
-    const exporter = yield* makeExporter(config.otelServiceName)
-    const token = Option.map(config.metricsToken, (t) => digest(Redacted.value(t)))
-    const json = config.logFormat === "json"
-    return {
-      metricsAuthorized: (req) => Option.isNone(token) || bearerMatches(req.headers.authorization, token.value),
-      serveMetrics: (req, res) => exporter.getMetricsRequestHandler(req, res),
-      requestEnded: (req, res, record) => {
-        const durationMs = performance.now() - record.startedAt
-        const status = statusOf(res)
-        recordRequest(record.route, req.method ?? "", status, durationMs / 1000)
-        if (json) process.stdout.write(logLine(req, status, record, durationMs))
-      },
-      parserRefusal: (requestId, status) => {
-        recordRequest(null, "unknown", status, 0)
-        if (json) {
-          const record: RequestRecord = { id: requestId, startedAt: performance.now(), route: null, keyId: null, tenantId: null }
-          process.stdout.write(logLine(undefined, status, record, 0))
-        }
+const makeTelemetry = Effect.gen(function*() {
+  const config = yield* AppConfig
+  const token = Option.map(config.metricsToken, (t) => digest(Redacted.value(t)))
+  const json = config.logFormat === "json"
+  const telemetry: TelemetryShape = {
+    metricsAuthorized: (req) => Option.isNone(token) || bearerMatches(req.headers.authorization, token.value),
+    serveMetrics: (_req, res) => serveExposition(res),
+    requestEnded: (req, res, record) => {
+      const durationMs = performance.now() - record.startedAt
+      const status = statusOf(res)
+      recordRequest(record.route, req.method ?? "", status, durationMs / 1000)
+      if (json) process.stdout.write(logLine(req, status, record, durationMs))
+    },
+    parserRefusal: (requestId, status) => {
+      recordRequest(null, "unknown", status, 0)
+      if (json) {
+        const record: RequestRecord = { id: requestId, startedAt: performance.now(), route: null, keyId: null, tenantId: null }
+        process.stdout.write(logLine(undefined, status, record, 0))
       }
     }
-  })
-)
+  }
+  return telemetry
+})
+
+/**
+ * The metrics endpoint and the end-of-request hook. Metrics are Effect's own (src/observability/Metrics.ts),
+ * printed by effect/observability's PrometheusMetrics; the gauges (database pools, circuit breaker,
+ * transparency log, process memory) are read from their sources at each scrape.
+ */
+export class Telemetry extends Context.Service<Telemetry, TelemetryShape>()("pv/Telemetry", { make: makeTelemetry }) {
+  static readonly layer: Layer.Layer<Telemetry, never, AppConfig> = Layer.effect(this, this.make)
+}
+
+export const TelemetryLive: Layer.Layer<Telemetry, never, AppConfig> = Telemetry.layer

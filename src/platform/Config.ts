@@ -1,10 +1,12 @@
 import { isIP } from "node:net"
-import { Config, ConfigError, Context, Effect, Either, Layer, Option, Redacted } from "effect"
+import { Config, ConfigProvider, Context, Effect, Layer, Option, Redacted, Schema, SchemaIssue } from "effect"
 import { isValidKeyName } from "../log/Note.js"
 
 /**
- * The service's settings, read once from the environment and validated: a bad value stops the start
- * with a message naming the variable.
+ * The service's settings, read once through Effect's ConfigProvider and validated: a bad value stops the
+ * start with a message naming the variable. The server and the CLI read the default provider (the process
+ * environment); tests read a provider they build (`AppConfig.layerFromEnv`, `readAppConfig`), so nothing of
+ * the developer's environment reaches them. Nothing here reads `process.env` itself.
  */
 export interface AppConfigShape {
   readonly port: number
@@ -69,21 +71,24 @@ export interface AppConfigShape {
   readonly otelServiceName: string
 }
 
-export class AppConfig extends Context.Tag("pv/AppConfig")<AppConfig, AppConfigShape>() {}
+/** A refusal naming `variable`, in the same shape as Config's own (`… at ["VARIABLE"]`). */
+const refusal = (variable: string, message: string): Config.ConfigError =>
+  new Config.ConfigError(new Schema.SchemaError(new SchemaIssue.Pointer([variable], new SchemaIssue.InvalidValue({ message }))))
 
-const operatorToken = Config.redacted("PV_OPERATOR_TOKEN").pipe(
-  Config.validate({
-    message: "PV_OPERATOR_TOKEN must be at least 32 characters",
-    validation: (token) => Redacted.value(token).length >= 32
-  }),
-  Config.option
-)
+/** `value` when `ok(value)`, else the refusal. */
+const validate = <A>(variable: string, message: string, ok: (value: A) => boolean) =>
+  Config.mapEffect((value: A) => ok(value) ? Effect.succeed(value) : Effect.fail(refusal(variable, message)))
+
+/** An integer variable, refused with `message` unless `ok`. */
+const integer = (name: string, message: string, ok: (n: number) => boolean) =>
+  Config.schema(Schema.Int.check(Schema.makeFilter((n: number) => ok(n) || message)), name)
+
+/** A secret variable, refused with `message` unless `ok`. */
+const secret = (name: string, message: string, ok: (value: string) => boolean) =>
+  Config.schema(Schema.Redacted(Schema.String).check(Schema.makeFilter((r: Redacted.Redacted<string>) => ok(Redacted.value(r)) || message)), name)
 
 const positive = (name: string, fallback: number) =>
-  Config.integer(name).pipe(
-    Config.validate({ message: `${name} must be a positive integer`, validation: (n) => n > 0 }),
-    Config.withDefault(fallback)
-  )
+  integer(name, `${name} must be a positive integer`, (n) => n > 0).pipe(Config.withDefault(fallback))
 
 /** `a.b.c.d`, `a.b.c.d/n`, an IPv6 address or `v6/n`. */
 export const isCidr = (entry: string): boolean => {
@@ -115,45 +120,33 @@ const isHttpUrl = (entry: string): boolean => {
 }
 
 /** A comma-separated list (empty or unset = none); every entry must pass `check`. */
-const list = (name: string, check: { readonly message: string; readonly validation: (entry: string) => boolean }) =>
-  Config.string(name).pipe(
+const list = (name: string, message: string, check: (entry: string) => boolean) =>
+  Config.String(name).pipe(
     Config.withDefault(""),
     Config.map((value) => value.split(",").map((entry) => entry.trim()).filter((entry) => entry.length > 0)),
-    Config.validate({ message: check.message, validation: (entries) => entries.every(check.validation) })
+    validate(name, message, (entries: ReadonlyArray<string>) => entries.every(check))
   )
 
+// An empty variable counts as unset (the ConfigProvider's rule), as environment files often leave them.
 const settings: Config.Config<AppConfigShape> = Config.all({
   // 0 asks the OS for a free port (the banner prints the one chosen).
-  port: Config.integer("PORT").pipe(
-    Config.validate({ message: "PORT must be an integer from 0 to 65535", validation: (n) => n >= 0 && n <= 65535 }),
-    Config.withDefault(8080)
-  ),
-  host: Config.string("HOST").pipe(Config.withDefault("127.0.0.1")),
-  databaseUrl: Config.redacted("DATABASE_URL").pipe(
-    Config.validate({
-      message: "DATABASE_URL must be a postgres:// or postgresql:// URL",
-      validation: (url) => /^postgres(ql)?:\/\//.test(Redacted.value(url))
-    }),
+  port: integer("PORT", "PORT must be an integer from 0 to 65535", (n) => n >= 0 && n <= 65535).pipe(Config.withDefault(8080)),
+  host: Config.String("HOST").pipe(Config.withDefault("127.0.0.1")),
+  databaseUrl: secret("DATABASE_URL", "DATABASE_URL must be a postgres:// or postgresql:// URL", (url) => /^postgres(ql)?:\/\//.test(url)).pipe(
     Config.option
   ),
-  dataDir: Config.string("PV_DATA_DIR").pipe(Config.withDefault("./.pv-data")),
-  operatorToken,
-  internalToken: Config.redacted("PV_INTERNAL_TOKEN").pipe(Config.option),
-  eventSigningKey: Config.redacted("PV_EVENT_SIGNING_KEY").pipe(Config.option),
+  dataDir: Config.String("PV_DATA_DIR").pipe(Config.withDefault("./.pv-data")),
+  operatorToken: secret("PV_OPERATOR_TOKEN", "PV_OPERATOR_TOKEN must be at least 32 characters", (token) => token.length >= 32).pipe(
+    Config.option
+  ),
+  internalToken: Config.Redacted("PV_INTERNAL_TOKEN").pipe(Config.option),
+  eventSigningKey: Config.Redacted("PV_EVENT_SIGNING_KEY").pipe(Config.option),
   humanRateLimitPerMinute: positive("PV_HUMAN_RATE_LIMIT_PER_MINUTE", 60),
   operatorRateLimitPerMinute: positive("PV_OPERATOR_RATE_LIMIT_PER_MINUTE", 120),
   authFailureLimitPerMinute: positive("PV_AUTH_FAILURE_LIMIT_PER_MINUTE", 20),
-  // An empty REDIS_URL means "no Redis", as environment files often leave it.
-  redisUrl: Config.redacted("REDIS_URL").pipe(
-    Config.validate({
-      message: "REDIS_URL must be a redis:// or rediss:// URL",
-      validation: (url) => Redacted.value(url) === "" || /^rediss?:\/\//.test(Redacted.value(url))
-    }),
-    Config.option,
-    Config.map(Option.filter((url) => Redacted.value(url) !== ""))
-  ),
-  loadDemoData: Config.boolean("PV_DEMO_DATA").pipe(Config.withDefault(true)),
-  banner: Config.boolean("PV_BANNER").pipe(Config.withDefault(true)),
+  redisUrl: secret("REDIS_URL", "REDIS_URL must be a redis:// or rediss:// URL", (url) => /^rediss?:\/\//.test(url)).pipe(Config.option),
+  loadDemoData: Config.Boolean("PV_DEMO_DATA").pipe(Config.withDefault(true)),
+  banner: Config.Boolean("PV_BANNER").pipe(Config.withDefault(true)),
   maxInFlight: positive("PV_MAX_IN_FLIGHT", 64),
   shutdownGraceMs: positive("PV_SHUTDOWN_GRACE_MS", 10_000),
   headersTimeoutMs: positive("PV_HEADERS_TIMEOUT_MS", 10_000),
@@ -161,43 +154,44 @@ const settings: Config.Config<AppConfigShape> = Config.all({
   keepAliveTimeoutMs: positive("PV_KEEP_ALIVE_TIMEOUT_MS", 5_000),
   maxHeaderBytes: positive("PV_MAX_HEADER_BYTES", 16_384),
   maxConnections: positive("PV_MAX_CONNECTIONS", 1_024),
-  trustedProxies: list("PV_TRUSTED_PROXIES", {
-    message: "PV_TRUSTED_PROXIES must be a comma-separated list of IPv4/IPv6 addresses or CIDRs (e.g. 10.0.0.0/8, ::1)",
-    validation: isCidr
-  }),
-  allowedOrigins: list("PV_ALLOWED_ORIGINS", {
-    message: "PV_ALLOWED_ORIGINS must be a comma-separated list of origins such as https://app.example.com",
-    validation: isOrigin
-  }),
-  devEphemeralKeys: Config.boolean("PV_DEV_EPHEMERAL_KEYS").pipe(Config.withDefault(false)),
+  trustedProxies: list(
+    "PV_TRUSTED_PROXIES",
+    "PV_TRUSTED_PROXIES must be a comma-separated list of IPv4/IPv6 addresses or CIDRs (e.g. 10.0.0.0/8, ::1)",
+    isCidr
+  ),
+  allowedOrigins: list(
+    "PV_ALLOWED_ORIGINS",
+    "PV_ALLOWED_ORIGINS must be a comma-separated list of origins such as https://app.example.com",
+    isOrigin
+  ),
+  devEphemeralKeys: Config.Boolean("PV_DEV_EPHEMERAL_KEYS").pipe(Config.withDefault(false)),
   dbQueryTimeoutMs: positive("PV_DB_QUERY_TIMEOUT_MS", 10_000),
   dbConnectTimeoutMs: positive("PV_DB_CONNECT_TIMEOUT_MS", 1_000),
-  logSigningKey: Config.redacted("PV_LOG_SIGNING_KEY").pipe(Config.option),
-  logOrigin: Config.string("PV_LOG_ORIGIN").pipe(
-    Config.validate({ message: "PV_LOG_ORIGIN must be non-empty, without white space or '+' (e.g. example.com/pv-log)", validation: isValidKeyName }),
-    Config.withDefault("localhost/pv-log")
-  ),
+  logSigningKey: Config.Redacted("PV_LOG_SIGNING_KEY").pipe(Config.option),
+  logOrigin: Config.schema(
+    Schema.String.check(Schema.makeFilter((origin: string) =>
+      isValidKeyName(origin) || "PV_LOG_ORIGIN must be non-empty, without white space or '+' (e.g. example.com/pv-log)"
+    )),
+    "PV_LOG_ORIGIN"
+  ).pipe(Config.withDefault("localhost/pv-log")),
   logRateLimitPerMinute: positive("PV_LOG_RATE_LIMIT_PER_MINUTE", 1_200),
-  logEnabled: Config.boolean("PV_LOG_ENABLED").pipe(Config.withDefault(true)),
-  logIntegrationIntervalMs: Config.integer("PV_LOG_INTEGRATION_INTERVAL_MS").pipe(
-    Config.validate({ message: "PV_LOG_INTEGRATION_INTERVAL_MS must be an integer ≥ 0 (0: this instance never integrates)", validation: (n) => n >= 0 }),
-    Config.withDefault(250)
-  ),
-  logFormat: Config.literal("json", "text")("PV_LOG_FORMAT").pipe(Config.withDefault("text" as const)),
-  metricsToken: Config.redacted("PV_METRICS_TOKEN").pipe(
-    Config.validate({ message: "PV_METRICS_TOKEN must be at least 16 characters", validation: (token) => Redacted.value(token).length >= 16 }),
+  logEnabled: Config.Boolean("PV_LOG_ENABLED").pipe(Config.withDefault(true)),
+  logIntegrationIntervalMs: integer(
+    "PV_LOG_INTEGRATION_INTERVAL_MS",
+    "PV_LOG_INTEGRATION_INTERVAL_MS must be an integer ≥ 0 (0: this instance never integrates)",
+    (n) => n >= 0
+  ).pipe(Config.withDefault(250)),
+  logFormat: Config.Literals(["json", "text"], "PV_LOG_FORMAT").pipe(Config.withDefault("text" as const)),
+  metricsToken: secret("PV_METRICS_TOKEN", "PV_METRICS_TOKEN must be at least 16 characters", (token) => token.length >= 16).pipe(
     Config.option
   ),
-  // An empty value means unset, as environment files often leave it.
-  otlpEndpoint: Config.string("OTEL_EXPORTER_OTLP_ENDPOINT").pipe(
-    Config.validate({
-      message: "OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL (e.g. http://127.0.0.1:4318)",
-      validation: (url) => url === "" || isHttpUrl(url)
-    }),
-    Config.option,
-    Config.map(Option.filter((url) => url !== ""))
-  ),
-  otelServiceName: Config.string("OTEL_SERVICE_NAME").pipe(Config.withDefault("pv-trust-service"))
+  otlpEndpoint: Config.schema(
+    Schema.String.check(Schema.makeFilter((url: string) =>
+      isHttpUrl(url) || "OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL (e.g. http://127.0.0.1:4318)"
+    )),
+    "OTEL_EXPORTER_OTLP_ENDPOINT"
+  ).pipe(Config.option),
+  otelServiceName: Config.String("OTEL_SERVICE_NAME").pipe(Config.withDefault("pv-trust-service"))
 })
 
 /**
@@ -206,25 +200,46 @@ const settings: Config.Config<AppConfigShape> = Config.all({
  * database.
  */
 const requiredKey = (variable: string, signs: string) =>
-  ConfigError.InvalidData(
-    [variable],
-    `must be set when DATABASE_URL is: every instance signs ${signs} with the same configured key ` +
+  refusal(
+    variable,
+    `${variable} must be set when DATABASE_URL is: every instance signs ${signs} with the same configured key ` +
       "(an Ed25519 PKCS#8 PEM, e.g. from `openssl genpkey -algorithm ed25519`); " +
       "PV_DEV_EPHEMERAL_KEYS=true allows a throw-away key per process in development"
   )
 
-export const appConfig: Config.Config<AppConfigShape> = Config.mapOrFail(settings, (config) => {
-  if (Option.isNone(config.databaseUrl) || config.devEphemeralKeys) return Either.right(config)
-  if (Option.isNone(config.eventSigningKey)) return Either.left(requiredKey("PV_EVENT_SIGNING_KEY", "events and receipts"))
-  if (Option.isNone(config.logSigningKey)) return Either.left(requiredKey("PV_LOG_SIGNING_KEY", "log checkpoints"))
-  return Either.right(config)
-})
+export const appConfig: Config.Config<AppConfigShape> = settings.pipe(Config.mapEffect((config) => {
+  if (Option.isNone(config.databaseUrl) || config.devEphemeralKeys) return Effect.succeed(config)
+  if (Option.isNone(config.eventSigningKey)) return Effect.fail(requiredKey("PV_EVENT_SIGNING_KEY", "events and receipts"))
+  if (Option.isNone(config.logSigningKey)) return Effect.fail(requiredKey("PV_LOG_SIGNING_KEY", "log checkpoints"))
+  return Effect.succeed(config)
+}))
 
-export const AppConfigLive = Layer.effect(AppConfig, appConfig)
+/** The settings read from exactly `env` (never process.env): the tests' way to check the rules. */
+export const readAppConfig = (env: Record<string, string>): Effect.Effect<AppConfigShape, Config.ConfigError> =>
+  appConfig.parse(ConfigProvider.fromEnv({ env }))
 
-/** Tests and the CLI build a config directly. */
-export const AppConfigFrom = (overrides: Partial<AppConfigShape>): Layer.Layer<AppConfig> =>
-  Layer.effect(
-    AppConfig,
-    Effect.map(Effect.orDie(appConfig), (base) => ({ ...base, ...overrides }))
-  )
+/** `appConfig` from the current ConfigProvider with `overrides` on top; a refused setting is a defect. */
+const fromProvider = (overrides: Partial<AppConfigShape>) =>
+  Effect.map(Effect.orDie(appConfig), (base): AppConfigShape => ({ ...base, ...overrides }))
+
+export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("pv/AppConfig") {
+  /** Read through the current ConfigProvider: the default one is the process environment (main, the CLI). */
+  static readonly layer: Layer.Layer<AppConfig, Config.ConfigError> = Layer.effect(this, appConfig)
+  /**
+   * Read from exactly `env` (never the process environment), then `overrides` on top (values that are
+   * not environment strings: a test server's data directory, its database URL). A refused setting is a
+   * defect, as a test configuration is never meant to be refused.
+   */
+  static readonly layerFromEnv = (env: Record<string, string>, overrides: Partial<AppConfigShape> = {}): Layer.Layer<AppConfig> =>
+    Layer.effect(this, fromProvider(overrides)).pipe(Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env }))))
+}
+
+/** The server's and the CLI's configuration: the current ConfigProvider (by default the process environment). */
+export const AppConfigLive = AppConfig.layer
+
+/**
+ * The current ConfigProvider's settings with `overrides` on top. Provide a ConfigProvider (e.g.
+ * `ConfigProvider.layer(ConfigProvider.fromEnv({ env }))`) or this reads the process environment;
+ * `AppConfig.layerFromEnv` does both in one call.
+ */
+export const AppConfigFrom = (overrides: Partial<AppConfigShape>): Layer.Layer<AppConfig> => Layer.effect(AppConfig, fromProvider(overrides))

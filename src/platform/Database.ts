@@ -1,27 +1,32 @@
 import { mkdirSync } from "node:fs"
 import { resolve } from "node:path"
-import { NodeContext } from "@effect/platform-node"
-import { PgClient, PgMigrator } from "@effect/sql-pg"
-import { SqlClient } from "@effect/sql"
-import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
-import pg from "pg"
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Layer, Option, Redacted } from "effect"
+import { Migrator, type SqlClient } from "effect/sql"
 import { migrations } from "../../migrations/index.js"
-import { AppConfig } from "./Config.js"
-import { makePgPool } from "./PgPool.js"
 import { observePool } from "../observability/Metrics.js"
+import { AppConfig } from "./Config.js"
+import { makePgPool, makeSockets } from "./PgPool.js"
+
+export type DatabaseModeShape = { readonly kind: "postgres" } | { readonly kind: "embedded"; readonly dataDir: string }
 
 /** Where the database lives: a real PostgreSQL from DATABASE_URL, or PGlite embedded in the data directory. */
-export class DatabaseMode extends Context.Tag("pv/DatabaseMode")<
-  DatabaseMode,
-  { readonly kind: "postgres" } | { readonly kind: "embedded"; readonly dataDir: string }
->() {}
+export class DatabaseMode extends Context.Service<DatabaseMode, DatabaseModeShape>()("pv/DatabaseMode") {}
 
 /** The highest migration id shipped: readiness requires the database to have reached it. */
 export const latestMigrationId = Math.max(...Object.keys(migrations).map((file) => Number(/^(\d+)_/.exec(file)?.[1] ?? 0)))
 
 /**
+ * The name `@effect/sql` gives every statement's span here (the database namespace, `db.namespace`): the
+ * driver is given no database name or user of its own (they come from the URL), so it is the default one.
+ * Tracing renames these spans `sql.execute` (observability/Tracing.ts).
+ */
+export const StatementSpanName = "postgres"
+
+/**
  * PGlite is single-connection: the socket server and the pool both allow exactly one connection, so
- * protocol messages of two clients are never interleaved; transactions queue on the pool instead.
+ * protocol messages of two clients are never interleaved; transactions queue on the pool instead. (Nothing
+ * may hold that connection for long: LISTEN is only used on PostgreSQL.)
  */
 const embeddedPostgres = (dataDir: string) =>
   Effect.gen(function*() {
@@ -40,61 +45,64 @@ const embeddedPostgres = (dataDir: string) =>
       () => Effect.promise(() => server.stop())
     )
     const port = Number(server.getServerConn().split(":").pop())
-    // The pool is made here (as PgClient.layer would) so the metrics can observe it.
-    return PgClient.layerFromPool({
-      acquire: Effect.acquireRelease(
-        Effect.sync(() => {
-          const pool = new pg.Pool({
-            host: "127.0.0.1",
-            port,
-            user: "postgres",
-            database: "postgres",
-            max: 1,
-            idleTimeoutMillis: Duration.toMillis(Duration.hours(24)),
-            application_name: "pv-embedded"
-          })
-          pool.on("error", () => {})
-          return { pool, unobserve: observePool({ pool, answering: () => true }) }
-        }),
-        ({ pool, unobserve }) => Effect.sync(unobserve).pipe(Effect.zipRight(Effect.promise(() => pool.end())), Effect.timeoutOption("1 second"))
-      ).pipe(Effect.map(({ pool }) => pool)),
+    // The connections go through `makeSockets` so the pool gauges can count them.
+    const sockets = makeSockets({ host: "127.0.0.1", port })
+    yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        observePool({
+          pool: {
+            get totalCount() {
+              return sockets.count()
+            },
+            get idleCount() {
+              return sockets.count() - sockets.busy()
+            },
+            waitingCount: 0
+          },
+          answering: () => true
+        })
+      ),
+      (unobserve) => Effect.sync(unobserve)
+    )
+    return PgClient.layer({
+      host: "127.0.0.1",
+      port,
+      username: "postgres",
+      stream: sockets.open,
+      maxConnections: 1,
+      idleTimeout: "24 hours",
       applicationName: "pv-embedded"
     })
   })
 
-const clientLayer = Layer.unwrapScoped(
+/** A real PostgreSQL behind the circuit breaker of platform/PgPool.ts. */
+const postgres = (url: string, config: typeof AppConfig.Service) =>
+  Effect.gen(function*() {
+    const guarded = yield* makePgPool({ url, applicationName: "pv-trust", queryTimeoutMs: config.dbQueryTimeoutMs })
+    yield* Effect.acquireRelease(Effect.sync(() => observePool(guarded)), (unobserve) => Effect.sync(unobserve))
+    return PgClient.layer({
+      url: Redacted.make(url),
+      stream: guarded.stream,
+      maxConnections: 16,
+      applicationName: "pv-trust",
+      connectTimeout: config.dbConnectTimeoutMs
+    })
+  })
+
+const clientLayer = Layer.unwrap(
   Effect.gen(function*() {
     const config = yield* AppConfig
     if (Option.isSome(config.databaseUrl)) {
-      const url = Redacted.value(config.databaseUrl.value)
-      return Layer.merge(
-        PgClient.layerFromPool({
-          acquire: Effect.acquireRelease(
-            Effect.sync(() => {
-              const guarded = makePgPool({
-                url,
-                maxConnections: 16,
-                applicationName: "pv-trust",
-                queryTimeoutMs: config.dbQueryTimeoutMs,
-                connectTimeoutMs: config.dbConnectTimeoutMs
-              })
-              return { guarded, unobserve: observePool(guarded) }
-            }),
-            ({ guarded, unobserve }) => Effect.sync(unobserve).pipe(Effect.zipRight(Effect.promise(() => guarded.end())), Effect.timeoutOption("2 seconds"))
-          ).pipe(Effect.map(({ guarded }) => guarded.pool)),
-          applicationName: "pv-trust"
-        }),
-        Layer.succeed(DatabaseMode, { kind: "postgres" })
-      )
+      const client = yield* postgres(Redacted.value(config.databaseUrl.value), config)
+      return Layer.merge(client, Layer.succeed(DatabaseMode, { kind: "postgres" }))
     }
     const client = yield* embeddedPostgres(config.dataDir)
     return Layer.merge(client, Layer.succeed(DatabaseMode, { kind: "embedded", dataDir: resolve(config.dataDir) }))
   })
 )
 
-export const MigrationsLive = PgMigrator.layer({
-  loader: PgMigrator.fromGlob(migrations)
-}).pipe(Layer.provide(NodeContext.layer))
+/** Every migration of migrations/index.ts not yet applied (table `effect_sql_migrations`), in order. */
+export const MigrationsLive = Layer.effectDiscard(Migrator.make({})({ loader: Migrator.fromGlob(migrations) }))
 
 /** SqlClient + PgClient with every migration applied before anything else can use them. */
 export const DatabaseLive = Layer.provideMerge(MigrationsLive, clientLayer)

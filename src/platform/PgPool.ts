@@ -1,130 +1,212 @@
-import pg from "pg"
+import { connect, type Socket } from "node:net"
+import { Duplex } from "node:stream"
+import { PgConnection } from "@effect/sql-pg"
+import { Effect, Exit, Redacted, Scope } from "effect"
+import type { ObservedPool } from "../observability/Metrics.js"
 
 export interface PgPoolOptions {
   readonly url: string
-  readonly maxConnections: number
   readonly applicationName: string
   /** Last resort: a statement with no answer after this long fails and its connection is dropped. */
   readonly queryTimeoutMs: number
-  /** Opening one connection fails after this long. */
-  readonly connectTimeoutMs: number
 }
 
 /** How often the database is asked `SELECT 1` on a connection of its own, and how long it may take. */
 export const ProbeIntervalMs = 250
 export const ProbeTimeoutMs = 750
-/** Waiting for a free connection of the pool (writers queued on one row lock can hold them all). */
-const AcquireTimeoutMs = 5_000
 
 const unavailable = () => new Error("the database is not answering")
 
-export interface PgPool {
-  readonly pool: pg.Pool
-  /** False while the probe finds the database unreachable or silent. */
-  readonly answering: () => boolean
-  readonly end: () => Promise<void>
+/** Where a `postgres://` URL points (the driver reads the rest of it: user, password, database, TLS). */
+export interface Target {
+  readonly host: string
+  readonly port: number
+}
+
+export const targetOf = (url: string): Target => {
+  const parsed = new URL(url)
+  const port = Number(parsed.port || parsed.searchParams.get("port") || 5432)
+  const hostname = parsed.hostname.startsWith("[") ? parsed.hostname.slice(1, -1) : decodeURIComponent(parsed.hostname)
+  return { host: hostname || parsed.searchParams.get("host") || "localhost", port }
+}
+
+const openSocket = (target: Target): Socket =>
+  target.host.startsWith("/")
+    ? connect({ path: `${target.host}/.s.PGSQL.${target.port}` })
+    : connect({ host: target.host, port: target.port, noDelay: true, keepAlive: true })
+
+/** A connection that fails as soon as the driver listens to it (the circuit is open). */
+const refusedSocket = (): Duplex => {
+  const socket = new Duplex({ read() {}, write(_chunk, _encoding, callback) { callback() } })
+  socket.on("error", () => {})
+  process.nextTick(() => socket.destroy(unavailable()))
+  return socket
 }
 
 /**
- * The pool behind `@effect/sql-pg` for a real PostgreSQL, with a circuit breaker so a request that needs
- * an unavailable database fails fast (503) instead of waiting on it (CONTRACT section 11). A statement
- * waiting on a row lock and a statement sent into a network black hole look the same from here (no
- * answer yet), so a per-statement time-out cannot tell contention from an outage. A probe on its own
- * connection can: while it gets no answer, every connection is dropped (statements in flight fail at
- * once) and new statements and connections fail without trying; the first answer closes the circuit.
+ * The connections one driver opens (its `stream` option), counted for the pool gauges. With
+ * `answerTimeoutMs`, a connection whose latest statement has had no byte of answer for that long is
+ * destroyed: the statement fails, and the pool replaces the connection. (Over TLS the driver wraps the
+ * socket and this time-out does not see its traffic; the probe still guards against outages.)
  */
-export const makePgPool = (options: PgPoolOptions): PgPool => {
-  let answering = true
-  const clients = new Set<pg.Client>()
+export interface Sockets {
+  /** The driver's `stream` option. */
+  readonly open: () => Duplex
+  /** Connections open now. */
+  readonly count: () => number
+  /** Connections open now that wait on an answer to what was last written. */
+  readonly busy: () => number
+  /** Destroys every connection open now: their statements fail at once. */
+  readonly destroyAll: () => void
+}
 
-  const destroy = (client: pg.Client, error: Error) =>
-    (client as unknown as { connection: { stream: { destroy: (e: Error) => void } } }).connection.stream.destroy(error)
-
-  class GuardedClient extends pg.Client {
-    constructor(config: pg.ClientConfig) {
-      super({ ...config, connectionTimeoutMillis: options.connectTimeoutMs })
-      clients.add(this)
-      this.once("end", () => clients.delete(this))
-    }
-
-    override connect(...args: Array<unknown>): any {
-      const callback = args[0]
-      if (!answering && typeof callback === "function") return void setImmediate(() => callback(unavailable()))
-      return (super.connect as (...a: Array<unknown>) => unknown)(...args)
-    }
-
-    override query(...args: Array<unknown>): any {
-      const last = args.length - 1
-      const callback = args[last]
-      if (typeof callback !== "function") return (super.query as (...a: Array<unknown>) => unknown)(...args)
-      if (!answering) return void setImmediate(() => callback(unavailable()))
-      args[last] = (error: Error | null, result: unknown) => {
-        callback(error, result)
-        // node-postgres fails a timed-out statement but keeps its connection, which would then hold every
-        // later statement behind it: drop it (after the caller released it, so the pool discards it).
-        if (error?.message === "Query read timeout") setImmediate(() => destroy(this, error))
-      }
-      return (super.query as (...a: Array<unknown>) => unknown)(...args)
-    }
-  }
-
-  const pool = new pg.Pool({
-    connectionString: options.url,
-    max: options.maxConnections,
-    application_name: options.applicationName,
-    connectionTimeoutMillis: AcquireTimeoutMs,
-    query_timeout: options.queryTimeoutMs,
-    keepAlive: true,
-    Client: GuardedClient as unknown as typeof pg.Client
-  })
-  // A connection that fails while idle is removed by the pool; nothing is waiting on it.
-  pool.on("error", () => {})
-
-  let probeClient: pg.Client | undefined
-  let stopped = false
-  const trip = () => {
-    if (!answering) return
-    answering = false
-    for (const client of clients) destroy(client, unavailable())
-  }
-  const probeOnce = async () => {
-    try {
-      if (probeClient === undefined) {
-        const fresh = new pg.Client({
-          connectionString: options.url,
-          application_name: `${options.applicationName}-probe`,
-          connectionTimeoutMillis: ProbeTimeoutMs,
-          query_timeout: ProbeTimeoutMs
-        })
-        fresh.on("error", () => {})
-        probeClient = fresh
-        await fresh.connect()
-      }
-      await probeClient.query("SELECT 1")
-      answering = true
-    } catch {
-      const failed = probeClient
-      probeClient = undefined
-      failed?.end().catch(() => {})
-      if (failed !== undefined) destroy(failed, unavailable())
-      trip()
-    }
-  }
-  const loop = async () => {
-    while (!stopped) {
-      await probeOnce()
-      await new Promise((resolve) => setTimeout(resolve, ProbeIntervalMs).unref())
-    }
-  }
-  void loop()
-
+export const makeSockets = (
+  target: Target,
+  options: { readonly answerTimeoutMs?: number | undefined; readonly refuse?: (() => boolean) | undefined } = {}
+): Sockets => {
+  const sockets = new Set<Socket>()
+  let busy = 0
   return {
-    pool,
-    answering: () => answering,
-    end: async () => {
-      stopped = true
-      await probeClient?.end().catch(() => {})
-      await pool.end()
+    open: () => {
+      if (options.refuse?.()) return refusedSocket()
+      const socket = openSocket(target)
+      // Also after the driver let go of it: a connection destroyed here must never raise an unhandled error.
+      socket.on("error", () => {})
+      sockets.add(socket)
+      let awaiting = false
+      let timer: ReturnType<typeof setTimeout> | undefined
+      const settle = () => {
+        if (!awaiting) return
+        awaiting = false
+        busy--
+        clearTimeout(timer)
+      }
+      const write = socket.write
+      socket.write = function(this: Socket, ...args: Array<unknown>) {
+        if (!awaiting && !socket.destroyed) {
+          awaiting = true
+          busy++
+          if (options.answerTimeoutMs !== undefined) {
+            timer = setTimeout(() => socket.destroy(new Error("the database did not answer in time")), options.answerTimeoutMs).unref()
+          }
+        }
+        return (write as (...a: Array<unknown>) => boolean).apply(this, args)
+      } as Socket["write"]
+      socket.on("data", settle)
+      socket.once("close", () => {
+        settle()
+        sockets.delete(socket)
+      })
+      return socket
+    },
+    count: () => sockets.size,
+    busy: () => busy,
+    destroyAll: () => {
+      for (const socket of sockets) socket.destroy(unavailable())
     }
   }
 }
+
+export interface PgPool {
+  /** PgClient's `stream` option for the pool's connections. */
+  readonly stream: () => Duplex
+  /** False while the probe finds the database unreachable or silent. */
+  readonly answering: () => boolean
+  /** What the pool gauges read (observability/Metrics.ts). */
+  readonly pool: ObservedPool
+}
+
+/**
+ * The transport under `@effect/sql-pg`'s pool for a real PostgreSQL, with a circuit breaker so a request
+ * that needs an unavailable database fails fast (503) instead of waiting on it (CONTRACT section 11). A
+ * statement waiting on a row lock and a statement sent into a network black hole look the same from here
+ * (no answer yet), so a per-statement time-out cannot tell contention from an outage. A probe on its own
+ * connection can: while it gets no answer, every connection is destroyed (statements in flight fail at
+ * once) and new connections fail without trying; the first answer closes the circuit. The probe runs on
+ * the live clock, outside the application's fibers, until the scope closes.
+ */
+export const makePgPool = (options: PgPoolOptions): Effect.Effect<PgPool, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const target = targetOf(options.url)
+    let answering = true
+    const pool = makeSockets(target, { answerTimeoutMs: options.queryTimeoutMs, refuse: () => !answering })
+    const probeSockets = makeSockets(target)
+
+    const trip = () => {
+      if (!answering) return
+      answering = false
+      pool.destroyAll()
+    }
+
+    let probe: { readonly scope: Scope.Closeable; readonly connection: PgConnection.PgConnection } | undefined
+    const dropProbe = () => {
+      if (probe !== undefined) Effect.runFork(Scope.close(probe.scope, Exit.void))
+      probe = undefined
+      probeSockets.destroyAll()
+    }
+    const probeOnce = async () => {
+      try {
+        if (probe === undefined) {
+          const scope = Effect.runSync(Scope.make())
+          const connection = await Effect.runPromise(
+            PgConnection.make({
+              url: Redacted.make(options.url),
+              applicationName: `${options.applicationName}-probe`,
+              connectTimeout: ProbeTimeoutMs,
+              stream: probeSockets.open
+            }).pipe(Effect.provideService(Scope.Scope, scope), Effect.onError(() => Scope.close(scope, Exit.void)))
+          )
+          probe = { scope, connection }
+        }
+        // No answer in time: the probe's connection is destroyed, which fails the statement at once.
+        const timer = setTimeout(probeSockets.destroyAll, ProbeTimeoutMs)
+        try {
+          await Effect.runPromise(probe.connection.query("SELECT 1"))
+        } finally {
+          clearTimeout(timer)
+        }
+        answering = true
+      } catch {
+        dropProbe()
+        trip()
+      }
+    }
+
+    let stopped = false
+    let wake: (() => void) | undefined
+    const loop = async () => {
+      while (!stopped) {
+        await probeOnce()
+        if (stopped) break
+        await new Promise<void>((resolve) => {
+          wake = resolve
+          setTimeout(resolve, ProbeIntervalMs).unref()
+        })
+      }
+      dropProbe()
+    }
+    yield* Effect.acquireRelease(
+      Effect.sync(() => loop()),
+      (done) =>
+        Effect.promise(() => {
+          stopped = true
+          wake?.()
+          return done
+        }).pipe(Effect.timeoutOption("1 second"))
+    )
+
+    return {
+      stream: pool.open,
+      answering: () => answering,
+      pool: {
+        get totalCount() {
+          return pool.count()
+        },
+        get idleCount() {
+          return pool.count() - pool.busy()
+        },
+        // The driver's pool does not expose its queue of borrowers.
+        waitingCount: 0
+      }
+    }
+  })

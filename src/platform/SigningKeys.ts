@@ -2,7 +2,7 @@ import { chmodSync, existsSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { createPrivateKey, generateKeyPairSync, type KeyObject } from "node:crypto"
 import { Effect, Option, Redacted } from "effect"
-import type { DatabaseMode } from "./Database.js"
+import type { DatabaseModeShape } from "./Database.js"
 
 /** Where a key came from: the logs and the banner say so. */
 export type KeyOrigin = "config" | "data-dir" | "ephemeral"
@@ -51,7 +51,7 @@ export interface SigningKeySource {
  */
 export const loadSigningKey = (
   source: SigningKeySource,
-  mode: typeof DatabaseMode.Service
+  mode: DatabaseModeShape
 ): Effect.Effect<{ readonly key: KeyObject; readonly origin: KeyOrigin }> => {
   if (Option.isSome(source.configured)) {
     const pem = Redacted.value(source.configured.value)
@@ -64,11 +64,11 @@ export const loadSigningKey = (
     return Effect.sync(() => ({ key: dataDirKey(join(mode.dataDir, source.fileName)), origin: "data-dir" as const }))
   }
   if (!source.devEphemeralKeys) {
-    return Effect.dieMessage(
+    return Effect.die(new Error(
       `${source.variable} is not set. On PostgreSQL every instance must sign ${source.signs} with the same configured key: ` +
         `set ${source.variable} to an Ed25519 PKCS#8 PEM (openssl genpkey -algorithm ed25519), ` +
         "or PV_DEV_EPHEMERAL_KEYS=true for a throw-away key per process in development."
-    )
+    ))
   }
   return Effect.sync(() => ({ key: generateKeyPairSync("ed25519").privateKey, origin: "ephemeral" as const }))
 }

@@ -1,9 +1,9 @@
-import { Either, Option } from "effect"
+import { Option, Result } from "effect"
 import type { Tier } from "../domain/Determination.js"
 import type { MachineTrustResponse } from "../domain/MachineTrust.js"
 import { UnknownPurpose } from "../domain/Problem.js"
 import type { ActionabilityEvaluation, Decision, RelianceRequest, Verdict } from "../domain/Receipt.js"
-import type { ActionRule, LoadedPolicy, PolicyDocument } from "./Policy.js"
+import type { ActionRule, LoadedPolicy, PolicyDocument } from "../domain/Policy.js"
 
 const tierRank: Record<Tier, number> = { T0: 0, T1: 1, T2: 2, T3: 3, T4: 4 }
 
@@ -70,8 +70,8 @@ export const decisionOf = (verdicts: ReadonlyArray<Verdict>): Decision =>
 export const requireRule = (
   policy: LoadedPolicy,
   request: Pick<RelianceRequest, "purpose_id" | "requested_action">
-): Either.Either<ActionRule, UnknownPurpose> =>
-  Either.fromOption(ruleFor(policy.document, request.purpose_id, request.requested_action), () =>
+): Result.Result<ActionRule, UnknownPurpose> =>
+  Result.fromOption(ruleFor(policy.document, request.purpose_id, request.requested_action), () =>
     new UnknownPurpose({
       detail: `Policy ${policy.ref.policy_version} has no action '${request.requested_action.slice(0, 80)}' ` +
         `for purpose '${request.purpose_id.slice(0, 80)}'.`
@@ -85,8 +85,8 @@ export const evaluateActionability = (
   trust: MachineTrustResponse,
   policy: LoadedPolicy,
   request: RelianceRequest
-): Either.Either<ActionabilityEvaluation, UnknownPurpose> =>
-  Either.map(requireRule(policy, request), (rule) => {
+): Result.Result<ActionabilityEvaluation, UnknownPurpose> =>
+  Result.map(requireRule(policy, request), (rule) => {
     const verdicts = verdictsFor(trust, rule, request.claim_scope)
     return {
       tenant_id: request.tenant_id,

@@ -1,5 +1,5 @@
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { ApiKeyAuth } from "../access/Auth.js"
 import {
   DeterminationNotFound,
@@ -15,20 +15,20 @@ import {
 } from "../domain/Problem.js"
 import { ActionabilityEvaluation, CreatedRelianceReceipt, RelianceReceipt, RelianceRequestBody } from "../domain/Receipt.js"
 import { ReceiptProofBundle } from "../log/Api.js"
-import { PolicyView } from "./Policy.js"
+import { PolicyView } from "../domain/Policy.js"
+
+const ReceiptPath = { receiptId: Schema.String.annotate({ description: "rr_ + ULID" }) }
+
+// Every endpoint of the group sits behind the API key.
+const KeyErrors = [Unauthorized, InsufficientScope] as const
 
 export class ReceiptsApi extends HttpApiGroup.make("receipts")
   .add(
-    HttpApiEndpoint.post("create", "/reliance-receipts")
-      .setPayload(RelianceRequestBody)
-      .addSuccess(CreatedRelianceReceipt, { status: 201 })
-      .addSuccess(CreatedRelianceReceipt.annotations(HttpApiSchema.annotations({ status: 200 })))
-      .addError(ProhibitedField)
-      .addError(ValidationFailed)
-      .addError(Forbidden)
-      .addError(UnknownPurpose)
-      .addError(DeterminationNotFound)
-      .addError(IdempotencyConflict)
+    HttpApiEndpoint.post("create", "/reliance-receipts", {
+      payload: RelianceRequestBody,
+      success: [CreatedRelianceReceipt.pipe(HttpApiSchema.status(201)), CreatedRelianceReceipt.pipe(HttpApiSchema.status(200))],
+      error: [ProhibitedField, ValidationFailed, Forbidden, UnknownPurpose, DeterminationNotFound, IdempotencyConflict, ...KeyErrors]
+    })
       .annotate(OpenApi.Summary, "Create a reliance receipt (scope receipt:write)")
       .annotate(OpenApi.Description,
         "Send only the 7 caller fields; the server resolves canonical trust, evaluates the policy and derives every " +
@@ -39,19 +39,20 @@ export class ReceiptsApi extends HttpApiGroup.make("receipts")
         "Verify `receipt_digest` = SHA-256 of the RFC 8785 form of `snapshot_payload`.")
   )
   .add(
-    HttpApiEndpoint.get("get", "/reliance-receipts/:receiptId")
-      .setPath(Schema.Struct({ receiptId: Schema.String.annotations({ description: "rr_ + ULID" }) }))
-      .addSuccess(RelianceReceipt)
-      .addError(ReceiptNotFound)
+    HttpApiEndpoint.get("get", "/reliance-receipts/:receiptId", {
+      params: ReceiptPath,
+      success: RelianceReceipt,
+      error: [ReceiptNotFound, ...KeyErrors]
+    })
       .annotate(OpenApi.Summary, "Read a stored reliance receipt (scope receipt:read)")
       .annotate(OpenApi.Description, "Receipts are immutable and visible to their own tenant only; another tenant's id is 404.")
   )
   .add(
-    HttpApiEndpoint.get("proof", "/reliance-receipts/:receiptId/proof")
-      .setPath(Schema.Struct({ receiptId: Schema.String.annotations({ description: "rr_ + ULID" }) }))
-      .addSuccess(ReceiptProofBundle)
-      .addError(ReceiptNotFound)
-      .addError(NotYetLogged)
+    HttpApiEndpoint.get("proof", "/reliance-receipts/:receiptId/proof", {
+      params: ReceiptPath,
+      success: ReceiptProofBundle,
+      error: [ReceiptNotFound, NotYetLogged, ...KeyErrors]
+    })
       .annotate(OpenApi.Summary, "A receipt's proof bundle: signed receipt, log entry, inclusion path, checkpoint (scope receipt:read)")
       .annotate(OpenApi.Description,
         "Everything needed to verify offline (`pv verify-receipt`, or the package's `verifyReceiptBundle`) that the receipt " +
@@ -60,27 +61,21 @@ export class ReceiptsApi extends HttpApiGroup.make("receipts")
         "GET receipt. Before the receipt's entry is integrated (normally well under 2 s): 404 not-yet-logged with Retry-After: 1.")
   )
   .add(
-    HttpApiEndpoint.post("evaluate", "/actionability")
-      .setPayload(RelianceRequestBody)
-      .addSuccess(ActionabilityEvaluation)
-      .addError(ProhibitedField)
-      .addError(ValidationFailed)
-      .addError(Forbidden)
-      .addError(UnknownPurpose)
-      .addError(DeterminationNotFound)
+    HttpApiEndpoint.post("evaluate", "/actionability", {
+      payload: RelianceRequestBody,
+      success: ActionabilityEvaluation,
+      error: [ProhibitedField, ValidationFailed, Forbidden, UnknownPurpose, DeterminationNotFound, ...KeyErrors]
+    })
       .annotate(OpenApi.Summary, "Evaluate actionability without storing anything (scope actionability:read)")
       .annotate(OpenApi.Description,
         "The same 7 fields, checks and verdicts as a receipt (freshness, lifecycle, authority, tier, eligibility, " +
         "claim_scope); ACTIONABLE only when every verdict passes. Nothing is persisted.")
   )
   .add(
-    HttpApiEndpoint.get("policy", "/policy")
-      .addSuccess(PolicyView)
+    HttpApiEndpoint.get("policy", "/policy", { success: PolicyView, error: KeyErrors })
       .annotate(OpenApi.Summary, "The current reliance policy (any API key)")
       .annotate(OpenApi.Description, "policy_digest is the RFC 8785 SHA-256 of the document without policy_digest.")
   )
-  .addError(Unauthorized)
-  .addError(InsufficientScope)
   .middleware(ApiKeyAuth)
   .prefix("/api/v1")
   .annotate(OpenApi.Title, "Reliance receipts and actionability") {}

@@ -1,22 +1,18 @@
-import { Clock, Duration, Effect, Option } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
 import {
-  DeterminationNotFound,
-  FieldError,
+  type DeterminationNotFound,
   Forbidden,
   IdempotencyConflict,
-  InvalidPublicId,
   type NotYetLogged,
-  ProhibitedField,
   ReceiptNotFound,
-  UnknownPurpose,
-  ValidationFailed
+  type UnknownPurpose
 } from "../domain/Problem.js"
 import {
   type ActionabilityEvaluation,
   type CreatedRelianceReceipt,
-  decodeRelianceRequest,
   ReceiptSchemaId,
   type RelianceReceipt,
+  type RelianceRequest,
   type SealedReceipt,
   sealReceipt
 } from "../domain/Receipt.js"
@@ -29,11 +25,13 @@ import { TransparencyLog } from "../log/TransparencyLog.js"
 import { countReceipt } from "../observability/Metrics.js"
 import { Ids } from "../platform/Ids.js"
 import { TrustResolver } from "../trust/TrustResolver.js"
+import { policyView } from "../domain/Policy.js"
+import { Policy } from "../trust/Policy.js"
 import { evaluateActionability, requireRule } from "./Actionability.js"
-import { Policy, policyView } from "./Policy.js"
 import { ReceiptsRepo, type StoredReceipt } from "./Repo.js"
 
-export type EvaluationError = ProhibitedField | ValidationFailed | Forbidden | UnknownPurpose | DeterminationNotFound
+/** What evaluating a decoded request can fail with (a body that does not decode fails at the edge, before). */
+export type EvaluationError = Forbidden | UnknownPurpose | DeterminationNotFound
 
 /**
  * Same idempotency key, same intent: only organization and claim_scope can still differ. claim_scope is
@@ -53,141 +51,153 @@ const conflict = () =>
       "requested_action, determination_digest) exists with a different organization or claim_scope."
   })
 
-/**
- * Actionability evaluations and durable reliance receipts. Callers pass the raw body and the tenant of
- * the authenticated key; every decision field is derived here from the canonical trust document.
- */
 /** `rr_` + a ULID (Crockford base 32), the only shape of receipt id ever issued. */
 export const ReceiptIdPattern = /^rr_[0-9A-HJKMNP-TV-Z]{26}$/
 
 /** Receipts signed per transaction by the start-up backfill. */
 const BackfillBatch = 500
 
-export class Receipts extends Effect.Service<Receipts>()("pv/Receipts", {
-  scoped: Effect.gen(function*() {
-    const resolver = yield* TrustResolver
-    const policy = yield* Policy
-    const repo = yield* ReceiptsRepo
-    const ids = yield* Ids
-    const events = yield* EventLog
-    const log = yield* TransparencyLog
-    const nudges = yield* LogNudge
-    // The service signing key of contract section 6 also signs receipts; its kid is in /events/keys.
-    const sign = (receipt: SealedReceipt): RelianceReceipt => ({ ...receipt, signature: signReceiptDigest(receipt.receipt_digest, events.signer) })
-    // Stored receipts never change, so a replay or a read can be answered from memory on any instance:
-    // by idempotency key (replays) and by id (reads). A receipt is ~6 KB in memory, so each map keeps the
-    // newest 5,000 (~30 MB at most); older ones are read from the database again.
-    // Replays get one shared answer object per receipt, so its JSON is built once (see Http.ts).
-    const byIdempotencyKey = new Map<string, CreatedRelianceReceipt>()
-    const byId = new Map<string, RelianceReceipt>()
-    const remember = (receipt: RelianceReceipt) => {
-      if (byIdempotencyKey.size >= ReceiptCacheEntries) byIdempotencyKey.delete(byIdempotencyKey.keys().next().value!)
-      byIdempotencyKey.set(idempotencyKeyOf(receipt), { ...receipt, idempotent: true })
-      if (byId.size >= ReceiptCacheEntries) byId.delete(byId.keys().next().value!)
-      byId.set(receipt.receipt_id, receipt)
-    }
+const make = Effect.gen(function*() {
+  const resolver = yield* TrustResolver
+  const policy = yield* Policy
+  const repo = yield* ReceiptsRepo
+  const ids = yield* Ids
+  const events = yield* EventLog
+  const log = yield* TransparencyLog
+  const nudges = yield* LogNudge
+  // The service signing key of contract section 6 also signs receipts; its kid is in /events/keys.
+  const sign = (receipt: SealedReceipt): RelianceReceipt => ({ ...receipt, signature: signReceiptDigest(receipt.receipt_digest, events.signer) })
+  // Stored receipts never change, so a replay or a read can be answered from memory on any instance:
+  // by idempotency key (replays) and by id (reads). A receipt is ~6 KB in memory, so each map keeps the
+  // newest 5,000 (~30 MB at most); older ones are read from the database again.
+  // Replays get one shared answer object per receipt, so its JSON is built once (`jsonOf`).
+  const byIdempotencyKey = new Map<string, CreatedRelianceReceipt>()
+  const byId = new Map<string, RelianceReceipt>()
+  const remember = (receipt: RelianceReceipt) => {
+    if (byIdempotencyKey.size >= ReceiptCacheEntries) byIdempotencyKey.delete(byIdempotencyKey.keys().next().value!)
+    byIdempotencyKey.set(idempotencyKeyOf(receipt), { ...receipt, idempotent: true })
+    if (byId.size >= ReceiptCacheEntries) byId.delete(byId.keys().next().value!)
+    byId.set(receipt.receipt_id, receipt)
+  }
 
-    /**
-     * A receipt stored before receipts were signed gets its signature now, stored once (the backfill
-     * does the same in batches); a signed one is returned as stored.
-     */
-    const ensureSigned = (stored: StoredReceipt): Effect.Effect<RelianceReceipt> =>
-      stored.signature !== undefined
-        ? Effect.succeed(stored as RelianceReceipt)
-        : Effect.orDie(repo.storeSignatures([sign(stored)])).pipe(
-          Effect.flatMap(([receipt]) => receipt?.signature !== undefined ? Effect.succeed(receipt as RelianceReceipt) : Effect.dieMessage("a receipt signature was not stored"))
-        )
-
-    /** Signs every receipt the migration queued, a batch per transaction; safe on several instances at once. */
-    const backfillSignatures: Effect.Effect<number> = Effect.gen(function*() {
-      let signed = 0
-      yield* Effect.orDie(repo.dropOrphanedBackfill)
-      for (;;) {
-        const batch = yield* Effect.orDie(repo.unsignedBatch(BackfillBatch))
-        if (batch.length === 0) return signed
-        yield* Effect.orDie(repo.storeSignatures(batch.map((receipt) => receipt.signature === undefined ? sign(receipt) : receipt as RelianceReceipt)))
-        signed += batch.length
-      }
-    })
-    yield* backfillSignatures.pipe(
-      Effect.tap((signed) => signed > 0 ? Effect.logInfo(`signed ${signed} receipts stored before receipt signatures`) : Effect.void),
-      Effect.catchAllCause((cause) => Effect.logWarning("receipt signature backfill failed; unsigned receipts are signed when read", cause)),
-      Effect.delay(Duration.millis(10)),
-      Effect.forkScoped
-    )
-
-    /** Prohibited fields, then the schema, then tenant, purpose and determination: nothing is stored. */
-    const evaluate = (tenantId: string, body: unknown): Effect.Effect<ActionabilityEvaluation, EvaluationError> =>
-      Effect.gen(function*() {
-        const request = yield* decodeRelianceRequest(body)
-        if (request.tenant_id !== tenantId) {
-          return yield* Effect.fail(new Forbidden({ detail: "tenant_id must be the tenant of the API key." }))
-        }
-        // The purpose is checked before resolving so an unknown purpose never depends on the determination.
-        yield* requireRule(policy, request)
-        const trust = yield* resolver.resolve(request.subject_public_id).pipe(
-          Effect.catchTag("InvalidPublicId", (e: InvalidPublicId) =>
-            Effect.fail(new ValidationFailed({ detail: e.detail, errors: [new FieldError({ pointer: "/subject_public_id", detail: e.detail })] })))
-        )
-        return yield* evaluateActionability(trust, policy, request)
-      })
-
-    const create = (tenantId: string, body: unknown): Effect.Effect<CreatedRelianceReceipt, EvaluationError | IdempotencyConflict> =>
-      Effect.gen(function*() {
-        const evaluation = yield* evaluate(tenantId, body)
-        const replayed = byIdempotencyKey.get(idempotencyKeyOf(evaluation))
-        if (replayed !== undefined) {
-          if (!sameIntent(replayed, evaluation)) return yield* Effect.fail(conflict())
-          return replayed
-        }
-        const createdAt = new Date(yield* Clock.currentTimeMillis).toISOString()
-        const receipt = sign(sealReceipt({
-          schema: ReceiptSchemaId,
-          receipt_id: yield* ids.make("rr"),
-          created_at: createdAt,
-          ...evaluation
-        }))
-        const stored = yield* Effect.orDie(repo.insertOrFetch(receipt))
-        if (stored.created) yield* nudges.nudge
-        const signed = yield* ensureSigned(stored.receipt)
-        remember(signed)
-        if (!stored.created && !sameIntent(signed, receipt)) return yield* Effect.fail(conflict())
-        return { ...signed, idempotent: !stored.created }
-      }).pipe(Effect.tap((receipt) => countReceipt(receipt.idempotent)))
-
-    const get = (tenantId: string, receiptId: string): Effect.Effect<RelianceReceipt, ReceiptNotFound> => {
-      // An id this service could never have issued is not looked up at all.
-      if (!ReceiptIdPattern.test(receiptId)) return Effect.fail(new ReceiptNotFound({ detail: "no such receipt" }))
-      const known = byId.get(receiptId)
-      if (known !== undefined && known.tenant_id === tenantId) return Effect.succeed(known)
-      return Effect.orDie(repo.find(tenantId, receiptId)).pipe(
-        Effect.flatMap(Option.match({
-          onNone: () => Effect.fail(new ReceiptNotFound({ detail: `no receipt ${receiptId.slice(0, 80)}` })),
-          onSome: ensureSigned
-        })),
-        Effect.tap((receipt) => Effect.sync(() => remember(receipt)))
+  /**
+   * A receipt stored before receipts were signed gets its signature now, stored once (the backfill
+   * does the same in batches); a signed one is returned as stored.
+   */
+  const ensureSigned = (stored: StoredReceipt): Effect.Effect<RelianceReceipt> =>
+    stored.signature !== undefined
+      ? Effect.succeed(stored as RelianceReceipt)
+      : Effect.orDie(repo.storeSignatures([sign(stored)])).pipe(
+        Effect.flatMap(([receipt]) => receipt?.signature !== undefined ? Effect.succeed(receipt as RelianceReceipt) : Effect.die(new Error("a receipt signature was not stored")))
       )
+
+  /** Signs every receipt the migration queued, a batch per transaction; safe on several instances at once. */
+  const backfillSignatures: Effect.Effect<number> = Effect.gen(function*() {
+    let signed = 0
+    yield* Effect.orDie(repo.dropOrphanedBackfill)
+    for (;;) {
+      const batch = yield* Effect.orDie(repo.unsignedBatch(BackfillBatch))
+      if (batch.length === 0) return signed
+      yield* Effect.orDie(repo.storeSignatures(batch.map((receipt) => receipt.signature === undefined ? sign(receipt) : receipt as RelianceReceipt)))
+      signed += batch.length
     }
+  })
+  yield* backfillSignatures.pipe(
+    Effect.tap((signed) => signed > 0 ? Effect.logInfo(`signed ${signed} receipts stored before receipt signatures`) : Effect.void),
+    Effect.catchCause((cause) => Effect.logWarning("receipt signature backfill failed; unsigned receipts are signed when read", cause)),
+    Effect.delay(Duration.millis(10)),
+    Effect.forkScoped
+  )
 
-    // Public keys never change, so each kid's JWK is read once.
-    const receiptKeys = new Map<string, EventJwk>()
-    const receiptKeyOf = (kid: string): Effect.Effect<EventJwk | undefined> => {
-      const known = receiptKeys.get(kid)
-      if (known !== undefined) return Effect.succeed(known)
-      return Effect.map(events.jwks, (jwks) => {
-        for (const jwk of jwks.keys) receiptKeys.set(jwk.kid, jwk)
-        return receiptKeys.get(kid)
-      })
+  /** Tenant, then purpose, then determination (the edge decoded the request): nothing is stored. */
+  const evaluate = (tenantId: string, request: RelianceRequest): Effect.Effect<ActionabilityEvaluation, EvaluationError> =>
+    Effect.gen(function*() {
+      if (request.tenant_id !== tenantId) {
+        return yield* Effect.fail(new Forbidden({ detail: "tenant_id must be the tenant of the API key." }))
+      }
+      // The purpose is checked before resolving so an unknown purpose never depends on the determination.
+      yield* Effect.fromResult(requireRule(policy, request))
+      const trust = yield* resolver.resolve(request.subject_public_id)
+      return yield* Effect.fromResult(evaluateActionability(trust, policy, request))
+    })
+
+  const create = (tenantId: string, request: RelianceRequest): Effect.Effect<CreatedRelianceReceipt, EvaluationError | IdempotencyConflict> =>
+    Effect.gen(function*() {
+      const evaluation = yield* evaluate(tenantId, request)
+      const replayed = byIdempotencyKey.get(idempotencyKeyOf(evaluation))
+      if (replayed !== undefined) {
+        if (!sameIntent(replayed, evaluation)) return yield* Effect.fail(conflict())
+        return replayed
+      }
+      const createdAt = new Date(yield* Clock.currentTimeMillis).toISOString()
+      const receipt = sign(sealReceipt({
+        schema: ReceiptSchemaId,
+        receipt_id: yield* ids.make("rr"),
+        created_at: createdAt,
+        ...evaluation
+      }))
+      const stored = yield* Effect.orDie(repo.insertOrFetch(receipt))
+      if (stored.created) yield* nudges.nudge
+      const signed = yield* ensureSigned(stored.receipt)
+      remember(signed)
+      if (!stored.created && !sameIntent(signed, receipt)) return yield* Effect.fail(conflict())
+      return { ...signed, idempotent: !stored.created }
+    }).pipe(Effect.tap((receipt) => countReceipt(receipt.idempotent)))
+
+  const get = (tenantId: string, receiptId: string): Effect.Effect<RelianceReceipt, ReceiptNotFound> => {
+    // An id this service could never have issued is not looked up at all.
+    if (!ReceiptIdPattern.test(receiptId)) return Effect.fail(new ReceiptNotFound({ detail: "no such receipt" }))
+    const known = byId.get(receiptId)
+    if (known !== undefined && known.tenant_id === tenantId) return Effect.succeed(known)
+    return Effect.orDie(repo.find(tenantId, receiptId)).pipe(
+      Effect.flatMap(Option.match({
+        onNone: () => Effect.fail(new ReceiptNotFound({ detail: `no receipt ${receiptId.slice(0, 80)}` })),
+        onSome: ensureSigned
+      })),
+      Effect.tap((receipt) => Effect.sync(() => remember(receipt)))
+    )
+  }
+
+  // Public keys never change, so each kid's JWK is read once.
+  const receiptKeys = new Map<string, EventJwk>()
+  const receiptKeyOf = (kid: string): Effect.Effect<EventJwk | undefined> => {
+    const known = receiptKeys.get(kid)
+    if (known !== undefined) return Effect.succeed(known)
+    return Effect.map(events.jwks, (jwks) => {
+      for (const jwk of jwks.keys) receiptKeys.set(jwk.kid, jwk)
+      return receiptKeys.get(kid)
+    })
+  }
+
+  /** GET /reliance-receipts/{id}/proof: the receipt (same tenant rule as `get`) with its inclusion in the log. */
+  const proof = (tenantId: string, receiptId: string): Effect.Effect<ReceiptProofBundle, ReceiptNotFound | NotYetLogged> =>
+    Effect.gen(function*() {
+      const receipt = yield* get(tenantId, receiptId)
+      return yield* log.receiptBundle(receipt, yield* receiptKeyOf(receipt.signature.kid))
+    })
+
+  // Receipts never change: the JSON of a receipt object (a cached read or the shared replay answer) is
+  // built once, however often it is sent.
+  const serialised = new WeakMap<object, string>()
+  const jsonOf = (receipt: object): string => {
+    let text = serialised.get(receipt)
+    if (text === undefined) {
+      text = JSON.stringify(receipt)
+      serialised.set(receipt, text)
     }
+    return text
+  }
 
-    /** GET /reliance-receipts/{id}/proof: the receipt (same tenant rule as `get`) with its inclusion in the log. */
-    const proof = (tenantId: string, receiptId: string): Effect.Effect<ReceiptProofBundle, ReceiptNotFound | NotYetLogged> =>
-      Effect.gen(function*() {
-        const receipt = yield* get(tenantId, receiptId)
-        return yield* log.receiptBundle(receipt, yield* receiptKeyOf(receipt.signature.kid))
-      })
+  return { evaluate, create, get, proof, backfillSignatures, jsonOf, policy: policyView(policy) } as const
+})
 
-    return { evaluate, create, get, proof, backfillSignatures, policy: policyView(policy) } as const
-  }),
-  dependencies: [TrustResolver.Default, Policy.Default, ReceiptsRepo.Default, Ids.Default, EventLog.Default, TransparencyLog.Default, LogNudge.Default]
-}) {}
+/**
+ * Actionability evaluations and durable reliance receipts. Callers pass the decoded request and the
+ * tenant of the authenticated key; every decision field is derived here from the canonical trust document.
+ */
+export class Receipts extends Context.Service<Receipts, Effect.Success<typeof make>>()("pv/Receipts", { make }) {
+  static readonly layerNoDeps = Layer.effect(Receipts, make)
+  static readonly layer = Receipts.layerNoDeps.pipe(
+    Layer.provide([TrustResolver.layer, Policy.layer, ReceiptsRepo.layer, Ids.layer, EventLog.layer, TransparencyLog.layer, LogNudge.layer])
+  )
+}

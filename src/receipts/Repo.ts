@@ -1,6 +1,6 @@
 import { PgClient } from "@effect/sql-pg"
-import type { SqlError } from "@effect/sql/SqlError"
-import { Deferred, Effect, Exit, Option, Queue } from "effect"
+import { Array as Arr, Context, Deferred, Effect, Exit, Layer, Option, Queue, Schema } from "effect"
+import type { SqlError } from "effect/sql/SqlError"
 import type { ReceiptSignature, RelianceReceipt, SealedReceipt } from "../domain/Receipt.js"
 import { entryBytesOf, receiptEntryOf } from "../log/Entries.js"
 import { AppConfig } from "../platform/Config.js"
@@ -19,6 +19,23 @@ interface Pending {
   readonly receipt: RelianceReceipt
   readonly done: Deferred.Deferred<StoredOutcome, SqlError>
 }
+
+/**
+ * A receipt as stored (json, written once from a sealed receipt, never changed but for its signature), so
+ * its shape is checked only: decoding every field again would cost a full parse per read.
+ */
+const StoredReceiptJson = Schema.declare((u: unknown): u is StoredReceipt => typeof u === "object" && u !== null && !Array.isArray(u))
+const ReceiptRow = Schema.Struct({ receipt: StoredReceiptJson })
+const InsertedRow = Schema.Struct({ receipt_id: Schema.String })
+
+/** Rows are what this code wrote: one that does not match its schema is a defect, not an error to handle. */
+const decodeRows = <S extends Schema.Codec<any, any>>(schema: S) => {
+  const decode = Schema.decodeUnknownEffect(Schema.Array(schema))
+  return <E, R>(query: Effect.Effect<ReadonlyArray<unknown>, E, R>): Effect.Effect<ReadonlyArray<S["Type"]>, E, R> =>
+    Effect.flatMap(query, (rows) => Effect.orDie(decode(rows)))
+}
+const receiptRows = decodeRows(ReceiptRow)
+const insertedRows = decodeRows(InsertedRow)
 
 /** Receipts written together in one statement (and one commit). */
 const MaxBatch = 64
@@ -39,6 +56,119 @@ const row = (r: RelianceReceipt) => ({
   created_at: new Date(r.created_at)
 })
 
+const make = Effect.gen(function*() {
+  const sql = yield* PgClient.PgClient
+  const mode = yield* DatabaseMode
+  const { logEnabled } = yield* AppConfig
+
+  const existing = (r: RelianceReceipt): Effect.Effect<StoredOutcome, SqlError> =>
+    receiptRows(sql`
+      SELECT receipt FROM reliance_receipts
+      WHERE tenant_id = ${r.tenant_id} AND principal = ${r.principal}
+        AND subject_public_id = ${r.subject_public_id} AND purpose_id = ${r.purpose_id}
+        AND requested_action = ${r.requested_action} AND determination_digest = ${r.determination_digest}`).pipe(
+      Effect.flatMap((rows) =>
+        rows[0] === undefined
+          ? Effect.die(new Error("idempotency key conflicted but no receipt holds it"))
+          : Effect.succeed({ receipt: rows[0].receipt, created: false } satisfies StoredOutcome))
+    )
+
+  /** One statement for the whole batch; the outcome of each receipt, in order. */
+  const insertBatch = (receipts: Arr.NonEmptyReadonlyArray<RelianceReceipt>) =>
+    Effect.gen(function*() {
+      const rows = Arr.map(receipts, row)
+      const inserted = yield* insertedRows(logEnabled
+        ? sql`
+          WITH inserted AS (
+            INSERT INTO reliance_receipts ${sql.insert(rows)}
+            ON CONFLICT (tenant_id, principal, subject_public_id, purpose_id, requested_action, determination_digest)
+            DO NOTHING
+            RETURNING receipt_id
+          ), enqueued AS (
+            INSERT INTO log_pending (kind, ref, entry)
+            SELECT 'receipt', e.ref, e.entry
+            FROM unnest(${receipts.map((r) => r.receipt_id)}::text[], ${receipts.map((r) => entryBytesOf(receiptEntryOf(r)))}::bytea[]) AS e(ref, entry)
+            JOIN inserted ON inserted.receipt_id = e.ref
+          )
+          SELECT receipt_id FROM inserted`
+        : sql`
+          INSERT INTO reliance_receipts ${sql.insert(rows)}
+          ON CONFLICT (tenant_id, principal, subject_public_id, purpose_id, requested_action, determination_digest)
+          DO NOTHING
+          RETURNING receipt_id`)
+      const stored = new Set(inserted.map((r) => r.receipt_id))
+      return yield* Effect.forEach(receipts, (receipt): Effect.Effect<StoredOutcome, SqlError> =>
+        stored.has(receipt.receipt_id) ? Effect.succeed({ receipt, created: true }) : existing(receipt))
+    })
+
+  /** Answers every caller of a batch; if the batch failed as a whole, each receipt is written alone. */
+  const settle = (batch: Arr.NonEmptyReadonlyArray<Pending>): Effect.Effect<void> =>
+    Effect.flatMap(Effect.exit(insertBatch(Arr.map(batch, (p) => p.receipt))), (exit) => {
+      if (Exit.isSuccess(exit)) {
+        return Effect.forEach(batch, (p, i) => Deferred.succeed(p.done, exit.value[i]!), { discard: true })
+      }
+      if (batch.length === 1) return Deferred.done(batch[0]!.done, Exit.map(exit, (outcomes) => outcomes[0]!)).pipe(Effect.asVoid)
+      return Effect.forEach(batch, (p) =>
+        Effect.flatMap(Effect.exit(insertBatch([p.receipt])), (alone) =>
+          Deferred.done(p.done, Exit.map(alone, (outcomes) => outcomes[0]!))), { discard: true })
+    })
+
+  const queue = yield* Queue.unbounded<Pending>()
+  // The embedded database has one connection; PostgreSQL gets a few writers so batches overlap.
+  const writers = mode.kind === "embedded" ? 1 : 4
+  for (let i = 0; i < writers; i++) {
+    yield* Queue.takeBetween(queue, 1, MaxBatch).pipe(
+      // takeBetween waits for at least one: a batch is never empty.
+      Effect.flatMap((chunk) => Arr.isReadonlyArrayNonEmpty(chunk) ? settle(chunk) : Effect.void),
+      Effect.forever,
+      Effect.forkScoped
+    )
+  }
+
+  const insertOrFetch = (receipt: RelianceReceipt): Effect.Effect<StoredOutcome, SqlError> =>
+    Effect.gen(function*() {
+      const done = yield* Deferred.make<StoredOutcome, SqlError>()
+      yield* Queue.offer(queue, { receipt, done })
+      return yield* Deferred.await(done)
+    })
+
+  /** A receipt of this tenant only: another tenant's id reads as absent. */
+  const find = (tenantId: string, receiptId: string) =>
+    receiptRows(sql`
+      SELECT receipt FROM reliance_receipts WHERE receipt_id = ${receiptId} AND tenant_id = ${tenantId}`).pipe(
+      Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), (r) => r.receipt))
+    )
+
+  /**
+   * Adds signatures to receipts stored without one (the only update a receipt ever gets), unless one
+   * is there already (another instance got there first), and takes them off the backfill queue.
+   * Returns each receipt as stored afterwards.
+   */
+  const storeSignatures = (signed: ReadonlyArray<RelianceReceipt>) =>
+    sql.withTransaction(Effect.gen(function*() {
+      const ids = signed.map((r) => r.receipt_id)
+      yield* sql`
+        UPDATE reliance_receipts AS r SET receipt = s.receipt::json
+        FROM unnest(${ids}::text[], ${signed.map((r) => JSON.stringify(r))}::text[]) AS s(receipt_id, receipt)
+        WHERE r.receipt_id = s.receipt_id AND (r.receipt -> 'signature') IS NULL`
+      yield* sql`DELETE FROM receipt_signature_backfill WHERE receipt_id = ANY(${ids}::text[])`
+      return yield* receiptRows(sql`SELECT receipt FROM reliance_receipts WHERE receipt_id = ANY(${ids}::text[])`)
+    })).pipe(Effect.map((rows) => rows.map((row) => row.receipt)))
+
+  /** The next receipts the migration queued for the signature backfill (instances racing on one batch store one signature). */
+  const unsignedBatch = (limit: number) =>
+    receiptRows(sql`
+      SELECT r.receipt FROM receipt_signature_backfill b JOIN reliance_receipts r USING (receipt_id)
+      ORDER BY b.receipt_id LIMIT ${limit}`).pipe(Effect.map((rows) => rows.map((row) => row.receipt)))
+
+  /** Queue entries whose receipt is gone (never expected: receipts are not deleted) would block the loop. */
+  const dropOrphanedBackfill = sql`
+    DELETE FROM receipt_signature_backfill b
+    WHERE NOT EXISTS (SELECT 1 FROM reliance_receipts r WHERE r.receipt_id = b.receipt_id)`.pipe(Effect.asVoid)
+
+  return { insertOrFetch, find, storeSignatures, unsignedBatch, dropOrphanedBackfill } as const
+})
+
 /**
  * SQL for reliance receipts. Rows are inserted once and never updated.
  *
@@ -53,115 +183,6 @@ const row = (r: RelianceReceipt) => ({
  * receipt it actually inserted (a CTE joined on the inserted ids), so a receipt and its pending entry
  * commit together or not at all.
  */
-export class ReceiptsRepo extends Effect.Service<ReceiptsRepo>()("pv/ReceiptsRepo", {
-  scoped: Effect.gen(function*() {
-    const sql = yield* PgClient.PgClient
-    const mode = yield* DatabaseMode
-    const { logEnabled } = yield* AppConfig
-
-    const existing = (r: RelianceReceipt): Effect.Effect<StoredOutcome, SqlError> =>
-      sql<{ receipt: StoredReceipt }>`
-        SELECT receipt FROM reliance_receipts
-        WHERE tenant_id = ${r.tenant_id} AND principal = ${r.principal}
-          AND subject_public_id = ${r.subject_public_id} AND purpose_id = ${r.purpose_id}
-          AND requested_action = ${r.requested_action} AND determination_digest = ${r.determination_digest}`.pipe(
-        Effect.flatMap((rows) =>
-          rows[0] === undefined
-            ? Effect.dieMessage("idempotency key conflicted but no receipt holds it")
-            : Effect.succeed({ receipt: rows[0].receipt, created: false } satisfies StoredOutcome))
-      )
-
-    /** One statement for the whole batch; the outcome of each receipt, in order. */
-    const insertBatch = (receipts: ReadonlyArray<RelianceReceipt>) =>
-      Effect.gen(function*() {
-        const inserted = yield* (logEnabled
-          ? sql<{ receipt_id: string }>`
-            WITH inserted AS (
-              INSERT INTO reliance_receipts ${sql.insert(receipts.map(row))}
-              ON CONFLICT (tenant_id, principal, subject_public_id, purpose_id, requested_action, determination_digest)
-              DO NOTHING
-              RETURNING receipt_id
-            ), enqueued AS (
-              INSERT INTO log_pending (kind, ref, entry)
-              SELECT 'receipt', e.ref, e.entry
-              FROM unnest(${receipts.map((r) => r.receipt_id)}::text[], ${receipts.map((r) => entryBytesOf(receiptEntryOf(r)))}::bytea[]) AS e(ref, entry)
-              JOIN inserted ON inserted.receipt_id = e.ref
-            )
-            SELECT receipt_id FROM inserted`
-          : sql<{ receipt_id: string }>`
-            INSERT INTO reliance_receipts ${sql.insert(receipts.map(row))}
-            ON CONFLICT (tenant_id, principal, subject_public_id, purpose_id, requested_action, determination_digest)
-            DO NOTHING
-            RETURNING receipt_id`)
-        const stored = new Set(inserted.map((r) => r.receipt_id))
-        return yield* Effect.forEach(receipts, (receipt): Effect.Effect<StoredOutcome, SqlError> =>
-          stored.has(receipt.receipt_id) ? Effect.succeed({ receipt, created: true }) : existing(receipt))
-      })
-
-    /** Answers every caller of a batch; if the batch failed as a whole, each receipt is written alone. */
-    const settle = (batch: ReadonlyArray<Pending>): Effect.Effect<void> =>
-      Effect.flatMap(Effect.exit(insertBatch(batch.map((p) => p.receipt))), (exit) => {
-        if (Exit.isSuccess(exit)) {
-          return Effect.forEach(batch, (p, i) => Deferred.succeed(p.done, exit.value[i]!), { discard: true })
-        }
-        if (batch.length === 1) return Deferred.done(batch[0]!.done, Exit.map(exit, (outcomes) => outcomes[0]!)).pipe(Effect.asVoid)
-        return Effect.forEach(batch, (p) =>
-          Effect.flatMap(Effect.exit(insertBatch([p.receipt])), (alone) =>
-            Deferred.done(p.done, Exit.map(alone, (outcomes) => outcomes[0]!))), { discard: true })
-      })
-
-    const queue = yield* Queue.unbounded<Pending>()
-    // The embedded database has one connection; PostgreSQL gets a few writers so batches overlap.
-    const writers = mode.kind === "embedded" ? 1 : 4
-    for (let i = 0; i < writers; i++) {
-      yield* Queue.takeBetween(queue, 1, MaxBatch).pipe(
-        Effect.flatMap((chunk) => settle([...chunk])),
-        Effect.forever,
-        Effect.forkScoped
-      )
-    }
-
-    const insertOrFetch = (receipt: RelianceReceipt): Effect.Effect<StoredOutcome, SqlError> =>
-      Effect.gen(function*() {
-        const done = yield* Deferred.make<StoredOutcome, SqlError>()
-        yield* Queue.offer(queue, { receipt, done })
-        return yield* Deferred.await(done)
-      })
-
-    /** A receipt of this tenant only: another tenant's id reads as absent. */
-    const find = (tenantId: string, receiptId: string) =>
-      sql<{ receipt: StoredReceipt }>`
-        SELECT receipt FROM reliance_receipts WHERE receipt_id = ${receiptId} AND tenant_id = ${tenantId}`.pipe(
-        Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), (r) => r.receipt))
-      )
-
-    /**
-     * Adds signatures to receipts stored without one (the only update a receipt ever gets), unless one
-     * is there already (another instance got there first), and takes them off the backfill queue.
-     * Returns each receipt as stored afterwards.
-     */
-    const storeSignatures = (signed: ReadonlyArray<RelianceReceipt>) =>
-      sql.withTransaction(Effect.gen(function*() {
-        const ids = signed.map((r) => r.receipt_id)
-        yield* sql`
-          UPDATE reliance_receipts AS r SET receipt = s.receipt::json
-          FROM unnest(${ids}::text[], ${signed.map((r) => JSON.stringify(r))}::text[]) AS s(receipt_id, receipt)
-          WHERE r.receipt_id = s.receipt_id AND (r.receipt -> 'signature') IS NULL`
-        yield* sql`DELETE FROM receipt_signature_backfill WHERE receipt_id = ANY(${ids}::text[])`
-        return yield* sql<{ receipt: StoredReceipt }>`SELECT receipt FROM reliance_receipts WHERE receipt_id = ANY(${ids}::text[])`
-      })).pipe(Effect.map((rows) => rows.map((row) => row.receipt)))
-
-    /** The next receipts the migration queued for the signature backfill (instances racing on one batch store one signature). */
-    const unsignedBatch = (limit: number) =>
-      sql<{ receipt: StoredReceipt }>`
-        SELECT r.receipt FROM receipt_signature_backfill b JOIN reliance_receipts r USING (receipt_id)
-        ORDER BY b.receipt_id LIMIT ${limit}`.pipe(Effect.map((rows) => rows.map((row) => row.receipt)))
-
-    /** Queue entries whose receipt is gone (never expected: receipts are not deleted) would block the loop. */
-    const dropOrphanedBackfill = sql`
-      DELETE FROM receipt_signature_backfill b
-      WHERE NOT EXISTS (SELECT 1 FROM reliance_receipts r WHERE r.receipt_id = b.receipt_id)`.pipe(Effect.asVoid)
-
-    return { insertOrFetch, find, storeSignatures, unsignedBatch, dropOrphanedBackfill } as const
-  })
-}) {}
+export class ReceiptsRepo extends Context.Service<ReceiptsRepo, Effect.Success<typeof make>>()("pv/ReceiptsRepo", { make }) {
+  static readonly layer = Layer.effect(ReceiptsRepo, make)
+}

@@ -1,24 +1,21 @@
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import { ApiKeyAuth } from "../access/Auth.js"
 import { MachineTrustResponse } from "../domain/MachineTrust.js"
 import { DeterminationNotFound, InsufficientScope, InvalidPublicId, RateLimited, Unauthorized, Unavailable } from "../domain/Problem.js"
 
-const TrustPath = Schema.Struct({
-  publicId: Schema.String.annotations({ description: "DET-V1-* or QUAL-V1-*" })
-})
-const ConditionalHeaders = Schema.Struct({ "if-none-match": Schema.optional(Schema.String) })
+// The id is checked by the handler (requirePublicId), so a malformed one is the contract's 400 invalid-public-id.
+const TrustPath = { publicId: Schema.String.annotate({ description: "DET-V1-* or QUAL-V1-*" }) }
+const ConditionalHeaders = { "if-none-match": Schema.optionalKey(Schema.String) }
 
 export class TrustApi extends HttpApiGroup.make("trust")
   .add(
-    HttpApiEndpoint.get("machine", "/trust/:publicId/machine")
-      .setPath(TrustPath)
-      .setHeaders(ConditionalHeaders)
-      .addSuccess(MachineTrustResponse)
-      .addError(InvalidPublicId)
-      .addError(Unauthorized)
-      .addError(InsufficientScope)
-      .addError(DeterminationNotFound)
+    HttpApiEndpoint.get("machine", "/trust/:publicId/machine", {
+      params: TrustPath,
+      headers: ConditionalHeaders,
+      success: MachineTrustResponse,
+      error: [InvalidPublicId, Unauthorized, InsufficientScope, DeterminationNotFound]
+    })
       .middleware(ApiKeyAuth)
       .annotate(OpenApi.Summary, "Resolve a determination (scope trust:read)")
       .annotate(OpenApi.Description,
@@ -26,14 +23,12 @@ export class TrustApi extends HttpApiGroup.make("trust")
         "A successful resolution is not permission to rely: check freshness.state, lifecycle.state and authority first.")
   )
   .add(
-    HttpApiEndpoint.get("human", "/trust/:publicId/human")
-      .setPath(TrustPath)
-      .setHeaders(ConditionalHeaders)
-      .addSuccess(MachineTrustResponse)
-      .addError(InvalidPublicId)
-      .addError(DeterminationNotFound)
-      .addError(RateLimited)
-      .addError(Unavailable)
+    HttpApiEndpoint.get("human", "/trust/:publicId/human", {
+      params: TrustPath,
+      headers: ConditionalHeaders,
+      success: MachineTrustResponse,
+      error: [InvalidPublicId, DeterminationNotFound, RateLimited, Unavailable]
+    })
       .annotate(OpenApi.Summary, "Resolve a determination for a browser (no key, limited per client address)")
       .annotate(OpenApi.Description, "The identical canonical document the machine endpoint returns, for browser-side proxies.")
   )

@@ -1,13 +1,16 @@
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
-import { Api } from "../http/Api.js"
+import { HttpServerResponse } from "effect/http"
+import { HttpApiBuilder } from "effect/http-api"
+import { Api } from "../api/Api.js"
+import { requirePublicId } from "../domain/PublicId.js"
 import { Determinations } from "./Determinations.js"
 
 export const DeterminationsHttpLive = HttpApiBuilder.group(Api, "determinations", (handlers) =>
   Effect.gen(function*() {
     const determinations = yield* Determinations
-    return handlers.handle("put", ({ path, payload }) =>
-      determinations.ingest(path.publicId, payload).pipe(
-        Effect.map((result) => HttpServerResponse.unsafeJson(result, { status: result.outcome === "created" ? 201 : 200 }))
+    return handlers.handle("put", ({ params, payload }) =>
+      requirePublicId(params.publicId).pipe(
+        Effect.flatMap((publicId) => determinations.ingest(publicId, payload)),
+        Effect.map((result) => HttpServerResponse.jsonUnsafe(result, { status: result.outcome === "created" ? 201 : 200 }))
       ))
   }))

@@ -1,10 +1,12 @@
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
+import { HttpServerResponse } from "effect/http"
+import { HttpApiBuilder } from "effect/http-api"
 import { requireScope } from "../access/ApiKeys.js"
 import { ClientAddresses } from "../access/ClientAddress.js"
 import { RateLimits } from "../access/RateLimits.js"
+import { Api } from "../api/Api.js"
+import { requirePublicId } from "../domain/PublicId.js"
 import { AppConfig } from "../platform/Config.js"
-import { Api } from "../http/Api.js"
 import type { CachedTrust } from "./TrustCache.js"
 import { TrustResolver } from "./TrustResolver.js"
 
@@ -31,15 +33,16 @@ export const TrustHttpLive = HttpApiBuilder.group(Api, "trust", (handlers) =>
     const limits = yield* RateLimits
     const { humanRateLimitPerMinute } = yield* AppConfig
     const addresses = yield* ClientAddresses
+    const resolveCached = (publicId: string) => Effect.flatMap(requirePublicId(publicId), resolver.resolveCached)
     return handlers
-      .handle("machine", ({ path, headers }) =>
+      .handle("machine", ({ params, headers }) =>
         requireScope("trust:read").pipe(
-          Effect.zipRight(resolver.resolveCached(path.publicId)),
+          Effect.andThen(resolveCached(params.publicId)),
           Effect.map((trust) => conditional(trust, headers["if-none-match"]))
         ))
-      .handle("human", ({ path, headers, request }) =>
+      .handle("human", ({ params, headers, request }) =>
         limits.consumeAddress("human", addresses.of(request), humanRateLimitPerMinute).pipe(
-          Effect.zipRight(resolver.resolveCached(path.publicId)),
+          Effect.andThen(resolveCached(params.publicId)),
           Effect.map((trust) => conditional(trust, headers["if-none-match"]))
         ))
   }))

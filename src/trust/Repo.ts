@@ -1,29 +1,55 @@
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Option } from "effect"
+import { Array as Arr, Context, Effect, Layer, Option, Schema } from "effect"
 import type { DeterminationBody, StoredDetermination } from "../domain/Determination.js"
 import type { EventHead } from "../domain/MachineTrust.js"
+import { PublicId } from "../domain/PublicId.js"
 
-interface VersionRow {
-  readonly public_id: string
-  readonly determination_id: string
-  readonly version: number
-  readonly body: DeterminationBody
-  readonly determination_digest: string
-  readonly evidence_digest: string
-  readonly recorded_at: Date
-  readonly head_sequence: number
-  readonly head_hash: string | null
-  readonly freshness_due_at: Date | null
+/**
+ * A body as stored: it was decoded with DeterminationBody when it was ingested and is never changed, so a
+ * read checks its shape only (decoding all of it again would cost a full parse on every cache miss).
+ */
+const StoredBody = Schema.declare((u: unknown): u is DeterminationBody => typeof u === "object" && u !== null && !Array.isArray(u))
+
+const VersionRow = Schema.Struct({
+  public_id: PublicId,
+  determination_id: Schema.String,
+  version: Schema.Int,
+  body: StoredBody,
+  determination_digest: Schema.String,
+  evidence_digest: Schema.String,
+  recorded_at: Schema.Date,
+  head_sequence: Schema.Int,
+  head_hash: Schema.NullOr(Schema.String),
+  freshness_due_at: Schema.NullOr(Schema.Date)
+})
+
+const HeadRow = Schema.Struct({
+  current_version: Schema.Int,
+  determination_digest: Schema.NullOr(Schema.String),
+  body: Schema.NullOr(StoredBody)
+})
+
+const CountRow = Schema.Struct({ n: Schema.NumberFromString })
+
+/** Rows are what this code wrote: one that does not match its schema is a defect, not an error to handle. */
+const decodeRows = <S extends Schema.Codec<any, any>>(schema: S) => {
+  const decode = Schema.decodeUnknownEffect(Schema.Array(schema))
+  return <E, R>(query: Effect.Effect<ReadonlyArray<unknown>, E, R>): Effect.Effect<ReadonlyArray<S["Type"]>, E, R> =>
+    Effect.flatMap(query, (rows) => Effect.orDie(decode(rows)))
 }
+const versionRows = decodeRows(VersionRow)
+const headRows = decodeRows(HeadRow)
+const countRows = decodeRows(CountRow)
 
 /** The current version together with the head of its event chain, read in one query so they agree. */
 export interface CurrentDetermination extends StoredDetermination {
+  readonly public_id: PublicId
   readonly event_head: EventHead
   /** When the chain next has a freshness transition to announce (epoch ms), null when none is left. */
   readonly freshness_due_ms: number | null
 }
 
-const toStored = (row: VersionRow): CurrentDetermination => ({
+const toStored = (row: typeof VersionRow.Type): CurrentDetermination => ({
   public_id: row.public_id,
   determination_id: row.determination_id,
   version: row.version,
@@ -36,7 +62,7 @@ const toStored = (row: VersionRow): CurrentDetermination => ({
 })
 
 export interface NewVersion {
-  readonly public_id: string
+  readonly public_id: PublicId
   readonly determination_id: string
   readonly version: number
   readonly body: DeterminationBody
@@ -45,75 +71,77 @@ export interface NewVersion {
   readonly recorded_at: Date
 }
 
+const make = Effect.gen(function*() {
+  const sql = yield* PgClient.PgClient
+
+  const findCurrent = (publicId: PublicId) =>
+    versionRows(sql`
+      SELECT v.public_id, v.determination_id, v.version, v.body, v.determination_digest, v.evidence_digest, v.recorded_at,
+        d.head_sequence, d.head_hash, d.freshness_due_at
+      FROM determinations d JOIN determination_versions v ON v.determination_id = d.current_version_id
+      WHERE d.public_id = ${publicId}`).pipe(Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toStored)))
+
+  const findBySubject = (subjectId: string) =>
+    versionRows(sql`
+      SELECT v.public_id, v.determination_id, v.version, v.body, v.determination_digest, v.evidence_digest, v.recorded_at,
+        d.head_sequence, d.head_hash, d.freshness_due_at
+      FROM determinations d JOIN determination_versions v ON v.determination_id = d.current_version_id
+      WHERE d.subject_id = ${subjectId} ORDER BY d.public_id`).pipe(Effect.map((rows) => rows.map(toStored)))
+
+  /**
+   * Inside a transaction: make sure the head row exists, then lock it, so concurrent writers of one
+   * determination queue here and each sees the version the previous one stored.
+   */
+  const lockHead = (publicId: PublicId, subjectId: string, now: Date) =>
+    Effect.gen(function*() {
+      yield* sql`
+        INSERT INTO determinations (public_id, subject_id, current_version_id, current_version, created_at, updated_at)
+        VALUES (${publicId}, ${subjectId}, NULL, 0, ${now}, ${now})
+        ON CONFLICT (public_id) DO NOTHING`
+      yield* sql`SELECT 1 FROM determinations WHERE public_id = ${publicId} FOR UPDATE`
+      // Read after the lock, in a statement of its own: under READ COMMITTED a locking join that waited
+      // re-checks the locked row but not the joined one, so it would miss the version committed meanwhile.
+      const rows = yield* headRows(sql`
+        SELECT d.current_version, v.determination_digest, v.body
+        FROM determinations d LEFT JOIN determination_versions v ON v.determination_id = d.current_version_id
+        WHERE d.public_id = ${publicId}`)
+      return rows[0]!
+    })
+
+  const insertVersion = (v: NewVersion) =>
+    Effect.gen(function*() {
+      yield* sql`
+        INSERT INTO determination_versions
+          (determination_id, public_id, version, body, determination_digest, evidence_digest, tier,
+           lifecycle_state, as_of, valid_until, recorded_at)
+        VALUES (${v.determination_id}, ${v.public_id}, ${v.version}, ${sql.json(v.body)}, ${v.determination_digest},
+          ${v.evidence_digest}, ${v.body.tier}, ${v.body.lifecycle_state}, ${new Date(v.body.as_of)},
+          ${new Date(v.body.valid_until)}, ${v.recorded_at})`
+      const evidence: ReadonlyArray<Record<string, unknown>> = v.body.evidence.map((e) => ({
+        determination_id: v.determination_id,
+        evidence_id: e.evidence_id,
+        kind: e.kind,
+        digest: e.digest,
+        collected_at: new Date(e.collected_at),
+        source: e.source
+      }))
+      if (Arr.isReadonlyArrayNonEmpty(evidence)) yield* sql`INSERT INTO evidence ${sql.insert(evidence)}`
+      yield* sql`
+        UPDATE determinations
+        SET current_version_id = ${v.determination_id}, current_version = ${v.version},
+            subject_id = ${v.body.subject.subject_id}, updated_at = ${v.recorded_at}
+        WHERE public_id = ${v.public_id}`
+    })
+
+  // count(*) is int8: read as text, so the driver's bigint never reaches the caller.
+  const count = countRows(sql`SELECT count(*)::text AS n FROM determinations WHERE current_version_id IS NOT NULL`).pipe(
+    Effect.map((rows) => rows[0]?.n ?? 0)
+  )
+
+  return { findCurrent, findBySubject, lockHead, insertVersion, count, withTransaction: sql.withTransaction } as const
+})
+
 /** SQL for determinations, their versions and evidence. Nothing here decides anything. */
-export class DeterminationsRepo extends Effect.Service<DeterminationsRepo>()("pv/DeterminationsRepo", {
-  effect: Effect.gen(function*() {
-    const sql = yield* PgClient.PgClient
-
-    const findCurrent = (publicId: string) =>
-      sql<VersionRow>`
-        SELECT v.public_id, v.determination_id, v.version, v.body, v.determination_digest, v.evidence_digest, v.recorded_at,
-          d.head_sequence, d.head_hash, d.freshness_due_at
-        FROM determinations d JOIN determination_versions v ON v.determination_id = d.current_version_id
-        WHERE d.public_id = ${publicId}`.pipe(Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toStored)))
-
-    const findBySubject = (subjectId: string) =>
-      sql<VersionRow>`
-        SELECT v.public_id, v.determination_id, v.version, v.body, v.determination_digest, v.evidence_digest, v.recorded_at,
-          d.head_sequence, d.head_hash, d.freshness_due_at
-        FROM determinations d JOIN determination_versions v ON v.determination_id = d.current_version_id
-        WHERE d.subject_id = ${subjectId} ORDER BY d.public_id`.pipe(Effect.map((rows) => rows.map(toStored)))
-
-    /**
-     * Inside a transaction: make sure the head row exists, then lock it, so concurrent writers of one
-     * determination queue here and each sees the version the previous one stored.
-     */
-    const lockHead = (publicId: string, subjectId: string, now: Date) =>
-      Effect.gen(function*() {
-        yield* sql`
-          INSERT INTO determinations (public_id, subject_id, current_version_id, current_version, created_at, updated_at)
-          VALUES (${publicId}, ${subjectId}, NULL, 0, ${now}, ${now})
-          ON CONFLICT (public_id) DO NOTHING`
-        yield* sql`SELECT 1 FROM determinations WHERE public_id = ${publicId} FOR UPDATE`
-        // Read after the lock, in a statement of its own: under READ COMMITTED a locking join that waited
-        // re-checks the locked row but not the joined one, so it would miss the version committed meanwhile.
-        const rows = yield* sql<{ current_version: number; determination_digest: string | null; body: DeterminationBody | null }>`
-          SELECT d.current_version, v.determination_digest, v.body
-          FROM determinations d LEFT JOIN determination_versions v ON v.determination_id = d.current_version_id
-          WHERE d.public_id = ${publicId}`
-        return rows[0]!
-      })
-
-    const insertVersion = (v: NewVersion) =>
-      Effect.gen(function*() {
-        yield* sql`
-          INSERT INTO determination_versions
-            (determination_id, public_id, version, body, determination_digest, evidence_digest, tier,
-             lifecycle_state, as_of, valid_until, recorded_at)
-          VALUES (${v.determination_id}, ${v.public_id}, ${v.version}, ${sql.json(v.body)}, ${v.determination_digest},
-            ${v.evidence_digest}, ${v.body.tier}, ${v.body.lifecycle_state}, ${new Date(v.body.as_of)},
-            ${new Date(v.body.valid_until)}, ${v.recorded_at})`
-        if (v.body.evidence.length > 0) {
-          yield* sql`INSERT INTO evidence ${sql.insert(v.body.evidence.map((e) => ({
-            determination_id: v.determination_id,
-            evidence_id: e.evidence_id,
-            kind: e.kind,
-            digest: e.digest,
-            collected_at: new Date(e.collected_at),
-            source: e.source
-          })))}`
-        }
-        yield* sql`
-          UPDATE determinations
-          SET current_version_id = ${v.determination_id}, current_version = ${v.version},
-              subject_id = ${v.body.subject.subject_id}, updated_at = ${v.recorded_at}
-          WHERE public_id = ${v.public_id}`
-      })
-
-    const count = sql<{ n: string }>`SELECT count(*)::text AS n FROM determinations WHERE current_version_id IS NOT NULL`.pipe(
-      Effect.map((rows) => Number(rows[0]?.n ?? 0))
-    )
-
-    return { findCurrent, findBySubject, lockHead, insertVersion, count, withTransaction: sql.withTransaction } as const
-  })
-}) {}
+export class DeterminationsRepo extends Context.Service<DeterminationsRepo, Effect.Success<typeof make>>()("pv/DeterminationsRepo", { make }) {
+  static readonly layer = Layer.effect(DeterminationsRepo, make)
+}

@@ -1,5 +1,5 @@
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Schedule, Stream } from "effect"
+import { Context, Effect, Layer, Schedule, Stream } from "effect"
 import type { MachineTrustResponse } from "../domain/MachineTrust.js"
 import { DatabaseMode } from "../platform/Database.js"
 
@@ -21,64 +21,70 @@ export interface CachedTrust {
   readonly validUntilMs: number
 }
 
-/**
- * Trust documents by public id, so a warm read costs no database round trip. An entry is used only in
- * [builtAt, min(next freshness boundary, builtAt + 5 s)); writers evict after they commit (this instance)
- * and `pg_notify` inside their transaction (every instance listening on PostgreSQL). A per-key generation
- * stops a read that raced a write from caching what it read before the write committed.
- */
-export class TrustCache extends Effect.Service<TrustCache>()("pv/TrustCache", {
-  scoped: Effect.gen(function*() {
-    const sql = yield* PgClient.PgClient
-    const mode = yield* DatabaseMode
-    const entries = new Map<string, CachedTrust>()
-    const generations = new Map<string, number>()
+const make = Effect.gen(function*() {
+  const sql = yield* PgClient.PgClient
+  const mode = yield* DatabaseMode
+  const entries = new Map<string, CachedTrust>()
+  const generations = new Map<string, number>()
 
-    const generation = (publicId: string) => generations.get(publicId) ?? 0
+  const generation = (publicId: string) => generations.get(publicId) ?? 0
 
-    const get = (publicId: string, nowMs: number): CachedTrust | undefined => {
-      const entry = entries.get(publicId)
-      return entry !== undefined && entry.builtAtMs <= nowMs && nowMs < entry.validUntilMs &&
-          nowMs < entry.builtAtMs + TrustCacheMaxAgeMs
-        ? entry
-        : undefined
+  const get = (publicId: string, nowMs: number): CachedTrust | undefined => {
+    const entry = entries.get(publicId)
+    return entry !== undefined && entry.builtAtMs <= nowMs && nowMs < entry.validUntilMs &&
+        nowMs < entry.builtAtMs + TrustCacheMaxAgeMs
+      ? entry
+      : undefined
+  }
+
+  /** Stores the entry only if nothing evicted the key since `seenGeneration` was read. */
+  const put = (publicId: string, seenGeneration: number, entry: CachedTrust) => {
+    if (generation(publicId) !== seenGeneration) return
+    if (!entries.has(publicId) && entries.size >= capacity) {
+      const oldest = entries.keys().next().value
+      if (oldest !== undefined) entries.delete(oldest)
     }
+    entries.set(publicId, entry)
+  }
 
-    /** Stores the entry only if nothing invalidated the key since `seenGeneration` was read. */
-    const put = (publicId: string, seenGeneration: number, entry: CachedTrust) => {
-      if (generation(publicId) !== seenGeneration) return
-      if (!entries.has(publicId) && entries.size >= capacity) {
-        const oldest = entries.keys().next().value
-        if (oldest !== undefined) entries.delete(oldest)
-      }
-      entries.set(publicId, entry)
-    }
-
-    const invalidate = (publicId: string) =>
-      Effect.sync(() => {
-        entries.delete(publicId)
-        generations.set(publicId, generation(publicId) + 1)
-      })
-
-    const clear = Effect.sync(() => {
-      for (const key of entries.keys()) generations.set(key, generation(key) + 1)
-      entries.clear()
+  /** After a commit (the writer's own, or another instance's notification): the cached document is gone. */
+  const evict = (publicId: string) =>
+    Effect.sync(() => {
+      entries.delete(publicId)
+      generations.set(publicId, generation(publicId) + 1)
     })
 
-    /** Inside a writer's transaction: tell every instance, at commit, that `publicId` changed. */
-    const announce = (publicId: string) => sql`SELECT pg_notify(${TrustChangedChannel}, ${publicId})`.pipe(Effect.asVoid)
-
-    // The embedded database has one instance (and one connection, which LISTEN would hold forever).
-    if (mode.kind === "postgres") {
-      yield* sql.listen(TrustChangedChannel).pipe(
-        Stream.runForEach(invalidate),
-        // A dropped listener may have missed notifications: forget everything, then listen again.
-        Effect.tapErrorCause(() => clear),
-        Effect.retry(Schedule.spaced("1 second")),
-        Effect.forkScoped
-      )
-    }
-
-    return { get, put, generation, invalidate, announce } as const
+  const clear = Effect.sync(() => {
+    for (const key of entries.keys()) generations.set(key, generation(key) + 1)
+    entries.clear()
   })
-}) {}
+
+  /** Inside the writer's transaction: tell every instance, at commit, that `publicId` changed. */
+  const notify = (publicId: string) => sql`SELECT pg_notify(${TrustChangedChannel}, ${publicId})`.pipe(Effect.asVoid)
+
+  // The embedded database has one instance (and one connection, which LISTEN would hold forever).
+  if (mode.kind === "postgres") {
+    yield* Effect.scoped(Effect.flatMap(
+      sql.listen(TrustChangedChannel),
+      (notifications) => Stream.runForEach(Stream.fromQueue(notifications), (n) => evict(n.payload))
+    )).pipe(
+      // A dropped listener may have missed notifications: forget everything, then listen again.
+      Effect.tapCause(() => clear),
+      Effect.retry(Schedule.spaced("1 second")),
+      Effect.forkScoped
+    )
+  }
+
+  return { get, put, generation, evict, notify } as const
+})
+
+/**
+ * Trust documents by public id, so a warm read costs no database round trip. An entry is used only in
+ * [builtAt, min(next freshness boundary, builtAt + 5 s)). Only the writer (Determinations) changes trust
+ * state: it `notify`s inside its transaction (every instance listening on PostgreSQL evicts) and `evict`s
+ * here after the commit. A per-key generation stops a read that raced a write from caching what it read
+ * before the write committed.
+ */
+export class TrustCache extends Context.Service<TrustCache, Effect.Success<typeof make>>()("pv/TrustCache", { make }) {
+  static readonly layer = Layer.effect(TrustCache, make)
+}

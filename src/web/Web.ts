@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto"
 import { readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
-import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 
 /**
  * The page for people at `/` (issue 13 item 5): static files from `src/web/assets` (copied beside the
@@ -74,12 +74,12 @@ const respond = (asset: Asset) =>
     return HttpServerResponse.uint8Array(asset.body, { contentType: asset.contentType, headers })
   })
 
-/** Mounts the page's routes on the HttpApi's router (beside /docs), outside the OpenAPI document. */
-export const WebLive = HttpApiBuilder.Router.use((router) =>
+/** Mounts the page's routes on the router (beside the HttpApi and /docs), outside the OpenAPI document. */
+export const WebLive = HttpRouter.use((router) =>
   Effect.gen(function*() {
     for (const [route, file, contentType] of pageFiles) {
       const asset = yield* Effect.sync(() => loadAsset(file, contentType))
-      yield* router.get(route as `/${string}`, respond(asset))
+      yield* router.add("GET", route as HttpRouter.PathInput, respond(asset))
     }
   })
 )

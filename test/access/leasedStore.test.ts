@@ -1,6 +1,8 @@
-import { RateLimiter } from "@effect/experimental"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, FastCheck as fc, TestClock } from "effect"
+import { Effect, type Scope } from "effect"
+import { RateLimiter } from "effect/persistence"
+import { TestClock } from "effect/testing"
+import * as fc from "fast-check"
 import { leasedStore, leaseSize } from "../../src/access/LeasedStore.js"
 
 /** `n` requests through a limiter built on `store`; how many were let through. */
@@ -19,20 +21,21 @@ const instances = (count: number) =>
       RateLimiter.make.pipe(Effect.provideService(RateLimiter.RateLimiterStore, leasedStore(shared))))
   }).pipe(Effect.provide(RateLimiter.layerStoreMemory))
 
+/** One property run as `it.effect` runs a test: scoped, on its own TestClock (time starts at 0). */
+const runOnTestClock = <A, E>(effect: Effect.Effect<A, E, Scope.Scope>): Promise<A> =>
+  Effect.runPromise(effect.pipe(Effect.scoped, Effect.provide(TestClock.layer())))
+
 describe("leased rate-limit store", () => {
-  it.effect.prop("one instance lets exactly the limit through a window, whatever the lease size",
-    [fc.integer({ min: 1, max: 3000 }), fc.integer({ min: 1, max: 6000 })],
-    ([limit, requests]) =>
-      Effect.gen(function*() {
+  it("one instance lets exactly the limit through a window, whatever the lease size", () =>
+    fc.assert(fc.asyncProperty(fc.integer({ min: 1, max: 3000 }), fc.integer({ min: 1, max: 6000 }), (limit, requests) =>
+      runOnTestClock(Effect.gen(function*() {
         const [limiter] = yield* instances(1)
         expect(yield* admitted(limiter!, "k", limit, requests)).toBe(Math.min(limit, requests))
-      }),
-    { fastCheck: { numRuns: 40 } })
+      }))), { numRuns: 40 }))
 
-  it.effect.prop("several instances never let more than the limit through, and strand at most a lease each",
-    [fc.integer({ min: 1, max: 3000 }), fc.integer({ min: 2, max: 4 })],
-    ([limit, count]) =>
-      Effect.gen(function*() {
+  it("several instances never let more than the limit through, and strand at most a lease each", () =>
+    fc.assert(fc.asyncProperty(fc.integer({ min: 1, max: 3000 }), fc.integer({ min: 2, max: 4 }), (limit, count) =>
+      runOnTestClock(Effect.gen(function*() {
         const limiters = yield* instances(count)
         const perInstance = limit // together: count × the limit is asked for
         const totals = yield* Effect.forEach(limiters, (limiter) => admitted(limiter, "k", limit, perInstance), { concurrency: "unbounded" })
@@ -40,8 +43,7 @@ describe("leased rate-limit store", () => {
         expect(total).toBeLessThanOrEqual(limit)
         expect(total).toBeGreaterThanOrEqual(limit - count * (leaseSize(limit) - 1))
         if (leaseSize(limit) === 1) expect(total).toBe(limit)
-      }),
-    { fastCheck: { numRuns: 40 } })
+      }))), { numRuns: 40 }))
 
   it.effect("unspent leased tokens do not carry into the next window", () =>
     Effect.gen(function*() {

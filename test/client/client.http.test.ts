@@ -1,5 +1,5 @@
-import { FetchHttpClient } from "@effect/platform"
-import { Effect, Either } from "effect"
+import { Effect, Result } from "effect"
+import { FetchHttpClient } from "effect/http"
 import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from "vitest"
 import * as client from "../../src/client/index.js"
 import {
@@ -28,7 +28,7 @@ import {
   type RelianceRequestInput,
   type TrustClient
 } from "../../src/client/index.js"
-import { Api } from "../../src/http/Api.js"
+import { Api } from "../../src/api/Api.js"
 import { DAY_MS, determinationBody, relianceRequest } from "../support/fixtures.js"
 import { createKey, putDetermination, request } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
@@ -151,16 +151,16 @@ describe(`typed client (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
   it("is an Effect client too: typed failures to catch by tag", async () => {
     const program = Effect.gen(function*() {
       const api = yield* makeTrustHttpClient({ baseUrl: server.baseUrl, apiKey: keys.all })
-      const found = yield* api.trust.machine({ path: { publicId: subject }, headers: {} })
-      const missing = yield* api.trust.machine({ path: { publicId: "DET-V1-CLIENT-9999" }, headers: {} }).pipe(
+      const found = yield* api.trust.machine({ params: { publicId: subject }, headers: {} })
+      const missing = yield* api.trust.machine({ params: { publicId: "DET-V1-CLIENT-9999" }, headers: {} }).pipe(
         Effect.catchTag("DeterminationNotFound", (error) => Effect.succeed(error.detail)),
-        Effect.either
+        Effect.result
       )
       return { found, missing }
     }).pipe(Effect.provide(FetchHttpClient.layer))
     const { found, missing } = await Effect.runPromise(program)
     expect(found.determination.tier).toBe("T3")
-    expect(Either.isRight(missing) && typeof missing.right).toBe("string")
+    expect(Result.isSuccess(missing) && typeof missing.success).toBe("string")
   })
 
   it("exports every problem class, and maps documents by status and code", () => {
@@ -180,7 +180,7 @@ describe(`typed client (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
     expectTypeOf(trust.events).returns.resolves.toEqualTypeOf<EventPage>()
     expectTypeOf(trust.policy).returns.resolves.toEqualTypeOf<PolicyView>()
     expectTypeOf(trust.evaluateActionability).returns.resolves.toEqualTypeOf<ActionabilityEvaluation>()
-    type MachineError = Effect.Effect.Error<ReturnType<typeof trust.api.trust.machine>>
+    type MachineError = Effect.Error<ReturnType<typeof trust.api.trust.machine>>
     expectTypeOf<DeterminationNotFound>().toMatchTypeOf<MachineError>()
     expectTypeOf<ProblemError>().toMatchTypeOf<MachineError>()
   })

@@ -31,7 +31,7 @@ beforeAll(async () => {
     expect((await putDetermination(server, publicId, body)).status).toBe(201)
   }
   key = (await createKey(server, ["trust:read", "receipt:write", "receipt:read"], { tenant_id: "demo" })).api_key
-  // Inside the project (so `effect` and `@effect/platform` resolve from its node_modules), in an ignored directory.
+  // Inside the project (so `effect` resolves from its node_modules), in an ignored directory.
   mkdirSync(join(projectRoot, ".pv-test-data"), { recursive: true })
   dir = mkdtempSync(join(projectRoot, ".pv-test-data", "readme-examples-"))
 })

@@ -1,7 +1,9 @@
 import { createHash } from "node:crypto"
 import { crc32 } from "node:zlib"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, FastCheck as fc, Layer, Option, TestClock } from "effect"
+import { Effect, Result, Layer, Option } from "effect"
+import { TestClock } from "effect/testing"
+import * as fc from "fast-check"
 import { decodeTime } from "ulid"
 import { ApiKeys } from "../../src/access/ApiKeys.js"
 import { KeyStore } from "../../src/access/Repo.js"
@@ -122,9 +124,9 @@ describe("API key format", () => {
     expect([...seen].sort().join("")).toBe([...BASE62].sort().join(""))
   })
 
-  it.prop("computes the checksum the contract describes", [secret], ([s]) => {
+  it("computes the checksum the contract describes", () => fc.assert(fc.property(secret, (s) => {
     expect(base62Checksum(KeyPrefix + s)).toBe(expectedChecksum(KeyPrefix + s))
-  })
+  })))
 
   it("pads small checksums with leading zeros", () => {
     // A CRC32 of 0 must still print as 6 digits.
@@ -133,9 +135,9 @@ describe("API key format", () => {
     expect(base62Checksum("a")).toHaveLength(6)
   })
 
-  it.prop("accepts every key with a correct checksum", [validKey], ([key]) => {
+  it("accepts every key with a correct checksum", () => fc.assert(fc.property(validKey, (key) => {
     expect(isWellFormedApiKey(key)).toBe(true)
-  })
+  })))
 
   it("detects every single-character change of a generated key", () => {
     for (let k = 0; k < 5; k++) {
@@ -149,20 +151,19 @@ describe("API key format", () => {
     }
   })
 
-  it.prop("detects a change at any position to any other base62 character", [
+  it("detects a change at any position to any other base62 character", () => fc.assert(fc.property(
     validKey,
     fc.nat({ max: 45 }),
-    base62Char
-  ], ([key, at, c]) => {
+    base62Char, (key, at, c) => {
     fc.pre(key[at] !== c)
     expect(isWellFormedApiKey(key.slice(0, at) + c + key.slice(at + 1))).toBe(false)
-  }, { fastCheck: { numRuns: 2000 } })
+  }), { numRuns: 2000 }))
 
-  it.prop("detects two swapped neighbouring characters", [validKey, fc.nat({ max: 44 })], ([key, at]) => {
+  it("detects two swapped neighbouring characters", () => fc.assert(fc.property(validKey, fc.nat({ max: 44 }), (key, at) => {
     fc.pre(key[at] !== key[at + 1])
     const swapped = key.slice(0, at) + key[at + 1] + key[at] + key.slice(at + 2)
     expect(isWellFormedApiKey(swapped)).toBe(false)
-  })
+  })))
 
   it("rejects wrong shapes before looking at the checksum", () => {
     const key = generateApiKey()
@@ -175,11 +176,11 @@ describe("API key format", () => {
     }
   })
 
-  it.prop("accepts a candidate exactly when it has the contract's shape and checksum", [candidate], ([c]) => {
+  it("accepts a candidate exactly when it has the contract's shape and checksum", () => fc.assert(fc.property(candidate, (c) => {
     expect(isWellFormedApiKey(c.text), `${c.label}: ${JSON.stringify(c.text)}`).toBe(c.valid)
     // The generator's own claim agrees with the contract's rule computed independently.
     expect(contractSaysValid(c.text)).toBe(c.valid)
-  }, { fastCheck: { numRuns: 3000 } })
+  }), { numRuns: 3000 }))
 
   it("generates valid keys and every kind of near miss (fixed seed)", () => {
     const sample = fc.sample(candidate, { numRuns: 3_000, seed: 46 })
@@ -202,26 +203,26 @@ describe("API key hashing", () => {
     expect(hashApiKey("abc")).toBe("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
   })
 
-  it.prop("hashes the full key and nothing else", [validKey], ([key]) => {
+  it("hashes the full key and nothing else", () => fc.assert(fc.property(validKey, (key) => {
     const hash = hashApiKey(key)
     expect(hash).toMatch(/^[0-9a-f]{64}$/)
     expect(hash).toBe(createHash("sha256").update(key, "utf8").digest("hex"))
     expect(hash).toBe(hashApiKey(key))
     expect(hash).not.toContain(key.slice(8, 40))
-  })
+  })))
 
-  it.prop("gives different keys different hashes", [validKey, validKey], ([a, b]) => {
+  it("gives different keys different hashes", () => fc.assert(fc.property(validKey, validKey, (a, b) => {
     fc.pre(a !== b)
     expect(hashApiKey(a)).not.toBe(hashApiKey(b))
-  })
+  })))
 })
 
 /** The key store in memory, counting lookups, so the service runs without a database. */
 const memoryKeyStore = () => {
   const rows = new Map<string, ApiKeyRecord>()
   const lookups: Array<string> = []
-  const layer = Layer.succeed(KeyStore, KeyStore.make({
-    findByHash: (keyHash: string) => Effect.sync(() => (lookups.push(keyHash), Option.fromNullable(rows.get(keyHash)))),
+  const layer = Layer.succeed(KeyStore, KeyStore.of({
+    findByHash: (keyHash: string) => Effect.sync(() => (lookups.push(keyHash), Option.fromNullishOr(rows.get(keyHash)))),
     insert: (record: ApiKeyRecord) => Effect.sync(() => void rows.set(record.key_hash, record)),
     list: (tenantId: Option.Option<string>) =>
       Effect.sync(() => [...rows.values()].filter((r) => Option.isNone(tenantId) || r.tenant_id === tenantId.value)),
@@ -233,7 +234,7 @@ const memoryKeyStore = () => {
     }),
     touch: () => Effect.void
   }))
-  return { rows, lookups, layer: ApiKeys.DefaultWithoutDependencies.pipe(Layer.provide(layer), Layer.provide(Ids.Default)) }
+  return { rows, lookups, layer: ApiKeys.layerNoDeps.pipe(Layer.provide(layer), Layer.provide(Ids.layer)) }
 }
 
 const T0 = Date.parse("2030-01-01T00:00:00.000Z")
@@ -244,7 +245,7 @@ const T0 = Date.parse("2030-01-01T00:00:00.000Z")
  * would replay every tick.
  */
 const atT0 = <A, E>(store: ReturnType<typeof memoryKeyStore>, body: Effect.Effect<A, E, ApiKeys>) =>
-  Effect.zipRight(TestClock.setTime(T0), Effect.provide(body, store.layer))
+  Effect.andThen(TestClock.setTime(T0), Effect.provide(body, store.layer))
 
 describe("ApiKeys service (test clock, in-memory store)", () => {
   it.effect("stamps created_at and the key_id ULID from the clock and stores only the hash", () => {
@@ -280,11 +281,11 @@ describe("ApiKeys service (test clock, in-memory store)", () => {
     return atT0(store, Effect.gen(function*() {
       const keys = yield* ApiKeys
       for (const expires_at of ["2029-12-31T23:59:59.999Z", "2030-01-01T00:00:00.000Z"]) {
-        const result = yield* Effect.either(keys.create({ tenant_id: "t1", name: "k", scopes: ["trust:read"], expires_at }))
-        expect(Either.isLeft(result)).toBe(true)
-        if (Either.isLeft(result)) {
-          expect(result.left._tag).toBe("ValidationFailed")
-          expect(result.left.errors?.map((e) => e.pointer)).toEqual(["/expires_at"])
+        const result = yield* Effect.result(keys.create({ tenant_id: "t1", name: "k", scopes: ["trust:read"], expires_at }))
+        expect(Result.isFailure(result)).toBe(true)
+        if (Result.isFailure(result)) {
+          expect(result.failure._tag).toBe("ValidationFailed")
+          expect(result.failure.errors?.map((e) => e.pointer)).toEqual(["/expires_at"])
         }
       }
       expect(store.rows.size).toBe(0)

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto"
 import { describe, expect, it } from "@effect/vitest"
-import { FastCheck as fc } from "effect"
+import * as fc from "fast-check"
 import { canonicalJson, DigestPattern, digestOf, sha256Hex } from "../../src/domain/Canonical.js"
 
 type Json = string | boolean | null | number | Array<Json> | { [k: string]: Json }
@@ -90,11 +90,11 @@ describe("canonical JSON (RFC 8785)", () => {
     expect(() => canonicalJson(undefined)).toThrow()
   })
 
-  it.prop("is a fixed point: canonical JSON parsed and canonicalised again is the same text", [json], ([value]) => {
+  it("is a fixed point: canonical JSON parsed and canonicalised again is the same text", () => fc.assert(fc.property(json, (value) => {
     const text = canonicalJson(value)
     expect(canonicalJson(JSON.parse(text))).toBe(text)
     expect(sameJson(JSON.parse(text), value)).toBe(true)
-  })
+  })))
 })
 
 describe("digestOf", () => {
@@ -106,34 +106,34 @@ describe("digestOf", () => {
     expect(sha256Hex("abc")).toBe("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
   })
 
-  it.prop("gives the same input the same digest", [json], ([value]) => {
+  it("gives the same input the same digest", () => fc.assert(fc.property(json, (value) => {
     const digest = digestOf(value)
     expect(digest).toMatch(DigestPattern)
     expect(digest).toMatch(/^[0-9a-f]{64}$/)
     expect(digestOf(value)).toBe(digest)
     expect(digestOf(structuredClone(value))).toBe(digest)
     expect(digest).toBe(sha256Hex(canonicalJson(value)))
-  })
+  })))
 
-  it.prop("does not depend on the order of object keys", [json, fc.integer()], ([value, seed]) => {
+  it("does not depend on the order of object keys", () => fc.assert(fc.property(json, fc.integer(), (value, seed) => {
     expect(digestOf(reorder(value, seed))).toBe(digestOf(value))
-  })
+  })))
 
-  it.prop("changes when any leaf changes", [json, fc.nat(), json], ([value, pick, replacement]) => {
+  it("changes when any leaf changes", () => fc.assert(fc.property(json, fc.nat(), json, (value, pick, replacement) => {
     const paths = leaves(value)
     const path = paths[pick % paths.length]!
     fc.pre(!sameJson(getAt(value, path), replacement))
     expect(digestOf(setAt(value, path, replacement))).not.toBe(digestOf(value))
-  }, { fastCheck: { numRuns: 500 } })
+  }), { numRuns: 500 }))
 
-  it.prop("changes when a field is added, removed or renamed", [jsonObject, fc.string({ maxLength: 8 }), json], ([obj, name, value]) => {
+  it("changes when a field is added, removed or renamed", () => fc.assert(fc.property(jsonObject, fc.string({ maxLength: 8 }), json, (obj, name, value) => {
     const [first] = Object.keys(obj)
     const { [first!]: removedValue, ...without } = obj
     expect(digestOf(without)).not.toBe(digestOf(obj))
     fc.pre(!(name in obj))
     expect(digestOf({ ...obj, [name]: value })).not.toBe(digestOf(obj))
     expect(digestOf({ ...without, [name]: removedValue! })).not.toBe(digestOf(obj))
-  })
+  })))
 
   it("distinguishes values that only differ in type", () => {
     const variants: Array<Json> = [

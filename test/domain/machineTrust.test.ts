@@ -1,5 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, FastCheck as fc, TestClock } from "effect"
+import { Effect } from "effect"
+import { TestClock } from "effect/testing"
+import * as fc from "fast-check"
 import { decodeTime } from "ulid"
 import { digestOf } from "../../src/domain/Canonical.js"
 import type { DeterminationBody, StoredDetermination } from "../../src/domain/Determination.js"
@@ -127,12 +129,11 @@ describe("buildMachineTrust", () => {
   })
 
   // valid_until = as_of + 100 d: CURRENT until as_of + 80 d.
-  it.prop("has no per-request fields: any instant in one freshness state gives the same document", [
+  it("has no per-request fields: any instant in one freshness state gives the same document", () => fc.assert(fc.property(
     fc.integer({ min: asOf - 30 * DAY_MS, max: asOf + 80 * DAY_MS - 1 }),
-    fc.integer({ min: asOf - 30 * DAY_MS, max: asOf + 80 * DAY_MS - 1 })
-  ], ([t1, t2]) => {
+    fc.integer({ min: asOf - 30 * DAY_MS, max: asOf + 80 * DAY_MS - 1 }), (t1, t2) => {
     expect(build(baseBody, t1)).toEqual(build(baseBody, t2))
-  })
+  })))
 
   it("changes the digest exactly when time crosses a freshness boundary", () => {
     const instants = [asOf + 80 * DAY_MS - 1, asOf + 80 * DAY_MS, asOf + 100 * DAY_MS, asOf + 200 * DAY_MS]
@@ -170,7 +171,7 @@ describe("buildMachineTrust", () => {
     expect(new Set(variants).size).toBe(variants.length)
   })
 
-  it.prop("detects a change to any value of the document", [fc.nat(), fc.constantFrom("x", 7, true, null)], ([pick, replacement]) => {
+  it("detects a change to any value of the document", () => fc.assert(fc.property(fc.nat(), fc.constantFrom("x", 7, true, null), (pick, replacement) => {
     const document = build()
     const paths: Array<ReadonlyArray<string | number>> = []
     const walk = (value: unknown, path: Array<string | number>) => {
@@ -187,7 +188,7 @@ describe("buildMachineTrust", () => {
     fc.pre(target[path.at(-1)!] !== replacement)
     target[path.at(-1)!] = replacement
     expect(trustStateDigestOf(tampered)).not.toBe(document.trust_state_digest)
-  })
+  })))
 })
 
 describe("determination ids (Ids service on the test clock)", () => {
@@ -203,5 +204,5 @@ describe("determination ids (Ids service on the test clock)", () => {
       for (const id of [first, second, third]) expect(id).toMatch(/^dv_[0-9A-HJKMNP-TV-Z]{26}$/)
       expect([first, second, third].map((id) => decodeTime(id.slice(3)))).toEqual([asOf, asOf + 1, asOf + 1 + 3 * DAY_MS])
       expect([third, first, second].sort()).toEqual([first, second, third])
-    }).pipe(Effect.provide(Ids.Default)))
+    }).pipe(Effect.provide(Ids.layer)))
 })

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Either, FastCheck as fc, Schema } from "effect"
+import { Result, Schema } from "effect"
+import * as fc from "fast-check"
 import { isPublicId, PublicId } from "../../src/domain/PublicId.js"
 
 /**
@@ -15,7 +16,7 @@ const oracle = (input: string): boolean => {
   return [...rest].every((c) => /^[A-Z0-9-]$/.test(c))
 }
 
-const decodes = (input: unknown) => Either.isRight(Schema.decodeUnknownEither(PublicId)(input))
+const decodes = (input: unknown) => Result.isSuccess(Schema.decodeUnknownResult(PublicId)(input))
 
 const alnum = fc.constantFrom(..."ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 const inner = fc.constantFrom(..."ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
@@ -70,39 +71,37 @@ describe("publicId", () => {
     for (const value of [undefined, null, 42, ["DET-V1-A"], { id: "DET-V1-A" }]) expect(decodes(value)).toBe(false)
   })
 
-  it.prop("accepts every identifier the grammar generates", [validPublicId], ([id]) => {
+  it("accepts every identifier the grammar generates", () => fc.assert(fc.property(validPublicId, (id) => {
     expect(isPublicId(id)).toBe(true)
     expect(decodes(id)).toBe(true)
-  })
+  })))
 
-  it.prop("agrees with the contract's rule on near-miss strings", [nearMiss], ([candidate]) => {
+  it("agrees with the contract's rule on near-miss strings", () => fc.assert(fc.property(nearMiss, (candidate) => {
     expect(isPublicId(candidate)).toBe(oracle(candidate))
     expect(decodes(candidate)).toBe(oracle(candidate))
-  }, { fastCheck: { numRuns: 2000 } })
+  }), { numRuns: 2000 }))
 
-  it.prop("rejects a valid identifier after any corruption that breaks the rule", [
+  it("rejects a valid identifier after any corruption that breaks the rule", () => fc.assert(fc.property(
     validPublicId,
     fc.nat(),
-    fc.constantFrom("a", "z", "_", " ", ".", "/", "\u00c4", "\u0000", "é")
-  ], ([id, at, bad]) => {
+    fc.constantFrom("a", "z", "_", " ", ".", "/", "\u00c4", "\u0000", "é"), (id, at, bad) => {
     const i = at % id.length
     const corrupted = id.slice(0, i) + bad + id.slice(i + 1)
     expect(isPublicId(corrupted)).toBe(false)
     expect(isPublicId(id + bad)).toBe(false)
-  })
+  })))
 
-  it.prop("rejects a hyphen at either end of the part after the prefix", [validPublicId], ([id]) => {
+  it("rejects a hyphen at either end of the part after the prefix", () => fc.assert(fc.property(validPublicId, (id) => {
     const p = id.startsWith("DET") ? "DET-V1-" : "QUAL-V1-"
     const rest = id.slice(p.length)
     expect(isPublicId(p + "-" + rest)).toBe(false)
     expect(isPublicId(id + "-")).toBe(false)
-  })
+  })))
 
-  it.prop("rejects anything longer than 64 characters after the prefix", [
+  it("rejects anything longer than 64 characters after the prefix", () => fc.assert(fc.property(
     prefix,
-    fc.array(alnum, { minLength: 65, maxLength: 200 })
-  ], ([p, chars]) => {
+    fc.array(alnum, { minLength: 65, maxLength: 200 }), (p, chars) => {
     expect(isPublicId(p + chars.join(""))).toBe(false)
     expect(isPublicId(p + chars.slice(0, 64).join(""))).toBe(true)
-  })
+  })))
 })

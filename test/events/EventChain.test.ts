@@ -1,12 +1,12 @@
 import { it } from "@effect/vitest"
-import { FastCheck as fc } from "effect"
+import * as fc from "fast-check"
 import { describe, expect } from "vitest"
 import { createHash, createPublicKey } from "node:crypto"
 import canonicalize from "canonicalize"
 import { EventTypes, type TrustEvent } from "../../src/domain/TrustEvent.js"
-import { eventHashOf, kidOf } from "../../src/events/EventChain.js"
+import { eventHashOf, kidOf } from "../../src/domain/EventChain.js"
 import { privateKeyFromSeed, testSigningSeed } from "../../src/events/Signer.js"
-import { verifyEventChain } from "../../src/events/Verify.js"
+import { verifyEventChain } from "../../src/domain/EventVerify.js"
 import { buildChain, headOf, otherSigner, testJwks, testSigner, type ChainItem } from "./chains.js"
 
 const publicId = "DET-V1-CHAIN-0001"
@@ -56,73 +56,71 @@ describe("event hash recipe", () => {
 })
 
 describe("chain verification (properties)", () => {
-  it.prop("any generated chain verifies", [items], ([list]) => {
+  it("any generated chain verifies", () => fc.assert(fc.property(items, (list) => {
     const events = buildChain(publicId, list)
     const verdict = verify(events)
     expect(verdict).toEqual({ ok: true, count: list.length, head: headOf(events), kids: [testSigner.kid] })
-  })
+  })))
 
-  it.prop("a changed payload is a hash mismatch at that sequence", [chainAndIndex], ([[list, i]]) => {
+  it("a changed payload is a hash mismatch at that sequence", () => fc.assert(fc.property(chainAndIndex, ([list, i]) => {
     const events: Array<any> = buildChain(publicId, list)
     events[i] = { ...events[i], payload: { ...events[i].payload, __mutation__: true } }
     expect(verify(events)).toMatchObject({ ok: false, sequence: i + 1, reason: "hash-mismatch" })
-  })
+  })))
 
-  it.prop("a changed eventHash is caught at that sequence", [chainAndIndex, fc.nat({ max: 63 })], ([[list, i], at]) => {
+  it("a changed eventHash is caught at that sequence", () => fc.assert(fc.property(chainAndIndex, fc.nat({ max: 63 }), ([list, i], at) => {
     const events: Array<any> = buildChain(publicId, list)
     const hash: string = events[i].eventHash
     const replaced = hash.slice(0, at) + (hash[at] === "0" ? "1" : "0") + hash.slice(at + 1)
     events[i] = { ...events[i], eventHash: replaced }
     // The content no longer hashes to it; the head the server reports still names the original.
     expect(verify(events, headOf(buildChain(publicId, list)))).toMatchObject({ ok: false, sequence: i + 1, reason: "hash-mismatch" })
-  })
+  })))
 
-  it.prop("a changed previousEventHash is a broken link at that sequence", [chainAndIndex], ([[list, i]]) => {
+  it("a changed previousEventHash is a broken link at that sequence", () => fc.assert(fc.property(chainAndIndex, ([list, i]) => {
     const events: Array<any> = buildChain(publicId, list)
     events[i] = { ...events[i], previousEventHash: "f".repeat(64) }
     expect(verify(events)).toMatchObject({ ok: false, sequence: i + 1, reason: "broken-link" })
-  })
+  })))
 
-  it.prop("a removed event is caught at its sequence", [chainAndIndex], ([[list, i]]) => {
+  it("a removed event is caught at its sequence", () => fc.assert(fc.property(chainAndIndex, ([list, i]) => {
     const full = buildChain(publicId, list)
     const events = full.filter((_, j) => j !== i)
     const verdict = verify(events, headOf(full))
     expect(verdict).toMatchObject({ ok: false, sequence: i + 1, reason: i === full.length - 1 ? "head-mismatch" : "sequence-mismatch" })
-  })
+  })))
 
-  it.prop(
-    "reordered events are caught at the first displaced sequence",
-    [items.filter((l) => l.length >= 2).chain((l) =>
-      fc.tuple(fc.constant(l), fc.nat({ max: l.length - 1 }), fc.nat({ max: l.length - 1 })).filter(([, a, b]) => a !== b))],
-    ([[list, a, b]]) => {
+  it("reordered events are caught at the first displaced sequence", () => fc.assert(fc.property(
+    items.filter((l) => l.length >= 2).chain((l) =>
+      fc.tuple(fc.constant(l), fc.nat({ max: l.length - 1 }), fc.nat({ max: l.length - 1 })).filter(([, a, b]) => a !== b)),
+    ([list, a, b]) => {
       const events = buildChain(publicId, list)
       ;[events[a], events[b]] = [events[b]!, events[a]!]
       expect(verify(events)).toMatchObject({ ok: false, sequence: Math.min(a, b) + 1, reason: "sequence-mismatch" })
-    }
-  )
+    })))
 
-  it.prop("a flipped signature bit is a bad signature at that sequence", [chainAndIndex, fc.nat({ max: 63 }), fc.nat({ max: 7 })],
-    ([[list, i], byte, bit]) => {
+  it("a flipped signature bit is a bad signature at that sequence", () => fc.assert(fc.property(chainAndIndex, fc.nat({ max: 63 }), fc.nat({ max: 7 }),
+    ([list, i], byte, bit) => {
       const events: Array<any> = buildChain(publicId, list)
       events[i] = { ...events[i], signature: { ...events[i].signature, sig: flipBit(events[i].signature.sig, byte, bit) } }
       expect(verify(events)).toMatchObject({ ok: false, sequence: i + 1, reason: "bad-signature" })
-    })
+    })))
 
-  it.prop("a signature by a key outside the JWKS is an unknown kid; one forged under a known kid is a bad signature",
-    [chainAndIndex], ([[list, i]]) => {
+  it("a signature by a key outside the JWKS is an unknown kid; one forged under a known kid is a bad signature", () => fc.assert(fc.property(
+    chainAndIndex, ([list, i]) => {
       const foreign = list.map((entry, j) => (j === i ? { ...entry, signer: otherSigner } : entry))
       expect(verify(buildChain(publicId, foreign))).toMatchObject({ ok: false, sequence: i + 1, reason: "unknown-kid" })
       const forger = { ...otherSigner, kid: testSigner.kid }
       const forged = list.map((entry, j) => (j === i ? { ...entry, signer: forger } : entry))
       expect(verify(buildChain(publicId, forged))).toMatchObject({ ok: false, sequence: i + 1, reason: "bad-signature" })
-    })
+    })))
 
-  it.prop("an event of another determination is refused", [chainAndIndex], ([[list, i]]) => {
+  it("an event of another determination is refused", () => fc.assert(fc.property(chainAndIndex, ([list, i]) => {
     const events: Array<any> = buildChain(publicId, list)
     const other = buildChain("DET-V1-OTHER", list)
     events[i] = other[i]
     expect(verify(events)).toMatchObject({ ok: false, sequence: i + 1 })
-  })
+  })))
 })
 
 describe("chain verification (edges)", () => {

@@ -1,13 +1,14 @@
 import { it } from "@effect/vitest"
-import { FastCheck as fc } from "effect"
+import * as fc from "fast-check"
 import { describe, expect } from "vitest"
+import { PublicId } from "../../src/domain/PublicId.js"
 import { changeEventOf, type DeterminationChange } from "../../src/events/EventLog.js"
-import { freshnessAt, freshnessTimeline, LifecycleStates } from "../../src/trust/Freshness.js"
+import { freshnessAt, freshnessTimeline, LifecycleStates } from "../../src/domain/Freshness.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
 
 const asOf = Date.UTC(2025, 0, 1)
 const change = (overrides: Partial<DeterminationChange>): DeterminationChange => ({
-  public_id: "DET-V1-X",
+  public_id: PublicId.make("DET-V1-X"),
   determination_id: "dv_1",
   version: 2,
   determination_digest: "d".repeat(64),
@@ -52,16 +53,16 @@ describe("freshness timeline (what the sweep announces)", () => {
     lifecycle: fc.constantFrom(...LifecycleStates)
   })
 
-  it.prop("at every instant, the state is the last entry started by then (CURRENT before any)",
-    [windows.chain((win) => fc.tuple(fc.constant(win), fc.integer({ min: win.asOf, max: win.asOf + 3 * win.w })))],
-    ([[{ asOf: start, w, lifecycle }, t]]) => {
+  it("at every instant, the state is the last entry started by then (CURRENT before any)", () => fc.assert(fc.property(
+    windows.chain((win) => fc.tuple(fc.constant(win), fc.integer({ min: win.asOf, max: win.asOf + 3 * win.w }))),
+    ([{ asOf: start, w, lifecycle }, t]) => {
       const timeline = freshnessTimeline(start, start + w, lifecycle)
       const started = timeline.filter((entry) => entry.at <= t)
       const expected = lifecycle === "EXPIRED" ? "EXPIRED" : started[started.length - 1]?.state ?? "CURRENT"
       expect(freshnessAt(t, start, start + w, lifecycle)).toBe(expected)
-    })
+    })))
 
-  it.prop("each entry starts exactly at its boundary, in order, never repeating a state", [windows], ([{ asOf: start, w, lifecycle }]) => {
+  it("each entry starts exactly at its boundary, in order, never repeating a state", () => fc.assert(fc.property(windows, ({ asOf: start, w, lifecycle }) => {
     const timeline = freshnessTimeline(start, start + w, lifecycle)
     if (lifecycle === "EXPIRED") expect(timeline).toEqual([])
     else expect(timeline.map((e) => e.state)).toEqual(w >= 5 ? ["APPROACHING_STALE", "STALE", "EXPIRED"] : ["STALE", "EXPIRED"])
@@ -70,7 +71,7 @@ describe("freshness timeline (what the sweep announces)", () => {
       expect(freshnessAt(entry.at - 1, start, start + w, lifecycle)).not.toBe(entry.state)
     }
     expect(new Set(timeline.map((e) => e.state)).size).toBe(timeline.length)
-  })
+  })))
 
   it("a 100-day window enters APPROACHING_STALE at day 80, STALE at day 100, EXPIRED at day 200", () => {
     expect(freshnessTimeline(asOf, asOf + 100 * DAY_MS, "NOT_ISSUED")).toEqual([

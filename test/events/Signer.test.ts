@@ -5,10 +5,10 @@ import { join } from "node:path"
 import { generateKeyPairSync, verify } from "node:crypto"
 import { Cause, Context, Effect, Exit, Layer, Option, Redacted } from "effect"
 import { afterAll, describe, expect } from "vitest"
-import { signingInputOf } from "../../src/events/EventChain.js"
+import { signingInputOf } from "../../src/domain/EventChain.js"
 import { signingKeyFile, Signer, testSigningKeyPem } from "../../src/events/Signer.js"
-import { keysFromJwks } from "../../src/events/Verify.js"
-import { AppConfigFrom } from "../../src/platform/Config.js"
+import { keysFromJwks } from "../../src/domain/EventVerify.js"
+import { AppConfig } from "../../src/platform/Config.js"
 import { DatabaseMode } from "../../src/platform/Database.js"
 import { testSigner } from "./chains.js"
 
@@ -20,9 +20,10 @@ const freshDir = () => {
   return dir
 }
 
-const signerWith = (mode: Context.Tag.Service<typeof DatabaseMode>, eventSigningKey?: string, devEphemeralKeys = false) =>
-  Signer.pipe(Effect.provide(Signer.Default.pipe(
-    Layer.provide(AppConfigFrom({
+/** A Signer built from a configuration read from an empty environment (every default) plus the given settings. */
+const signerWith = (mode: Context.Service.Shape<typeof DatabaseMode>, eventSigningKey?: string, devEphemeralKeys = false) =>
+  Signer.pipe(Effect.provide(Signer.layer.pipe(
+    Layer.provide(AppConfig.layerFromEnv({}, {
       eventSigningKey: eventSigningKey === undefined ? Option.none() : Option.some(Redacted.make(eventSigningKey)),
       devEphemeralKeys
     })),

@@ -2,7 +2,7 @@ import { it } from "@effect/vitest"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Effect, Exit } from "effect"
+import { Cause, Effect, Exit } from "effect"
 import { afterAll, describe, expect } from "vitest"
 import { verifyEventsCommand } from "../../src/events/VerifyCommand.js"
 import { buildChain, headOf, otherSigner, testJwks } from "./chains.js"
@@ -24,8 +24,11 @@ const save = (name: string, content: unknown) => {
   return file
 }
 
-const failureMessage = (exit: Exit.Exit<unknown, { message: string }>) =>
-  Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error.message : "(no failure)"
+/** The message of the one typed failure the exit holds (Effect 4 causes are a flat list of reasons). */
+const failureMessage = (exit: Exit.Exit<unknown, { message: string }>) => {
+  const reasons = Exit.isFailure(exit) ? exit.cause.reasons : []
+  return reasons.length === 1 && Cause.isFailReason(reasons[0]!) ? reasons[0].error.message : "(no failure)"
+}
 
 describe("pv verify-events --file", () => {
   it.effect("a saved page with its JWKS verifies", () =>

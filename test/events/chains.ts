@@ -1,5 +1,5 @@
 import type { EventPayload, EventType, TrustEvent } from "../../src/domain/TrustEvent.js"
-import { sealEvent } from "../../src/events/EventChain.js"
+import { sealEvent } from "../../src/domain/EventChain.js"
 import { privateKeyFromSeed, signerFromPrivateKey, testSigningSeed, type SignerShape } from "../../src/events/Signer.js"
 
 export const testSigner: SignerShape = signerFromPrivateKey(privateKeyFromSeed(testSigningSeed), "seed")

@@ -140,9 +140,9 @@ describe("operator endpoints refuse everything but the operator token", () => {
 
 describe("API key provisioning (operator)", () => {
   it("creates a key: 201, the plaintext shown once, the contract's fields and defaults", async () => {
-    const before = server.clock.unsafeCurrentTimeMillis()
+    const before = server.clock.currentTimeMillisUnsafe()
     const reply = await createKeyReply({ tenant_id: "tenant-prov", name: "provisioning test", scopes: ["trust:read", "receipt:write"] })
-    const after = server.clock.unsafeCurrentTimeMillis()
+    const after = server.clock.currentTimeMillisUnsafe()
     expect(reply.status, reply.text).toBe(201)
     expect(reply.headers.get("content-type")).toMatch(/^application\/json\b/)
     const key = reply.body
@@ -229,7 +229,7 @@ describe("API key provisioning (operator)", () => {
 
   it("refuses invalid requests with 422 naming the field, and stores nothing", async () => {
     const valid = { tenant_id: "tenant-invalid", name: "n", scopes: ["trust:read"] }
-    const past = new Date(server.clock.unsafeCurrentTimeMillis() - 60_000).toISOString()
+    const past = new Date(server.clock.currentTimeMillisUnsafe() - 60_000).toISOString()
     const cases: ReadonlyArray<readonly [unknown, string]> = [
       [{ ...valid, scopes: [] }, "/scopes"],
       [{ ...valid, scopes: ["trust:write"] }, "/scopes/0"],
@@ -263,7 +263,7 @@ describe("API key provisioning (operator)", () => {
 describe("key expiry", () => {
   it("answers 401 once a key's expires_at has passed on the server's clock, and not before", async () => {
     // An hour ahead on the server's clock: however slowly this runs, the key is valid until the clock is moved.
-    const expiresAt = server.clock.unsafeCurrentTimeMillis() + 3_600_000
+    const expiresAt = server.clock.currentTimeMillisUnsafe() + 3_600_000
     const key = await createKey(server, ["trust:read"], { expires_at: new Date(expiresAt).toISOString() })
     expect((await machine({ bearer: key.api_key })).status).toBe(200)
     await withShiftedClock(server.clock, async (shift) => {

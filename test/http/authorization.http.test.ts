@@ -7,7 +7,7 @@ import { asOperator, createKey, expectProblem, putDetermination, type Reply, req
 import { startTestServer, type TestServer } from "../support/server.js"
 
 /**
- * Issue 10 item 10: the authorization matrix. Every endpoint of the HttpApi definition (src/http/Api.ts)
+ * Issue 10 item 10: the authorization matrix. Every endpoint of the HttpApi definition (src/api/Api.ts)
  * × every kind of credential, against the expectation table below (CONTRACT sections 2, 4, 7, 10, 11).
  * The endpoint list is generated from the definition, so an endpoint cannot ship without its row here.
  */
@@ -218,7 +218,7 @@ const send = async (method: string, row: Row, kind: CredentialKind): Promise<Rep
   const options = { ...(bearer === undefined ? {} : { bearer }), ...(call.body === undefined ? {} : { body: call.body }) }
   if (kind !== "expired key") return request(server, method, call.path, options)
   // The key expires 60 s after creation: move the server's clock past it for this one request.
-  const shift = ctx.expiresAtMs - server.clock.unsafeCurrentTimeMillis() + 10 * 60_000
+  const shift = ctx.expiresAtMs - server.clock.currentTimeMillisUnsafe() + 10 * 60_000
   server.clock.advance(shift)
   try {
     return await request(server, method, call.path, options)
@@ -288,7 +288,7 @@ beforeAll(async () => {
   expect((await waitUntilRefused(revoked.api_key)).status).toBe(401)
   ctx.revoked = revoked.api_key
 
-  ctx.expiresAtMs = server.clock.unsafeCurrentTimeMillis() + 60_000
+  ctx.expiresAtMs = server.clock.currentTimeMillisUnsafe() + 60_000
   const expiring = await createKey(server, Scopes, { name: "authz expiring", expires_at: new Date(ctx.expiresAtMs).toISOString() })
   // Valid before its expiry: the 401 of the expired row is the expiry's doing.
   expect((await request(server, "GET", "/api/v1/policy", { bearer: expiring.api_key })).status).toBe(200)
@@ -337,7 +337,7 @@ describe(`authorization matrix (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
 
     it("serves every endpoint of contract section 10 from the definition", () => {
       const absent = Object.entries(table).filter(([key, row]) => row.contract10 === true && !definedKeys.has(key))
-      expect(absent.map(([key]) => key), "contract section 10 endpoints missing from src/http/Api.ts").toEqual([])
+      expect(absent.map(([key]) => key), "contract section 10 endpoints missing from src/api/Api.ts").toEqual([])
     })
 
     it("documents the same operations and security in /openapi.json", async () => {

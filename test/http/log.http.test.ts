@@ -6,8 +6,8 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { SqlClient } from "@effect/sql"
 import { Effect, Exit } from "effect"
+import { SqlClient } from "effect/sql"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { eventEntrySql, receiptEntrySql } from "../../migrations/0005_transparency_log.js"
 import { logMonitorCommand } from "../../src/cli/LogMonitor.js"
@@ -23,6 +23,7 @@ import { hexOf, leafHash, rootOf, subtreeHashesOf, verifyInclusionProof } from "
 import { noteSignerFromPrivateKey, verifierKeyOfSigner } from "../../src/log/Note.js"
 import { decodeEntryBundle, entryBundlePath, entryBundlesOf, rootFromTiles, tileHashes, tilePath, tilesOf } from "../../src/log/Tiles.js"
 import { Receipts } from "../../src/receipts/Receipts.js"
+import { childEnvironment } from "../support/childEnv.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
 import { createKey, expectProblem, putDetermination, request } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
@@ -388,7 +389,7 @@ describe(`transparency log (${kind})`, () => {
     const refused = await Effect.runPromiseExit(verifyReceiptCommand({ file: bad, verifierKey: pinnedVerifierKey, jwks: keys }))
     expect(Exit.isFailure(refused) && String(refused.cause)).toMatch(/FAILED at step digest/)
     const cli = (file: string, ...extra: Array<string>) =>
-      spawnSync(process.execPath, ["--import", "tsx", "src/cli/main.ts", "verify-receipt", file, ...extra], { cwd: root, encoding: "utf8" })
+      spawnSync(process.execPath, ["--import", "tsx", "src/cli/main.ts", "verify-receipt", file, ...extra], { cwd: root, encoding: "utf8", env: childEnvironment({}) })
     const ok = cli(good, "--verifier-key", pinnedVerifierKey, "--jwks", keys)
     expect(ok.status, ok.stderr).toBe(0)
     expect(ok.stdout).toMatch(/✓ digest[\s\S]*✓ inclusion[\s\S]*✓ checkpoint_signature[\s\S]*✓ receipt_signature[\s\S]*OK receipt/)
@@ -409,7 +410,10 @@ describe(`transparency log (${kind})`, () => {
     expect(second.size).toBeGreaterThan(first.size)
     // Not spawnSync: the server under test runs in this process and must keep answering.
     const cli = await new Promise<{ code: number | null; output: string }>((resolve) => {
-      const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "log", "monitor", "--base-url", server.baseUrl, "--state", state], { cwd: root })
+      const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "log", "monitor", "--base-url", server.baseUrl, "--state", state], {
+        cwd: root,
+        env: childEnvironment({})
+      })
       let output = ""
       child.stdout.on("data", (chunk) => (output += chunk))
       child.stderr.on("data", (chunk) => (output += chunk))
@@ -450,8 +454,9 @@ describe(`transparency log (${kind})`, () => {
     const last = size - 1
 
     // 1. An entry's bytes (the receipt_digest inside it): the entry bundles no longer hash to the checkpoint's root.
-    const [row] = await sql(server, (q) => q<{ entry: Buffer }>`SELECT entry FROM log_entries WHERE idx = ${last}`)
-    const text = row!.entry.toString("utf8")
+    // bytea comes back as a Uint8Array (Effect 4's driver; pg gave a Buffer).
+    const [row] = await sql(server, (q) => q<{ entry: Uint8Array }>`SELECT entry FROM log_entries WHERE idx = ${last}`)
+    const text = Buffer.from(row!.entry).toString("utf8")
     const altered = Buffer.from(text.replace(/"(eventHash|receipt_digest)":"(.)/, (_m, name, c) => `"${name}":"${c === "0" ? "1" : "0"}`), "utf8")
     expect(altered.equals(row!.entry)).toBe(false)
     expect(parseEntryBytes(altered).ok, "still a well-formed entry").toBe(true)
@@ -470,7 +475,7 @@ describe(`transparency log (${kind})`, () => {
     expect(index).toBeGreaterThanOrEqual(0)
     const receiptId = (entries[index] as { value: { receipt_id: string } }).value.receipt_id
     const sibling = index ^ 1
-    const [leafRow] = await sql(server, (q) => q<{ leaf_hash: Buffer }>`SELECT leaf_hash FROM log_entries WHERE idx = ${sibling}`)
+    const [leafRow] = await sql(server, (q) => q<{ leaf_hash: Uint8Array }>`SELECT leaf_hash FROM log_entries WHERE idx = ${sibling}`)
     await sql(server, (q) => q`UPDATE log_entries SET leaf_hash = ${randomBytes(32)} WHERE idx = ${sibling}`)
     try {
       await untilPartialTilesReread()
@@ -485,7 +490,7 @@ describe(`transparency log (${kind})`, () => {
     await untilPartialTilesReread()
 
     // 3. A stored level-1 tile hash (the subtree of leaves 0..255): the receipt's path uses it, so inclusion fails again.
-    const [tileRow] = await sql(server, (q) => q<{ hash: Buffer }>`SELECT hash FROM log_tile_hashes WHERE level = 1 AND idx = 0`)
+    const [tileRow] = await sql(server, (q) => q<{ hash: Uint8Array }>`SELECT hash FROM log_tile_hashes WHERE level = 1 AND idx = 0`)
     await sql(server, (q) => q`UPDATE log_tile_hashes SET hash = ${randomBytes(32)} WHERE level = 1 AND idx = 0`)
     try {
       await untilPartialTilesReread()
@@ -498,14 +503,14 @@ describe(`transparency log (${kind})`, () => {
   })
 
   it("the migration's SQL entry recipe (for rows stored before the log) gives the same bytes as the service's", async () => {
-    const fromSql = await sql(server, (q) => q.unsafe<{ ref: string; entry: Buffer }>(
+    const fromSql = await sql(server, (q) => q.unsafe<{ ref: string; entry: Uint8Array }>(
       `SELECT receipt_id AS ref, ${receiptEntrySql} AS entry FROM reliance_receipts UNION ALL SELECT event_id, ${eventEntrySql} FROM events`))
-    const logged = await sql(server, (q) => q<{ ref: string; entry: Buffer }>`SELECT ref, entry FROM log_entries`)
+    const logged = await sql(server, (q) => q<{ ref: string; entry: Uint8Array }>`SELECT ref, entry FROM log_entries`)
     const byRef = new Map(logged.map((row) => [row.ref, Buffer.from(row.entry).toString("hex")]))
     expect(fromSql.length).toBeGreaterThan(500)
     for (const row of fromSql) expect(Buffer.from(row.entry).toString("hex"), row.ref).toBe(byRef.get(row.ref))
     const odd = { receipt_id: "rr_\"quoted\"\\\n\u0001é", receipt_digest: "a".repeat(64), created_at: "2031-01-01T00:00:00.000Z" }
-    const [computed] = await sql(server, (q) => q.unsafe<{ entry: Buffer }>(
+    const [computed] = await sql(server, (q) => q.unsafe<{ entry: Uint8Array }>(
       `SELECT ${receiptEntrySql} AS entry FROM (SELECT $1::text AS receipt_id, $2::text AS receipt_digest, json_build_object('created_at', $3::text) AS receipt) r`,
       [odd.receipt_id, odd.receipt_digest, odd.created_at]))
     expect(Buffer.from(computed!.entry).toString("utf8")).toBe(Buffer.from(entryBytesOf(receiptEntryOf(odd))).toString("utf8"))
@@ -611,7 +616,8 @@ describe.runIf(kind === "postgres")("transparency log with two instances on one 
     }
     const size = sizes[sizes.length - 1]!
     expect(size).toBe(expected.length)
-    const indexes = await sql(server, (q) => q<{ n: string; low: string; high: string }>`SELECT count(*) AS n, min(idx) AS low, max(idx) AS high FROM log_entries`)
+    // As text: Effect 4's driver decodes int8 to bigint (pg gave strings).
+    const indexes = await sql(server, (q) => q<{ n: string; low: string; high: string }>`SELECT count(*)::text AS n, min(idx)::text AS low, max(idx)::text AS high FROM log_entries`)
     expect(indexes[0]).toEqual({ n: String(size), low: "0", high: String(size - 1) })
     expect((await servedEntries(size, second)).map((entry) => Buffer.from(entry).toString("utf8")).sort()).toEqual(expected)
   })

@@ -1,6 +1,6 @@
 import * as Http from "node:http"
 import { connect } from "node:net"
-import { Either, Option, Redacted } from "effect"
+import { Result, Option, Redacted } from "effect"
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest"
 import { testDatabaseKind } from "../support/databases.js"
 import { DAY_MS, determinationBody, relianceRequest } from "../support/fixtures.js"
@@ -50,7 +50,7 @@ const rawExchange = (server: TestServer, bytes: string) =>
 
 describe("observability settings", () => {
   it("defaults to text logs, no metrics token, no tracing, service name pv-trust-service", () => {
-    const config = Either.getOrThrow(readConfig({}))
+    const config = Result.getOrThrow(readConfig({}))
     expect(config.logFormat).toBe("text")
     expect(Option.isNone(config.metricsToken)).toBe(true)
     expect(Option.isNone(config.otlpEndpoint)).toBe(true)
@@ -58,7 +58,7 @@ describe("observability settings", () => {
   })
 
   it("reads and validates PV_LOG_FORMAT, PV_METRICS_TOKEN, OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_SERVICE_NAME", () => {
-    const config = Either.getOrThrow(readConfig({
+    const config = Result.getOrThrow(readConfig({
       PV_LOG_FORMAT: "json",
       PV_METRICS_TOKEN: "x".repeat(16),
       OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318",
@@ -69,11 +69,11 @@ describe("observability settings", () => {
     expect(String(config.metricsToken)).not.toContain("xxxx")
     expect(config.otlpEndpoint).toEqual(Option.some("http://collector:4318"))
     expect(config.otelServiceName).toBe("pv-eu-1")
-    expect(Option.isNone(Either.getOrThrow(readConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "" })).otlpEndpoint)).toBe(true)
+    expect(Option.isNone(Result.getOrThrow(readConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "" })).otlpEndpoint)).toBe(true)
     for (const [name, value] of [["PV_LOG_FORMAT", "xml"], ["PV_METRICS_TOKEN", "x".repeat(15)], ["OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318"]]) {
       const read = readConfig({ [name!]: value! })
-      expect(Either.isLeft(read), name).toBe(true)
-      if (Either.isLeft(read)) expect(String(read.left)).toContain(name)
+      expect(Result.isFailure(read), name).toBe(true)
+      if (Result.isFailure(read)) expect(String(read.failure)).toContain(name)
     }
   })
 })

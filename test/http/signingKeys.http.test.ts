@@ -6,7 +6,8 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { Option, Redacted } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { verifyEventChain } from "../../src/events/Verify.js"
+import { verifyEventChain } from "../../src/domain/EventVerify.js"
+import { childEnvironment } from "../support/childEnv.js"
 import { createScratchDatabase, testDatabaseKind } from "../support/databases.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
 import { createKey, putDetermination, request } from "../support/http.js"
@@ -34,22 +35,19 @@ type Outcome =
   | { readonly kind: "listening"; readonly baseUrl: string; readonly output: () => string; readonly stop: () => Promise<number | null> }
   | { readonly kind: "exited"; readonly code: number | null; readonly signal: NodeJS.Signals | null; readonly output: string }
 
-/** Variables the child must not inherit from this process, whatever the environment running the tests has. */
-const controlled = ["PV_EVENT_SIGNING_KEY", "PV_LOG_SIGNING_KEY", "PV_DEV_EPHEMERAL_KEYS", "DATABASE_URL", "PV_WORKERS", "REDIS_URL"]
-
 /**
  * Starts `src/main.ts` as its own OS process and resolves as soon as it either prints its "listening on"
  * banner or exits (a refused start), whichever comes first.
  */
 const runServerProcess = (env: Record<string, string>, dataDir: string): Promise<Outcome> =>
   new Promise((resolve, reject) => {
-    const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !controlled.includes(name)))
     const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
       cwd: root,
-      env: {
-        ...inherited, PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", PV_DEMO_DATA: "false", PV_DATA_DIR: dataDir,
+      // Nothing of this process's environment but what a process needs (support/childEnv.ts).
+      env: childEnvironment({
+        PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", PV_DEMO_DATA: "false", PV_DATA_DIR: dataDir,
         PV_OPERATOR_TOKEN: testOperatorToken, ...env
-      },
+      }),
       stdio: ["ignore", "pipe", "pipe"]
     })
     let output = ""

@@ -58,7 +58,7 @@ describe.runIf(kind === "postgres")("cached trust documents across instances", (
    */
   it("drops another instance's cached document when a write commits (LISTEN/NOTIFY), not by its age", async () => {
     await withShiftedClock(b.clock, async (shift) => {
-      const cachedAt = b.clock.unsafeCurrentTimeMillis()
+      const cachedAt = b.clock.currentTimeMillisUnsafe()
       const cached = await request(b, "GET", human)
       const onB = async () => {
         shift.to(cachedAt + 1_000)

@@ -1,4 +1,4 @@
-import { FastCheck as fc } from "effect"
+import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { verifyCheckpointConsistency, verifyReceiptBundle, type BundleStep, type BundleVerdict } from "../../src/client/log.js"
 import { signCheckpoint } from "../../src/log/Checkpoint.js"

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto"
-import { FastCheck as fc } from "effect"
+import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { privateKeyFromSeed } from "../../src/events/Signer.js"
 import { formatCheckpoint, openCheckpoint, parseCheckpoint, peekCheckpoint, signCheckpoint, type Checkpoint } from "../../src/log/Checkpoint.js"

@@ -1,7 +1,7 @@
 import { createHash, verify } from "node:crypto"
-import { FastCheck as fc } from "effect"
+import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { keysFromJwks } from "../../src/events/Verify.js"
+import { keysFromJwks } from "../../src/domain/EventVerify.js"
 import {
   entryBytesOf,
   entryLeafHashOf,

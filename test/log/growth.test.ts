@@ -1,4 +1,4 @@
-import { FastCheck as fc } from "effect"
+import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { edgeFromTiles, edgeTilesOf, grow, rootOfEdge, type TileHash, type TreeEdge } from "../../src/log/Growth.js"
 import { emptyTreeHash, subtreeHashesOf } from "../../src/log/Merkle.js"

@@ -1,4 +1,4 @@
-import { FastCheck as fc } from "effect"
+import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { consistencyPath, inclusionPath, subtreeHashesOf } from "../../src/log/Merkle.js"
 import { tileHashes, tilePath, type Tile } from "../../src/log/Tiles.js"

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, FastCheck as fc } from "effect"
+import { Effect } from "effect"
+import * as fc from "fast-check"
 import * as JsonRpc from "../../src/mcp/JsonRpc.js"
 
 /** A handler that answers every request with what it was asked, and counts notifications. */
@@ -306,16 +307,15 @@ describe("JSON-RPC 2.0 codec: properties", () => {
     expect(sample.some((m) => m.expected.tag === "Invalid" && m.expected.id === null && typeof m.value === "object")).toBe(true)
   })
 
-  it.prop("never throws on any text, and always answers well-formed JSON-RPC or 202", [body], ([text]) => {
+  it("never throws on any text, and always answers well-formed JSON-RPC or 202", () => fc.assert(fc.property(body, (text) => {
     const reply = run(text)
     if (reply._tag === "Accepted") return
     const json = JSON.parse(reply.body)
     for (const response of Array.isArray(json) ? json : [json]) wellFormed(response)
-  }, { fastCheck: { numRuns: 2000 } })
+  }), { numRuns: 2000 }))
 
-  it.prop("classifies valid and near-valid messages as the generator says, and any JSON value without throwing", [
-    fc.oneof(message, fc.jsonValue().map((value): Case => ({ label: "json", value, expected: { tag: "Invalid", id: null } })))
-  ], ([m]) => {
+  it("classifies valid and near-valid messages as the generator says, and any JSON value without throwing", () => fc.assert(fc.property(
+    fc.oneof(message, fc.jsonValue().map((value): Case => ({ label: "json", value, expected: { tag: "Invalid", id: null } }))), (m) => {
     const classified = JsonRpc.classify(m.value)
     expect(["Request", "Notification", "ClientResponse", "Invalid"]).toContain(classified._tag)
     if (classified._tag === "Request") expect(JsonRpc.isRequestId(classified.id)).toBe(true)
@@ -328,11 +328,10 @@ describe("JSON-RPC 2.0 codec: properties", () => {
       expect(classified.method).toBe((m.value as { method: unknown }).method)
       expect(classified.params).toBe((m.value as { params?: unknown }).params)
     }
-  }, { fastCheck: { numRuns: 2000 } })
+  }), { numRuns: 2000 }))
 
-  it.prop("gives every request and invalid message exactly one response, in order, and notifications none", [
-    fc.array(message, { minLength: 1, maxLength: 12 })
-  ], ([messages]) => {
+  it("gives every request and invalid message exactly one response, in order, and notifications none", () => fc.assert(fc.property(
+    fc.array(message, { minLength: 1, maxLength: 12 }), (messages) => {
     // Distinct ids so each response can be matched to its request.
     const batch = messages.map((m, i) =>
       m.expected.tag === "Request"
@@ -355,9 +354,9 @@ describe("JSON-RPC 2.0 codec: properties", () => {
       expect(response.id).toStrictEqual(id)
       if (sent.expected.tag === "Invalid") expect(response.error.code).toBe(-32600)
     })
-  }, { fastCheck: { numRuns: 500 } })
+  }), { numRuns: 500 }))
 
-  it.prop("answers a single message: a request 200 with its id, a notification or response 202, anything else 400", [message], ([m]) => {
+  it("answers a single message: a request 200 with its id, a notification or response 202, anything else 400", () => fc.assert(fc.property(message, (m) => {
     fc.pre(!Array.isArray(m.value)) // a top-level array is a batch, covered above
     const reply = run(JSON.stringify(m.value))
     switch (m.expected.tag) {
@@ -378,5 +377,5 @@ describe("JSON-RPC 2.0 codec: properties", () => {
           jsonrpc: "2.0", id: asSent(m.expected.id), error: { code: -32600, message: expect.stringMatching(/^Invalid Request: /) }
         })
     }
-  }, { fastCheck: { numRuns: 2000 } })
+  }), { numRuns: 2000 }))
 })

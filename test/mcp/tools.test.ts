@@ -35,7 +35,8 @@ describe("tool registry", () => {
     for (const tool of tools) {
       for (const schema of [tool.inputSchema, tool.outputSchema]) {
         expect(schema.type, tool.name).toBe("object")
-        expect(schema.$schema).toBe("http://json-schema.org/draft-07/schema#")
+        // JSON Schema 2020-12, MCP's default dialect (Effect 4 writes it; was draft-07, .port/changes/F.md).
+        expect(schema.$schema).toBe("https://json-schema.org/draft/2020-12/schema")
         const defs = (schema.$defs ?? {}) as Record<string, unknown>
         for (const ref of refsOf(schema)) {
           expect(ref, tool.name).toMatch(/^#\/\$defs\//)
@@ -57,7 +58,7 @@ describe("tool registry", () => {
 
 describe("objectJsonSchema", () => {
   it("inlines a top-level reference", () => {
-    const Named = Schema.Struct({ a: Schema.String }).annotations({ identifier: "Named" })
+    const Named = Schema.Struct({ a: Schema.String }).annotate({ identifier: "Named" })
     const schema = objectJsonSchema(Named)
     expect(schema).toMatchObject({ type: "object", required: ["a"], properties: { a: { type: "string" } } })
     expect(schema.$ref).toBeUndefined()
@@ -66,19 +67,19 @@ describe("objectJsonSchema", () => {
 
   it("keeps a recursive root's own definition", () => {
     interface Tree { readonly children: ReadonlyArray<Tree> }
-    const Tree: Schema.Schema<Tree> = Schema.Struct({
-      children: Schema.Array(Schema.suspend(() => Tree))
-    }).annotations({ identifier: "Tree" })
+    const Tree: Schema.Codec<Tree> = Schema.Struct({
+      children: Schema.Array(Schema.suspend((): Schema.Codec<Tree> => Tree))
+    }).annotate({ identifier: "Tree" })
     const schema = objectJsonSchema(Tree)
     expect(schema.type).toBe("object")
     expect(Object.keys(schema.$defs as object)).toEqual(["Tree"])
   })
 
   it("marks a union of objects as an object and refuses anything that is not one", () => {
-    const either = objectJsonSchema(Schema.Union(Schema.Struct({ a: Schema.String }), Schema.Struct({ b: Schema.Number })))
+    const either = objectJsonSchema(Schema.Union([Schema.Struct({ a: Schema.String }), Schema.Struct({ b: Schema.Number })]))
     expect(either.type).toBe("object")
     expect(either.anyOf).toHaveLength(2)
     expect(() => objectJsonSchema(Schema.String)).toThrow(/JSON object/)
-    expect(() => objectJsonSchema(Schema.Union(Schema.Struct({ a: Schema.String }), Schema.String))).toThrow(/JSON object/)
+    expect(() => objectJsonSchema(Schema.Union([Schema.Struct({ a: Schema.String }), Schema.String]))).toThrow(/JSON object/)
   })
 })

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { FastCheck as fc, Option } from "effect"
+import { Option } from "effect"
+import * as fc from "fast-check"
 import {
   acceptsJson,
   LatestProtocolVersion,
@@ -49,8 +50,8 @@ describe("Streamable HTTP transport rules", () => {
     expect(LatestProtocolVersion).toBe("2025-11-25")
   })
 
-  it.prop("answers any other requested version with the newest", [fc.jsonValue()], ([requested]) => {
+  it("answers any other requested version with the newest", () => fc.assert(fc.property(fc.jsonValue(), (requested) => {
     fc.pre(!(SupportedProtocolVersions as ReadonlyArray<unknown>).includes(requested))
     expect(negotiateProtocolVersion(requested)).toBe(LatestProtocolVersion)
-  })
+  })))
 })

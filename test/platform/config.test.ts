@@ -1,7 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Either, FastCheck as fc, Layer, Option, Redacted } from "effect"
+import { Effect, Layer, Option, Redacted, Result } from "effect"
+import * as fc from "fast-check"
 import { AppConfig, AppConfigFrom } from "../../src/platform/Config.js"
-import { readConfig, testEnvironment } from "../support/testConfig.js"
+import { readConfig, testConfigLayer, testEnvironment } from "../support/testConfig.js"
 
 /**
  * The configuration rules, read through ConfigProviders built here: nothing in these tests depends on the
@@ -10,12 +11,12 @@ import { readConfig, testEnvironment } from "../support/testConfig.js"
 
 const refusal = (env: Record<string, string>): string => {
   const read = readConfig(env)
-  if (Either.isRight(read)) throw new Error(`expected ${JSON.stringify(Object.keys(env))} to be refused`)
-  return String(read.left)
+  if (Result.isSuccess(read)) throw new Error(`expected ${JSON.stringify(Object.keys(env))} to be refused`)
+  return String(read.failure)
 }
 
 const tokenOf = (env: Record<string, string>) =>
-  Option.map(Either.getOrThrow(readConfig(env)).operatorToken, Redacted.value)
+  Option.map(Result.getOrThrow(readConfig(env)).operatorToken, Redacted.value)
 
 const printable = fc.constantFrom(..."ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.~+/=")
 const tokenOfLength = (min: number, max: number) => fc.array(printable, { minLength: min, maxLength: max }).map((cs) => cs.join(""))
@@ -28,12 +29,16 @@ describe("PV_OPERATOR_TOKEN (contract section 2: at least 32 characters)", () =>
     expect(tokenOf({ PV_OPERATOR_TOKEN: "x".repeat(32) })).toEqual(Option.some("x".repeat(32)))
   })
 
-  it.prop("refuses every token shorter than 32 characters", [tokenOfLength(1, 31)], ([token]) => {
-    expect(refusal({ PV_OPERATOR_TOKEN: token })).toContain("PV_OPERATOR_TOKEN")
+  it("refuses every token shorter than 32 characters", () => {
+    fc.assert(fc.property(tokenOfLength(1, 31), (token) => {
+      expect(refusal({ PV_OPERATOR_TOKEN: token })).toContain("PV_OPERATOR_TOKEN")
+    }))
   })
 
-  it.prop("keeps every token of 32 characters or more exactly as given", [tokenOfLength(32, 200)], ([token]) => {
-    expect(tokenOf({ PV_OPERATOR_TOKEN: token })).toEqual(Option.some(token))
+  it("keeps every token of 32 characters or more exactly as given", () => {
+    fc.assert(fc.property(tokenOfLength(32, 200), (token) => {
+      expect(tokenOf({ PV_OPERATOR_TOKEN: token })).toEqual(Option.some(token))
+    }))
   })
 
   it("is optional: unset means no configured token", () => {
@@ -47,7 +52,7 @@ describe("PV_OPERATOR_TOKEN (contract section 2: at least 32 characters)", () =>
 
 describe("defaults (README, Configuration)", () => {
   it("gives the documented value for every unset variable", () => {
-    const config = Either.getOrThrow(readConfig({}))
+    const config = Result.getOrThrow(readConfig({}))
     expect(config).toMatchObject({
       port: 8080,
       host: "127.0.0.1",
@@ -85,7 +90,7 @@ describe("defaults (README, Configuration)", () => {
 
   it("never invents an operator token in DATABASE_URL mode", () => {
     const { PV_OPERATOR_TOKEN: _token, ...withoutToken } = testEnvironment()
-    const config = Either.getOrThrow(readConfig({ ...withoutToken, DATABASE_URL: "postgres://db.invalid/pv" }))
+    const config = Result.getOrThrow(readConfig({ ...withoutToken, DATABASE_URL: "postgres://db.invalid/pv" }))
     expect(config.operatorToken).toEqual(Option.none())
   })
 })
@@ -98,8 +103,6 @@ describe("AppConfigFrom", () => {
       expect(config.port).toBe(0)
       expect(config.operatorToken).toEqual(Option.none())
     }).pipe(Effect.provide(
-      AppConfigFrom({ port: 0 }).pipe(
-        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["PV_HUMAN_RATE_LIMIT_PER_MINUTE", "7"]]))))
-      )
+      AppConfigFrom({ port: 0 }).pipe(Layer.provide(testConfigLayer({ PV_HUMAN_RATE_LIMIT_PER_MINUTE: "7" })))
     )))
 })

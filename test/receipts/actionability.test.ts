@@ -1,9 +1,10 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Either, FastCheck as fc, Option } from "effect"
+import { Result, Option } from "effect"
+import * as fc from "fast-check"
 import type { MachineTrustResponse } from "../../src/domain/MachineTrust.js"
 import type { ActionabilityEvaluation } from "../../src/domain/Receipt.js"
 import { evaluateActionability, ruleFor, verdictsFor } from "../../src/receipts/Actionability.js"
-import type { ActionRule } from "../../src/receipts/Policy.js"
+import type { ActionRule } from "../../src/domain/Policy.js"
 import {
   actionRule,
   claimScope,
@@ -27,52 +28,51 @@ const expectedOutcomes = (trust: MachineTrustResponse, rule: ActionRule, scope: 
 })
 
 const evaluate = (trust: MachineTrustResponse, rule: ActionRule, scope: ReadonlyArray<string>): ActionabilityEvaluation =>
-  Either.getOrThrow(evaluateActionability(trust, policyWith(rule), request("test-purpose", "test-action", scope)))
+  Result.getOrThrow(evaluateActionability(trust, policyWith(rule), request("test-purpose", "test-action", scope)))
 
 describe("verdicts", () => {
-  it.prop("come in the contract's order, each PASS or FAIL with a reason", [trustDocument, actionRule, claimScope], ([trust, rule, scope]) => {
+  it("come in the contract's order, each PASS or FAIL with a reason", () => fc.assert(fc.property(trustDocument, actionRule, claimScope, (trust, rule, scope) => {
     const verdicts = verdictsFor(trust, rule, scope)
     expect(verdicts.map((v) => v.check)).toEqual(["freshness", "lifecycle", "authority", "tier", "eligibility", "claim_scope"])
     for (const v of verdicts) {
       expect(["PASS", "FAIL"]).toContain(v.outcome)
       expect(v.reason.length).toBeGreaterThan(0)
     }
-  }, { fastCheck: { numRuns: 500 } })
+  }), { numRuns: 500 }))
 
-  it.prop("each outcome follows its rule", [trustDocument, actionRule, claimScope], ([trust, rule, scope]) => {
+  it("each outcome follows its rule", () => fc.assert(fc.property(trustDocument, actionRule, claimScope, (trust, rule, scope) => {
     const expected = expectedOutcomes(trust, rule, scope)
     const actual = Object.fromEntries(verdictsFor(trust, rule, scope).map((v) => [v.check, v.outcome === "PASS"]))
     expect(actual).toEqual(expected)
-  }, { fastCheck: { numRuns: 1000 } })
+  }), { numRuns: 1000 }))
 
-  it.prop("claim_scope names the offending claims when it fails", [trustDocument, actionRule, claimScope], ([trust, rule, scope]) => {
+  it("claim_scope names the offending claims when it fails", () => fc.assert(fc.property(trustDocument, actionRule, claimScope, (trust, rule, scope) => {
     const offending = scope.filter((name) => !trust.allowed_claims.includes(name) || trust.prohibited_inferences.includes(name))
     fc.pre(offending.length > 0)
     const verdict = verdictsFor(trust, rule, scope).find((v) => v.check === "claim_scope")!
     expect(verdict.outcome).toBe("FAIL")
     for (const name of offending) expect(verdict.reason).toContain(name)
-  })
+  })))
 })
 
 describe("decision", () => {
-  it.prop("is ACTIONABLE exactly when every verdict passes", [trustDocument, actionRule, claimScope], ([trust, rule, scope]) => {
+  it("is ACTIONABLE exactly when every verdict passes", () => fc.assert(fc.property(trustDocument, actionRule, claimScope, (trust, rule, scope) => {
     const evaluation = evaluate(trust, rule, scope)
     const allPass = Object.values(expectedOutcomes(trust, rule, scope)).every(Boolean)
     expect(evaluation.decision).toBe(allPass ? "ACTIONABLE" : "NOT_ACTIONABLE")
     expect(evaluation.decision === "ACTIONABLE").toBe(evaluation.verdicts.every((v) => v.outcome === "PASS"))
-  }, { fastCheck: { numRuns: 1000 } })
+  }), { numRuns: 1000 }))
 
-  it.prop("is never ACTIONABLE when the action requires an issued credential", [
+  it("is never ACTIONABLE when the action requires an issued credential", () => fc.assert(fc.property(
     trustDocument,
     actionRule.map((rule) => ({ ...rule, requires_issued_credential: true })),
-    claimScope
-  ], ([trust, rule, scope]) => {
+    claimScope, (trust, rule, scope) => {
     const evaluation = evaluate(trust, rule, scope)
     expect(evaluation.decision).toBe("NOT_ACTIONABLE")
     expect(evaluation.verdicts.find((v) => v.check === "authority")?.outcome).toBe("FAIL")
-  }, { fastCheck: { numRuns: 500 } })
+  }), { numRuns: 500 }))
 
-  it.prop("is never ACTIONABLE for a shipped action that requires an issued credential, even on the best record", [
+  it("is never ACTIONABLE for a shipped action that requires an issued credential, even on the best record", () => fc.assert(fc.property(
     trustDocument.map((trust) => ({
       ...trust,
       determination: { ...trust.determination, tier: "T4" as const, eligible: true },
@@ -81,12 +81,11 @@ describe("decision", () => {
       allowed_claims: ["identity", "assurance"],
       prohibited_inferences: []
     })),
-    fc.constantFrom(...shippedActions.filter(([, , rule]) => rule.requires_issued_credential))
-  ], ([trust, [purpose, action]]) => {
-    const evaluation = Either.getOrThrow(evaluateActionability(trust, shippedPolicy, request(purpose, action, ["identity"])))
+    fc.constantFrom(...shippedActions.filter(([, , rule]) => rule.requires_issued_credential)), (trust, [purpose, action]) => {
+    const evaluation = Result.getOrThrow(evaluateActionability(trust, shippedPolicy, request(purpose, action, ["identity"])))
     expect(evaluation.decision).toBe("NOT_ACTIONABLE")
     expect(evaluation.verdicts.filter((v) => v.outcome === "FAIL").map((v) => v.check)).toEqual(["authority"])
-  })
+  })))
 
   it("is ACTIONABLE for a shipped action when the record satisfies it (the property above is not vacuous)", () => {
     const ok = shippedActions.filter(([, , rule]) => !rule.requires_issued_credential)
@@ -101,16 +100,16 @@ describe("decision", () => {
         allowed_claims: ["identity"],
         prohibited_inferences: []
       }
-      const evaluation = Either.getOrThrow(evaluateActionability(satisfying, shippedPolicy, request(purpose, action, ["identity"])))
+      const evaluation = Result.getOrThrow(evaluateActionability(satisfying, shippedPolicy, request(purpose, action, ["identity"])))
       expect(evaluation.decision, `${purpose}/${action}`).toBe("ACTIONABLE")
     }
   })
 })
 
 describe("evaluateActionability", () => {
-  it.prop("derives every decision field from the trust document and the policy", [trustDocument, actionRule, claimScope], ([trust, rule, scope]) => {
+  it("derives every decision field from the trust document and the policy", () => fc.assert(fc.property(trustDocument, actionRule, claimScope, (trust, rule, scope) => {
     const policy = policyWith(rule)
-    const evaluation = Either.getOrThrow(evaluateActionability(trust, policy, request("test-purpose", "test-action", scope)))
+    const evaluation = Result.getOrThrow(evaluateActionability(trust, policy, request("test-purpose", "test-action", scope)))
     expect(evaluation).toMatchObject({
       tenant_id: "tenant-a",
       purpose_id: "test-purpose",
@@ -127,17 +126,16 @@ describe("evaluateActionability", () => {
       authority_state: "ISSUANCE_NOT_AUTHORIZED",
       credential_state: "NOT_ISSUED"
     })
-  })
+  })))
 
-  it.prop("answers unknown-purpose for any purpose or action the policy does not name", [
+  it("answers unknown-purpose for any purpose or action the policy does not name", () => fc.assert(fc.property(
     trustDocument,
     fc.oneof(fc.string(), fc.constantFrom("constructor", "__proto__", "toString", "hasOwnProperty")),
-    fc.oneof(fc.string(), fc.constantFrom("constructor", "__proto__", "screen", "approve"))
-  ], ([trust, purpose, action]) => {
+    fc.oneof(fc.string(), fc.constantFrom("constructor", "__proto__", "screen", "approve")), (trust, purpose, action) => {
     fc.pre(!shippedActions.some(([p, a]) => p === purpose && a === action))
     const result = evaluateActionability(trust, shippedPolicy, request(purpose, action, ["identity"]))
-    expect(Either.isLeft(result) && result.left._tag).toBe("UnknownPurpose")
-  })
+    expect(Result.isFailure(result) && result.failure._tag).toBe("UnknownPurpose")
+  })))
 
   it("finds every action the shipped policy names", () => {
     expect(shippedActions.length).toBeGreaterThan(0)

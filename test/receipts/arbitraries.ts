@@ -1,16 +1,18 @@
-import { Effect, FastCheck as fc } from "effect"
+import { Effect } from "effect"
+import * as fc from "fast-check"
 import { digestOf } from "../../src/domain/Canonical.js"
 import type { DeterminationBody, Tier } from "../../src/domain/Determination.js"
 import { buildMachineTrust, type MachineTrustResponse } from "../../src/domain/MachineTrust.js"
 import type { RelianceRequest } from "../../src/domain/Receipt.js"
-import { type ActionRule, loadPolicy, type LoadedPolicy, Policy } from "../../src/receipts/Policy.js"
-import { FreshnessStates, LifecycleStates } from "../../src/trust/Freshness.js"
+import { type ActionRule, loadPolicy, type LoadedPolicy } from "../../src/domain/Policy.js"
+import { Policy } from "../../src/trust/Policy.js"
+import { FreshnessStates, LifecycleStates } from "../../src/domain/Freshness.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
 
 export const Tiers: ReadonlyArray<Tier> = ["T0", "T1", "T2", "T3", "T4"]
 
 /** The policy file the service ships, loaded the way the service loads it. */
-export const shippedPolicy: LoadedPolicy = Effect.runSync(Effect.provide(Policy, Policy.Default))
+export const shippedPolicy: LoadedPolicy = Effect.runSync(Effect.provide(Policy, Policy.layer))
 
 /** A small pool so generated claim scopes often hit allowed and prohibited names, plus free-form names. */
 const claimPool = ["identity", "assurance", "financial_standing", "credential_issued", "location", "ownership"]

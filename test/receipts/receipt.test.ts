@@ -1,7 +1,8 @@
 import { createHash } from "node:crypto"
 import { describe, expect, it } from "@effect/vitest"
 import canonicalize from "canonicalize"
-import { Either, FastCheck as fc } from "effect"
+import { Result } from "effect"
+import * as fc from "fast-check"
 import {
   type MachineTrustResponse,
   receiptDigestOf,
@@ -32,7 +33,7 @@ const snapshot: fc.Arbitrary<ReceiptSnapshot> = fc.tuple(
   schema: ReceiptSchemaId,
   receipt_id: `rr_${ulid}`,
   created_at: at.toISOString(),
-  ...Either.getOrThrow(evaluateActionability(trust, policyWith(rule), request("test-purpose", "test-action", scope)))
+  ...Result.getOrThrow(evaluateActionability(trust, policyWith(rule), request("test-purpose", "test-action", scope)))
 }))
 
 /** What the contract says a client computes, without the service's helpers: SHA-256 of the RFC 8785 text. */
@@ -118,7 +119,7 @@ describe("receipt digests", () => {
     expect(Object.keys(ReceiptSnapshot.fields).sort()).toEqual([...contractSnapshotFields].sort())
     // ...and what its evaluation produces (Receipts.create adds schema, receipt_id and created_at to it).
     const [trust] = fc.sample(trustDocument, { numRuns: 1, seed: 3 })
-    const evaluation = Either.getOrThrow(evaluateActionability(trust!, shippedPolicy, request("supplier-onboarding", "screen", ["identity"])))
+    const evaluation = Result.getOrThrow(evaluateActionability(trust!, shippedPolicy, request("supplier-onboarding", "screen", ["identity"])))
     expect(Object.keys(evaluation).sort())
       .toEqual(contractSnapshotFields.filter((f) => !["schema", "receipt_id", "created_at"].includes(f)).sort())
   })
@@ -139,7 +140,7 @@ describe("receipt digests", () => {
     expect(verifyReceiptDigest({ snapshot_payload: { ...reordered, principal: "agent:buyer-7" }, receipt_digest: vectorDigest })).toBe(false)
   })
 
-  it.prop("verify: receipt_digest is SHA-256 over the JCS form of snapshot_payload", [snapshot], ([snap]) => {
+  it("verify: receipt_digest is SHA-256 over the JCS form of snapshot_payload", () => fc.assert(fc.property(snapshot, (snap) => {
     const receipt = sealReceipt(snap)
     expect(receipt.receipt_digest).toMatch(/^[0-9a-f]{64}$/)
     expect(receipt.receipt_digest).toBe(independentDigest(snap))
@@ -152,23 +153,23 @@ describe("receipt digests", () => {
     expect(verifyReceipt(received)).toBe(true)
     const { snapshot_payload: _s, receipt_digest: _d, ...topLevel } = receipt
     expect(topLevel).toEqual(receipt.snapshot_payload)
-  })
+  })))
 
-  it.prop("change when any snapshot field changes", [snapshotWithReplacement], ([{ field, replacement, snap }]) => {
+  it("change when any snapshot field changes", () => fc.assert(fc.property(snapshotWithReplacement, ({ field, replacement, snap }) => {
     const changed = { ...snap, [field]: replacement } as ReceiptSnapshot
     const original = sealReceipt(snap)
     // The stored digest no longer verifies the edited snapshot...
     expect(verifyReceiptDigest({ ...original, snapshot_payload: changed })).toBe(false)
     // ...and sealing the edited snapshot gives another digest.
     expect(sealReceipt(changed).receipt_digest).not.toBe(original.receipt_digest)
-  }, { fastCheck: { numRuns: 500 } })
+  }), { numRuns: 500 }))
 
-  it.prop("verifyReceipt catches a top-level field that disagrees with the snapshot", [snapshotWithReplacement], ([{ field, replacement, snap }]) => {
+  it("verifyReceipt catches a top-level field that disagrees with the snapshot", () => fc.assert(fc.property(snapshotWithReplacement, ({ field, replacement, snap }) => {
     const receipt = sealReceipt(snap)
     const tampered = { ...receipt, [field]: replacement } as unknown as RelianceReceipt
     expect(verifyReceiptDigest(tampered)).toBe(true)
     expect(verifyReceipt(tampered)).toBe(false)
-  })
+  })))
 
   it("the client package's trust digest recipe matches a hand-written vector", () => {
     // trust_state_digest = SHA-256 of the JCS of the document without trust_state_digest (contract section 5).
@@ -180,11 +181,11 @@ describe("receipt digests", () => {
     expect(exportedTrustDigest({ ...document, tier: "T3" } as unknown as MachineTrustResponse)).not.toBe(expected)
   })
 
-  it.prop("the client package's trust digest agrees with an independent computation and with the built document", [trustDocument], ([trust]) => {
+  it("the client package's trust digest agrees with an independent computation and with the built document", () => fc.assert(fc.property(trustDocument, (trust) => {
     const { trust_state_digest, ...rest } = trust
     expect(exportedTrustDigest(trust)).toBe(independentDigest(rest))
     expect(trust_state_digest).toBe(independentDigest(rest))
-  })
+  })))
 })
 
 const validBody = {
@@ -198,42 +199,40 @@ const validBody = {
 }
 
 const pointersOf = (result: ReturnType<typeof decodeRelianceRequest>) =>
-  Either.isLeft(result) ? result.left.errors?.map((e) => e.pointer) : undefined
+  Result.isFailure(result) ? result.failure.errors?.map((e) => e.pointer) : undefined
 
 describe("decodeRelianceRequest", () => {
   it("accepts exactly the 7 caller fields", () => {
-    expect(decodeRelianceRequest(validBody)).toEqual(Either.right(validBody))
+    expect(decodeRelianceRequest(validBody)).toEqual(Result.succeed(validBody))
   })
 
-  it.prop("refuses server-derived fields before anything else, one pointer each, whatever else is wrong", [
+  it("refuses server-derived fields before anything else, one pointer each, whatever else is wrong", () => fc.assert(fc.property(
     fc.subarray([...ProhibitedRequestFields], { minLength: 1 }),
     fc.subarray(Object.keys(validBody)),
-    fc.boolean()
-  ], ([prohibited, dropped, withUnknown]) => {
+    fc.boolean(), (prohibited, dropped, withUnknown) => {
     const body: Record<string, unknown> = { ...validBody }
     for (const field of dropped) delete body[field]
     if (withUnknown) body.extra = 1
     for (const field of prohibited) body[field] = "ACTIONABLE"
     const result = decodeRelianceRequest(body)
-    expect(Either.isLeft(result) && result.left._tag).toBe("ProhibitedField")
+    expect(Result.isFailure(result) && result.failure._tag).toBe("ProhibitedField")
     expect(pointersOf(result)).toEqual(prohibited.map((field) => `/${field}`))
-  })
+  })))
 
-  it.prop("reports every missing, unknown or ill-typed field with its pointer", [
+  it("reports every missing, unknown or ill-typed field with its pointer", () => fc.assert(fc.property(
     fc.subarray(Object.keys(validBody)),
     fc.subarray(["extra", "receipt_digest", "credential_state", "a/b"]),
-    fc.subarray(Object.keys(validBody))
-  ], ([dropped, unknown, illTyped]) => {
+    fc.subarray(Object.keys(validBody)), (dropped, unknown, illTyped) => {
     fc.pre(dropped.length + unknown.length + illTyped.length > 0)
     const body: Record<string, unknown> = { ...validBody }
     for (const field of illTyped) body[field] = 42
     for (const field of dropped) delete body[field]
     for (const field of unknown) body[field] = "x"
     const result = decodeRelianceRequest(body)
-    expect(Either.isLeft(result) && result.left._tag).toBe("ValidationFailed")
+    expect(Result.isFailure(result) && result.failure._tag).toBe("ValidationFailed")
     const expected = new Set([...illTyped, ...dropped, ...unknown].map((f) => "/" + f.replace("/", "~1")))
     expect(new Set(pointersOf(result))).toEqual(expected)
-  })
+  })))
 
   it("checks the shape of each field", () => {
     const cases: ReadonlyArray<readonly [Record<string, unknown>, string]> = [
@@ -250,11 +249,11 @@ describe("decodeRelianceRequest", () => {
     for (const [patch, pointer] of cases) {
       expect(pointersOf(decodeRelianceRequest({ ...validBody, ...patch })), JSON.stringify(patch)).toEqual([pointer])
     }
-    expect(Either.isLeft(decodeRelianceRequest({ ...validBody, claim_scope: Array.from({ length: 32 }, (_, i) => `c${i}`) })))
+    expect(Result.isFailure(decodeRelianceRequest({ ...validBody, claim_scope: Array.from({ length: 32 }, (_, i) => `c${i}`) })))
       .toBe(false)
     for (const body of [null, [], "text", 7]) {
       const result = decodeRelianceRequest(body)
-      expect(Either.isLeft(result) && result.left._tag).toBe("ValidationFailed")
+      expect(Result.isFailure(result) && result.failure._tag).toBe("ValidationFailed")
     }
   })
 })

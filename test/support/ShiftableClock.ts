@@ -3,10 +3,10 @@ import { Clock, Duration, Effect } from "effect"
 /**
  * Real time plus an offset the test moves forward. Services read Effect's Clock, so a server built
  * with this clock sees time jump while its timers, sockets and database keep running on real time.
+ * Only wall-clock time shifts: monotonic time (durations, timeouts) stays the live clock's.
  */
 export class ShiftableClock implements Clock.Clock {
-  readonly [Clock.ClockTypeId]: Clock.ClockTypeId = Clock.ClockTypeId
-  private readonly base = Clock.make()
+  private readonly base: Clock.Clock = Clock.Clock.defaultValue()
   private offsetMs = 0
 
   advance(ms: number): void {
@@ -18,18 +18,23 @@ export class ShiftableClock implements Clock.Clock {
     this.offsetMs = instantMs - Date.now()
   }
 
-  unsafeCurrentTimeMillis(): number {
-    return this.base.unsafeCurrentTimeMillis() + this.offsetMs
+  currentTimeMillisUnsafe(): number {
+    return this.base.currentTimeMillisUnsafe() + this.offsetMs
   }
 
-  unsafeCurrentTimeNanos(): bigint {
-    return this.base.unsafeCurrentTimeNanos() + BigInt(this.offsetMs) * 1_000_000n
+  currentTimeNanosUnsafe(): bigint {
+    return this.base.currentTimeNanosUnsafe() + BigInt(this.offsetMs) * 1_000_000n
   }
 
-  currentTimeMillis: Effect.Effect<number> = Effect.sync(() => this.unsafeCurrentTimeMillis())
-  currentTimeNanos: Effect.Effect<bigint> = Effect.sync(() => this.unsafeCurrentTimeNanos())
+  monotonicTimeNanosUnsafe(): bigint {
+    return this.base.monotonicTimeNanosUnsafe()
+  }
 
-  sleep(duration: Duration.DurationInput): Effect.Effect<void> {
-    return this.base.sleep(Duration.decode(duration))
+  readonly currentTimeMillis: Effect.Effect<number> = Effect.sync(() => this.currentTimeMillisUnsafe())
+  readonly currentTimeNanos: Effect.Effect<bigint> = Effect.sync(() => this.currentTimeNanosUnsafe())
+  readonly monotonicTimeNanos: Effect.Effect<bigint> = Effect.sync(() => this.monotonicTimeNanosUnsafe())
+
+  sleep(duration: Duration.Duration): Effect.Effect<void> {
+    return this.base.sleep(duration)
   }
 }

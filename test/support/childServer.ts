@@ -5,6 +5,7 @@ import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
+import { childEnvironment } from "./childEnv.js"
 import { createScratchDatabase } from "./databases.js"
 
 /**
@@ -49,18 +50,6 @@ export interface ChildExit {
   readonly at: number
 }
 
-/** Environment variables of the outer process that must not leak into the service under test. */
-const leaks = (name: string) =>
-  name.startsWith("PV_") || name.startsWith("VITEST") || ["DATABASE_URL", "REDIS_URL", "PORT", "HOST", "NODE_OPTIONS", "NODE_ENV"].includes(name)
-
-const cleanEnvironment = (): Record<string, string> => {
-  const env: Record<string, string> = {}
-  for (const [name, value] of Object.entries(process.env)) {
-    if (value !== undefined && !leaks(name)) env[name] = value
-  }
-  return env
-}
-
 const bannerPattern = /pv trust service listening on (http:\/\/[\d.]+:(\d+))/
 
 export class ChildServer {
@@ -76,7 +65,7 @@ export class ChildServer {
   private constructor(env: Record<string, string>) {
     this.process = spawn(process.execPath, ["--max-old-space-size=192", compiledMain], {
       cwd: projectRoot,
-      env: { ...cleanEnvironment(), HOST: "127.0.0.1", PORT: "0", PV_BANNER: "true", ...env },
+      env: childEnvironment({ HOST: "127.0.0.1", PORT: "0", PV_BANNER: "true", ...env }),
       stdio: ["ignore", "pipe", "pipe"]
     })
     this.spawnedAt = performance.now()

@@ -17,7 +17,7 @@ export const withShiftedClock = async <A>(clock: ShiftableClock, body: (shift: C
     clock.advance(ms)
     moved += ms
   }
-  const to = (instantMs: number) => by(instantMs - clock.unsafeCurrentTimeMillis())
+  const to = (instantMs: number) => by(instantMs - clock.currentTimeMillisUnsafe())
   try {
     return await body({ by, to })
   } finally {

@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { testSigningKeyPem } from "../../src/events/Signer.js"
 import { testLogSigningKeyPem } from "../../src/log/LogKey.js"
+import { childEnvironment } from "./childEnv.js"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
 
@@ -10,12 +11,15 @@ export interface ServerProcess {
   readonly stop: () => Promise<void>
 }
 
-/** Starts `src/main.ts` as a separate OS process (a second instance), and waits for its banner. */
+/**
+ * Starts `src/main.ts` as a separate OS process (a second instance), and waits for its banner. Its
+ * environment is `env` and the test keys only (support/childEnv.ts), not this process's.
+ */
 export const startServerProcess = (env: Record<string, string>): Promise<ServerProcess> =>
   new Promise((resolve, reject) => {
     const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
       cwd: root,
-      env: { ...process.env, PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", PV_EVENT_SIGNING_KEY: testSigningKeyPem(), PV_LOG_SIGNING_KEY: testLogSigningKeyPem(), ...env },
+      env: childEnvironment({ PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", PV_EVENT_SIGNING_KEY: testSigningKeyPem(), PV_LOG_SIGNING_KEY: testLogSigningKeyPem(), ...env }),
       stdio: ["ignore", "pipe", "pipe"]
     })
     let output = ""

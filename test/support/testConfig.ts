@@ -1,8 +1,9 @@
-import { ConfigError, ConfigProvider, Effect, Either } from "effect"
+import { type Config, ConfigProvider, Effect, Layer, Result } from "effect"
 import { testSigningKeyPem } from "../../src/events/Signer.js"
 import { testLogSigningKeyPem } from "../../src/log/LogKey.js"
-import { appConfig, type AppConfigShape } from "../../src/platform/Config.js"
-import { testOperatorToken } from "./server.js"
+import { type AppConfigShape, readAppConfig } from "../../src/platform/Config.js"
+
+export const testOperatorToken = "op_test_0123456789abcdefghijklmnopqrstuvwxyz"
 
 /** A test server's settings written as the environment variables an operator would set. */
 export const testEnvironment = (): Record<string, string> => ({
@@ -13,23 +14,32 @@ export const testEnvironment = (): Record<string, string> => ({
   PV_HUMAN_RATE_LIMIT_PER_MINUTE: "100000",
   PV_OPERATOR_RATE_LIMIT_PER_MINUTE: "100000",
   PV_AUTH_FAILURE_LIMIT_PER_MINUTE: "100000",
+  // PostgreSQL mode refuses to start without configured keys; every test server signs with the test keys.
   PV_EVENT_SIGNING_KEY: testSigningKeyPem(),
   PV_LOG_SIGNING_KEY: testLogSigningKeyPem()
 })
 
+/** A ConfigProvider holding exactly `env` (never process.env). */
+export const testConfigProvider = (env: Record<string, string>): ConfigProvider.ConfigProvider =>
+  ConfigProvider.fromEnv({ env })
+
+/** Every Config read under this layer comes from exactly `env`. */
+export const testConfigLayer = (env: Record<string, string>): Layer.Layer<never> =>
+  ConfigProvider.layer(testConfigProvider(env))
+
 /** The service's configuration read from exactly `env` through a ConfigProvider built here, never process.env. */
-export const readConfig = (env: Record<string, string>): Either.Either<AppConfigShape, ConfigError.ConfigError> =>
-  Effect.runSync(Effect.either(Effect.withConfigProvider(appConfig, ConfigProvider.fromMap(new Map(Object.entries(env))))))
+export const readConfig = (env: Record<string, string>): Result.Result<AppConfigShape, Config.ConfigError> =>
+  Effect.runSync(Effect.result(readAppConfig(env)))
 
 /**
- * Overrides for `startTestServer` that set every setting from a ConfigProvider built in the test (the test
- * environment above plus `env`), so nothing the server uses comes from the developer's environment. Listen
- * address, data directory and database stay the test server's. `AppConfigFrom` still *reads* process.env
- * underneath (and dies on a malformed variable there); that is src/platform/Config.ts's to change.
+ * Overrides for `startTestServer` read from the test environment above plus `env`, through a ConfigProvider
+ * built here, so a test can state a setting the way an operator writes it (and have it validated). Listen
+ * address, data directory and database stay the test server's. The test server itself reads its settings
+ * from such a provider too (support/server.ts), never from the developer's environment.
  */
 export const isolatedConfig = (env: Record<string, string> = {}, extra: Partial<AppConfigShape> = {}): Partial<AppConfigShape> => {
   const read = readConfig({ ...testEnvironment(), ...env })
-  if (Either.isLeft(read)) throw new Error(`test configuration refused: ${String(read.left)}`)
-  const { port: _port, host: _host, dataDir: _dataDir, databaseUrl: _databaseUrl, ...settings } = read.right
+  if (Result.isFailure(read)) throw new Error(`test configuration refused: ${String(read.failure)}`)
+  const { port: _port, host: _host, dataDir: _dataDir, databaseUrl: _databaseUrl, ...settings } = read.success
   return { ...settings, ...extra }
 }

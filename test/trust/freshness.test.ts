@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { FastCheck as fc } from "effect"
+import * as fc from "fast-check"
 import {
   type FreshnessState,
   FreshnessStates,
@@ -7,7 +7,7 @@ import {
   type LifecycleState,
   LifecycleStates,
   nextFreshnessBoundary
-} from "../../src/trust/Freshness.js"
+} from "../../src/domain/Freshness.js"
 
 const DAY = 86_400_000
 const rank = (state: FreshnessState) => FreshnessStates.indexOf(state)
@@ -98,18 +98,18 @@ describe("freshnessAt: the contract's boundaries", () => {
     }
   })
 
-  it.prop("matches the contract's rule at every instant", [windowAndInstant, lifecycle], ([[win, now], state]) => {
+  it("matches the contract's rule at every instant", () => fc.assert(fc.property(windowAndInstant, lifecycle, ([win, now], state) => {
     expect(freshnessAt(now, win.asOf, win.validUntil, state)).toBe(oracle(now, win.asOf, win.validUntil, state))
-  }, { fastCheck: { numRuns: 5000 } })
+  }), { numRuns: 5000 }))
 
-  it.prop("never moves backwards as time passes", [window, fc.nat(), fc.nat(), notExpiredLifecycle], ([win, a, b, state]) => {
+  it("never moves backwards as time passes", () => fc.assert(fc.property(window, fc.nat(), fc.nat(), notExpiredLifecycle, (win, a, b, state) => {
     const span = 3 * win.w + 10
     const [t1, t2] = [win.asOf - win.w + (a % span), win.asOf - win.w + (b % span)].sort((x, y) => x - y) as [number, number]
     expect(rank(freshnessAt(t1, win.asOf, win.validUntil, state)))
       .toBeLessThanOrEqual(rank(freshnessAt(t2, win.asOf, win.validUntil, state)))
-  }, { fastCheck: { numRuns: 2000 } })
+  }), { numRuns: 2000 }))
 
-  it.prop("goes through the states in order, each boundary at the contract's instant", [window], ([win]) => {
+  it("goes through the states in order, each boundary at the contract's instant", () => fc.assert(fc.property(window, (win) => {
     const approaching = Math.ceil(win.validUntil - win.w / 5)
     const states = [approaching - 1, approaching, win.validUntil - 1, win.validUntil, win.validUntil + win.w - 1, win.validUntil + win.w]
       .map((t) => freshnessAt(t, win.asOf, win.validUntil, "NOT_ISSUED"))
@@ -117,7 +117,7 @@ describe("freshnessAt: the contract's boundaries", () => {
       ? ["CURRENT", "APPROACHING_STALE", "APPROACHING_STALE", "STALE", "STALE", "EXPIRED"]
       // Under 5 ms, 0.2w is less than a millisecond: no whole millisecond is APPROACHING_STALE.
       : ["CURRENT", "STALE", "CURRENT", "STALE", "STALE", "EXPIRED"])
-  })
+  })))
 })
 
 describe("nextFreshnessBoundary", () => {
@@ -133,7 +133,7 @@ describe("nextFreshnessBoundary", () => {
     expect(nextFreshnessBoundary(validUntil + 100 * DAY, asOf, validUntil)).toBeNull()
   })
 
-  it.prop("is exactly where the state next changes", [windowAndInstant, notExpiredLifecycle], ([[win, now], state]) => {
+  it("is exactly where the state next changes", () => fc.assert(fc.property(windowAndInstant, notExpiredLifecycle, ([win, now], state) => {
     const f = (t: number) => freshnessAt(t, win.asOf, win.validUntil, state)
     const next = nextFreshnessBoundary(now, win.asOf, win.validUntil)
     if (next === null) {
@@ -147,14 +147,14 @@ describe("nextFreshnessBoundary", () => {
     // …and different at it.
     expect(f(next)).not.toBe(f(now))
     expect(rank(f(next))).toBeGreaterThan(rank(f(now)))
-  }, { fastCheck: { numRuns: 5000 } })
+  }), { numRuns: 5000 }))
 
-  it.prop("is null exactly when the state can no longer change", [windowAndInstant], ([[win, now]]) => {
+  it("is null exactly when the state can no longer change", () => fc.assert(fc.property(windowAndInstant, ([win, now]) => {
     const next = nextFreshnessBoundary(now, win.asOf, win.validUntil)
     expect(next === null).toBe(freshnessAt(now, win.asOf, win.validUntil, "ACTIVE") === "EXPIRED")
-  }, { fastCheck: { numRuns: 2000 } })
+  }), { numRuns: 2000 }))
 
-  it.prop("walking from boundary to boundary visits each later state once", [window], ([win]) => {
+  it("walking from boundary to boundary visits each later state once", () => fc.assert(fc.property(window, (win) => {
     const visited: Array<FreshnessState> = []
     let now: number | null = win.asOf - win.w
     while (now !== null) {
@@ -165,5 +165,5 @@ describe("nextFreshnessBoundary", () => {
     expect(visited.at(-1)).toBe("EXPIRED")
     expect(new Set(visited).size).toBe(visited.length)
     expect(visited.map(rank)).toEqual([...visited.map(rank)].sort((a, b) => a - b))
-  })
+  })))
 })

@@ -1,10 +1,10 @@
-import { FastCheck as fc } from "effect"
+import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { verifyReceiptBundle, type BundleVerdict, type BundleVerifyOptions } from "../../src/client/log.js"
 import { canonicalJson, digestOf } from "../../src/domain/Canonical.js"
 import { EventTypes, type TrustEvent } from "../../src/domain/TrustEvent.js"
-import { eventHashOf } from "../../src/events/EventChain.js"
-import { verifyEventChain, type ChainVerdict, type VerifyOptions } from "../../src/events/Verify.js"
+import { eventHashOf } from "../../src/domain/EventChain.js"
+import { verifyEventChain, type ChainVerdict, type VerifyOptions } from "../../src/domain/EventVerify.js"
 import { signCheckpoint } from "../../src/log/Checkpoint.js"
 import { signReceiptDigest } from "../../src/log/Entries.js"
 import { noteSignerFromPrivateKey, verifierKeyOfSigner } from "../../src/log/Note.js"
@@ -87,7 +87,7 @@ const chainItems = fc.array(
   { minLength: 1, maxLength: 6 }
 ).map((items) => items.map(({ type, payload, other }): ChainItem => ({ type, payload: payload as ChainItem["payload"], signer: other ? otherSigner : testSigner })))
 
-describe("the page's event chain verdicts agree with src/events/Verify.ts", () => {
+describe("the page's event chain verdicts agree with src/domain/EventVerify.ts", () => {
   it("event hashes are the service's recipe", async () => {
     const [event] = buildChain("DET-V1-WEB-0001", [{ type: "determination.recorded", payload: { fields: ["tier"], n: 1 } }]) as Array<TrustEvent>
     expect(await web.eventHashOf(overTheWire(event))).toBe(eventHashOf(event!))

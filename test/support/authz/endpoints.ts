@@ -1,6 +1,5 @@
-import type { HttpApiMiddleware } from "@effect/platform"
 import { ApiKeyAuth, OperatorAuth } from "../../../src/access/Auth.js"
-import { Api } from "../../../src/http/Api.js"
+import { Api } from "../../../src/api/Api.js"
 
 /** Which credential an endpoint's definition demands, read from the security middlewares attached to it. */
 export type AuthKind = "api-key" | "operator" | "none"
@@ -22,8 +21,13 @@ export const normalisePath = (path: string): string => path.replace(/:[A-Za-z0-9
 
 export const endpointKey = (method: string, path: string): string => `${method.toUpperCase()} ${normalisePath(path)}`
 
-const authOf = (middlewares: ReadonlyArray<HttpApiMiddleware.TagClassAny>): AuthKind => {
-  const is = (tag: { readonly key: string }) => (m: HttpApiMiddleware.TagClassAny) => (m as unknown) === tag || m.key === tag.key
+/** A middleware as the definition holds it: a service key. */
+interface MiddlewareKey {
+  readonly key: string
+}
+
+const authOf = (middlewares: ReadonlyArray<MiddlewareKey>): AuthKind => {
+  const is = (tag: { readonly key: string }) => (m: MiddlewareKey) => (m as unknown) === tag || m.key === tag.key
   const apiKey = middlewares.some(is(ApiKeyAuth))
   const operator = middlewares.some(is(OperatorAuth))
   if (apiKey && operator) throw new Error("an endpoint with both ApiKeyAuth and OperatorAuth")
@@ -31,33 +35,33 @@ const authOf = (middlewares: ReadonlyArray<HttpApiMiddleware.TagClassAny>): Auth
 }
 
 /**
- * Every endpoint of the HttpApi definition the server serves (src/http/Api.ts), with the credential its
+ * Every endpoint of the HttpApi definition the server serves (src/api/Api.ts), with the credential its
  * middlewares demand. Generated, so an endpoint added to the definition shows up here without anyone listing it.
+ * In Effect 4, API- and group-level middlewares are copied onto each endpoint when attached, so the
+ * endpoint's own set holds every middleware that applies.
  */
 export const definedEndpoints = (): ReadonlyArray<DefinedEndpoint> => {
   const api = Api as unknown as {
     readonly groups: Record<string, {
       readonly identifier: string
-      readonly middlewares: ReadonlySet<HttpApiMiddleware.TagClassAny>
       readonly endpoints: Record<string, {
-        readonly name: string
+        readonly identifier: string
         readonly method: string
         readonly path: string
-        readonly middlewares: ReadonlySet<HttpApiMiddleware.TagClassAny>
+        readonly middlewares: ReadonlySet<MiddlewareKey>
       }>
     }>
-    readonly middlewares: ReadonlySet<HttpApiMiddleware.TagClassAny>
   }
   const out: Array<DefinedEndpoint> = []
   for (const group of Object.values(api.groups)) {
     for (const endpoint of Object.values(group.endpoints)) {
-      const middlewares = [...api.middlewares, ...group.middlewares, ...endpoint.middlewares]
+      const middlewares = [...endpoint.middlewares]
       out.push({
         key: endpointKey(endpoint.method, endpoint.path),
         method: endpoint.method.toUpperCase(),
         path: endpoint.path,
         group: group.identifier,
-        name: endpoint.name,
+        name: endpoint.identifier,
         auth: authOf(middlewares),
         middlewares: middlewares.map((m) => m.key)
       })

@@ -1,4 +1,4 @@
-import { FastCheck as fc } from "effect"
+import * as fc from "fast-check"
 import { expectProblem, type Reply } from "../http.js"
 import type { RawReply } from "./rawHttp.js"
 

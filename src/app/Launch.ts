@@ -2,13 +2,23 @@ import cluster from "node:cluster"
 
 /** The server, loaded only in the process that serves (a cluster primary only forks and watches). */
 const serve = async () => {
-  const [{ NodeRuntime }, { Layer }, { AppConfigLive }, { ServerLive }] = await Promise.all([
-    import("@effect/platform-node"),
+  const [{ runMain }, { Cause, Exit, Layer, Runtime }, { AppConfigLive }, { ServerLive }] = await Promise.all([
+    import("@effect/platform-node/NodeRuntime"),
     import("effect"),
     import("../platform/Config.js"),
     import("./Server.js")
   ])
-  ServerLive.pipe(Layer.provide(AppConfigLive), Layer.launch, NodeRuntime.runMain)
+  ServerLive.pipe(
+    Layer.provide(AppConfigLive),
+    Layer.launch,
+    // A stop by signal (SIGTERM, SIGINT) interrupts the server, which drains and closes: that is a clean
+    // exit (0), as supervisors expect, not the 130 runMain would report. A failure still exits 1.
+    (program) =>
+      runMain(program, {
+        teardown: (exit, onExit) =>
+          Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit)
+      })
+  )
 }
 
 /**

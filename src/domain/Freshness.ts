@@ -1,4 +1,4 @@
-import { OneOf } from "../domain/Json.js"
+import { OneOf } from "./Json.js"
 
 export const FreshnessStates = ["CURRENT", "APPROACHING_STALE", "STALE", "EXPIRED"] as const
 export const FreshnessState = OneOf("FreshnessState", FreshnessStates)

@@ -1,0 +1,56 @@
+import { HttpServerResponse } from "effect/http"
+import type { HttpServerRequest } from "effect/http"
+import { type ProblemError, toProblemDocument } from "../domain/Problem.js"
+import { problemInstance, requestIdOf } from "../observability/RequestRecord.js"
+
+/** Contract section 0: bodies over 64 KiB are refused before they are read in full. */
+export const MaxBodyBytes = 64 * 1024
+
+const realm = `Bearer realm="pv"`
+
+/**
+ * The headers that go with a problem (contract sections 1 and 11): how to authenticate, and when to retry.
+ * HttpApi encodes the body of a declared problem; these are added to that response (src/http/Problems.ts).
+ */
+export const problemHeaders = (error: ProblemError): Record<string, string> => {
+  switch (error._tag) {
+    case "Unauthorized":
+      return { "www-authenticate": `${realm}, error="invalid_token"` }
+    case "InsufficientScope":
+      return { "www-authenticate": `${realm}, error="insufficient_scope", scope="${error.scope}"` }
+    case "RateLimited":
+    case "QuotaExceeded":
+    case "NotYetLogged":
+      return { "retry-after": String(Math.max(1, Math.ceil(error.retry_after))) }
+    // A dependency that is down or a process at capacity: worth retrying soon (CONTRACT section 11).
+    case "Unavailable":
+    case "Overloaded":
+      return { "retry-after": "1" }
+    default:
+      return {}
+  }
+}
+
+/**
+ * One problem → one problem+json response with its headers, for answers given outside an endpoint's
+ * declared errors (raw handlers, unknown routes, refusals before routing, defects).
+ */
+export const problemResponse = (error: ProblemError, instance?: string): HttpServerResponse.HttpServerResponse => {
+  const document = toProblemDocument(error, instance)
+  return HttpServerResponse.text(JSON.stringify(document), {
+    status: document.status,
+    contentType: "application/problem+json",
+    headers: problemHeaders(error)
+  })
+}
+
+const pathOf = (url: string) => {
+  const q = url.indexOf("?")
+  return q === -1 ? url : url.slice(0, q)
+}
+
+/** A problem's `instance`: the request id the front door settled on (CONTRACT section 11), else the path. */
+export const instanceOf = (request: HttpServerRequest.HttpServerRequest): string => {
+  const id = requestIdOf(request)
+  return id === undefined ? pathOf(request.url) : problemInstance(id)
+}

@@ -1,0 +1,61 @@
+import { Layer } from "effect"
+import type { NetAddress } from "effect/net"
+import { ApiKeys } from "../access/ApiKeys.js"
+import { ClientAddressesLive } from "../access/ClientAddress.js"
+import { OperatorCredential } from "../access/Operator.js"
+import { RateLimitsLive } from "../access/RateLimits.js"
+import { EventLog } from "../events/EventLog.js"
+import { Subscriptions } from "../events/Subscriptions.js"
+import { FrontDoorLive } from "../http/FrontDoor.js"
+import { HttpLive } from "../http/Server.js"
+import { StartupLive } from "../http/Startup.js"
+import { LogIntegrator, LogIntegratorLive } from "../log/Integrator.js"
+import { LogNudge } from "../log/LogNudge.js"
+import { TransparencyLog } from "../log/TransparencyLog.js"
+import { Mcp } from "../mcp/Mcp.js"
+import { TracingLive } from "../observability/Tracing.js"
+import { DatabaseLive } from "../platform/Database.js"
+import { Receipts } from "../receipts/Receipts.js"
+import { Determinations, EventSweeperLive } from "../trust/Determinations.js"
+import { TrustResolver } from "../trust/TrustResolver.js"
+
+/**
+ * The composition root: the one place that knows every capability and wires them together, for the
+ * server (below, src/app/Launch.ts) and the CLI (src/cli/main.ts).
+ */
+
+/** Every domain service over the database. Tests build the same graph with other config and clock. */
+export const ServicesLive = Layer.mergeAll(
+  TrustResolver.layer,
+  Determinations.layer,
+  ApiKeys.layer,
+  OperatorCredential.layer,
+  RateLimitsLive,
+  ClientAddressesLive,
+  EventLog.layer,
+  Subscriptions.layer,
+  Receipts.layer,
+  Mcp.layer,
+  LogNudge.layer,
+  TransparencyLog.layer,
+  LogIntegrator.layer
+).pipe(Layer.provideMerge(DatabaseLive))
+
+/**
+ * The HTTP server (http/FrontDoor.ts: opens the port once the handler is installed, drains on stop) with
+ * its API, docs and problem mapping (http/Server.ts), on top of the services; before the port opens, the
+ * demo data (http/Startup.ts); beside it, the freshness sweeper and the log integrator. Effect's tracing
+ * spans (one per request and per SQL statement) are exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT
+ * is set, and off otherwise: they cost measurable time per request (docs/PERFORMANCE.md).
+ */
+export const ServerLive = HttpLive.pipe(
+  Layer.provideMerge(StartupLive),
+  Layer.provide(EventSweeperLive),
+  Layer.provide(LogIntegratorLive),
+  Layer.provideMerge(FrontDoorLive),
+  Layer.provideMerge(ServicesLive),
+  Layer.provide(TracingLive)
+)
+
+/** Where the server listens (`HttpServer.formatAddress` prints it). */
+export type ServerAddress = NetAddress.SocketAddress
