@@ -2,7 +2,7 @@
 import tseslint from "typescript-eslint"
 
 export default tseslint.config(
-  { ignores: ["node_modules/", "dist/", ".pv-data/", ".pv-test-data/", "bench/results/"] },
+  { ignores: ["node_modules/", "dist/", ".pv-data/", ".pv-test-data/", "bench/results/", ".profdist/"] },
   ...tseslint.configs.recommended,
   {
     rules: {

@@ -10,7 +10,7 @@
     in {
       devShells = forAll (pkgs: {
         default = pkgs.mkShell {
-          packages = [ pkgs.nodejs_20 pkgs.postgresql_15 pkgs.redis ];
+          packages = [ pkgs.nodejs_22 pkgs.postgresql_15 pkgs.redis ];
           shellHook = ''
             echo "node $(node --version), $(postgres --version)"
             echo "npm install && npm start   # serve on the embedded database"

@@ -1,4 +1,4 @@
-import { Effect, Layer, Option, Redacted } from "effect"
+import { Context, Effect, Layer, Redacted } from "effect"
 import { HttpServerRequest } from "effect/http"
 import type { RateLimited, Unauthorized } from "../domain/Problem.js"
 import { countRateLimited } from "../observability/Metrics.js"
@@ -20,11 +20,24 @@ const throttleFailures = <A, R>(
   address: string,
   check: Effect.Effect<A, Unauthorized, R>
 ): Effect.Effect<A, Unauthorized | RateLimited, R> =>
-  Effect.flatMap(Effect.option(Effect.flip(limits.guardAuthentication(address))), (throttled) =>
-    check.pipe(
-      Effect.tapError(() => limits.recordAuthenticationFailure(address)),
-      Effect.catch((unauthorized): Effect.Effect<never, Unauthorized | RateLimited> =>
-        Option.isSome(throttled) ? Effect.andThen(countRateLimited("auth_failures"), Effect.fail(throttled.value)) : Effect.fail(unauthorized))
+  Effect.matchEffect(limits.guardAuthentication(address), {
+    onFailure: (throttled) => checkThrottled(limits, address, check, throttled),
+    onSuccess: () => checkThrottled(limits, address, check, undefined)
+  })
+
+/** The check, with every failure counted; a failure while throttled is answered 429 instead of 401. */
+const checkThrottled = <A, R>(
+  limits: RateLimits["Service"],
+  address: string,
+  check: Effect.Effect<A, Unauthorized, R>,
+  throttled: RateLimited | undefined
+): Effect.Effect<A, Unauthorized | RateLimited, R> =>
+  Effect.catch(check, (unauthorized): Effect.Effect<never, Unauthorized | RateLimited> =>
+    Effect.andThen(
+      limits.recordAuthenticationFailure(address),
+      throttled !== undefined
+        ? Effect.andThen(countRateLimited("auth_failures"), Effect.fail<Unauthorized | RateLimited>(throttled))
+        : Effect.fail<Unauthorized | RateLimited>(unauthorized)
     ))
 
 /**
@@ -40,15 +53,19 @@ export const ApiKeyAuthLive = Layer.effect(
     const addresses = yield* ClientAddresses
     return ApiKeyAuth.of({
       apiKey: (httpEffect, { credential }) =>
-        Effect.gen(function*() {
-          const request = yield* HttpServerRequest.HttpServerRequest
-          const address = addresses.of(request)
-          const key = yield* throttleFailures(limits, address, keys.authenticate(Redacted.value(credential)))
-          // The request log names the key by id and tenant (never the key), also when a limit refuses it.
-          noteCaller(request, key.key_id, key.tenant_id)
-          yield* limits.consumeKey(key)
-          yield* keys.markUsed(key.key_id)
-          return yield* Effect.provideService(httpEffect, Caller, key)
+        Effect.withFiber((fiber) => {
+          const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
+          return Effect.flatMap(
+            throttleFailures(limits, addresses.of(request), keys.authenticate(Redacted.value(credential))),
+            (key) => {
+              // The request log names the key by id and tenant (never the key), also when a limit refuses it.
+              noteCaller(request, key.key_id, key.tenant_id)
+              return Effect.flatMap(limits.consumeKey(key), () => {
+                keys.markUsedUnsafe(key.key_id)
+                return Effect.provideService(httpEffect, Caller, key)
+              })
+            }
+          )
         })
     })
   })

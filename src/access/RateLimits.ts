@@ -1,4 +1,4 @@
-import { Context, Duration, Effect, Layer, Option } from "effect"
+import { Clock, Context, Duration, Effect, type Fiber, Layer, Option } from "effect"
 import { HttpEffect, type HttpServerRequest, HttpServerResponse } from "effect/http"
 import { RateLimiter } from "effect/persistence"
 import type { ApiKeyRecord } from "../domain/AccessKey.js"
@@ -20,11 +20,32 @@ export const secondsUntilUtcMidnight = (nowMs: number): number => Math.max(1, Ma
 /** The UTC day a request counts against. */
 export const utcDay = (nowMs: number): string => new Date(nowMs).toISOString().slice(0, 10)
 
+/** `utcDay` for the hot path: the day's name is formatted once per day, not once per request. */
+let dayCache = { start: 0, end: 0, name: utcDay(0) }
+const utcDayCached = (nowMs: number): string => {
+  if (nowMs < dayCache.start || nowMs >= dayCache.end) {
+    const start = nowMs - (((nowMs % DAY_MS) + DAY_MS) % DAY_MS)
+    dayCache = { start, end: start + DAY_MS, name: utcDay(nowMs) }
+  }
+  return dayCache.name
+}
+
 /** IETF RateLimit fields (contract section 3) for a key, given what is left of its minute. */
 export const rateLimitHeaders = (key: ApiKeyRecord, remaining: number, resetSeconds: number): Record<string, string> => ({
-  "ratelimit-policy": `"minute";q=${key.rate_limit_per_minute};w=60, "day";q=${key.daily_quota};w=86400`,
+  "ratelimit-policy": policyOf(key),
   ratelimit: `"minute";r=${Math.max(0, remaining)};t=${Math.max(0, resetSeconds)}`
 })
+
+/** The RateLimit-Policy field of a key, made once per key record (records are cached, see ApiKeys.ts). */
+const policies = new WeakMap<ApiKeyRecord, string>()
+const policyOf = (key: ApiKeyRecord): string => {
+  let policy = policies.get(key)
+  if (policy === undefined) {
+    policy = `"minute";q=${key.rate_limit_per_minute};w=60, "day";q=${key.daily_quota};w=86400`
+    policies.set(key, policy)
+  }
+  return policy
+}
 
 const storeUnavailable = new Unavailable({ detail: "Rate limiting is unavailable; retry shortly." })
 
@@ -62,11 +83,42 @@ const makeRateLimits = Effect.gen(function*() {
   const judge = ([count, ttl]: readonly [number, number], limit: number): Effect.Effect<Allowed, Exceeded> =>
     count > limit ? Effect.fail(new Exceeded(ttl)) : Effect.succeed({ remaining: limit - count, resetMs: ttl })
 
-  /** Counts one request of `key`; sets the RateLimit fields on whatever response follows (answer or refusal). */
+  /** The day's take, once the minute allowed the request. */
+  const takeDay = (key: ApiKeyRecord, now: number) =>
+    Effect.catchTag(take(`day:${key.key_id}:${utcDayCached(now)}`, key.daily_quota, DAY_MS), "Exceeded", () => takeDayRefused(key, now))
+
+  /**
+   * Counts one request of `key`; sets the RateLimit fields on whatever response follows (answer or refusal).
+   * When both windows can be answered from local state (the usual case), that is decided here at once,
+   * with one clock reading; otherwise the general path below (which may wait on the shared store).
+   */
   const consumeKey = (
     key: ApiKeyRecord
   ): Effect.Effect<void, RateLimited | QuotaExceeded | Unavailable, HttpServerRequest.HttpServerRequest> =>
-    take(`min:${key.key_id}`, key.rate_limit_per_minute, MINUTE_MS).pipe(
+    Effect.withFiber((fiber) => {
+      const now = fiber.getRef(Clock.Clock).currentTimeMillisUnsafe()
+      const minuteLimit = key.rate_limit_per_minute
+      const minute = backend.trySpend(`min:${key.key_id}`, minuteLimit, MINUTE_MS / minuteLimit, now)
+      if (minute === undefined || minute[0] > minuteLimit) return consumeKeySlow(key, minute)
+      setHeadersUnsafe(fiber, rateLimitHeaders(key, minuteLimit - minute[0], Math.ceil(minute[1] / 1000)))
+      const dayLimit = key.daily_quota
+      const day = backend.trySpend(`day:${key.key_id}:${utcDayCached(now)}`, dayLimit, DAY_MS / dayLimit, now)
+      if (day !== undefined && day[0] <= dayLimit) return Effect.void
+      return Effect.asVoid(day === undefined ? takeDay(key, now) : Effect.catchTag(judge(day, dayLimit), "Exceeded", () => takeDayRefused(key, now)))
+    })
+
+  const takeDayRefused = (key: ApiKeyRecord, now: number) =>
+    Effect.andThen(countQuotaExceeded, Effect.fail(new QuotaExceeded({
+      detail: `This key's daily quota of ${key.daily_quota} requests is used up until 00:00 UTC.`,
+      retry_after: secondsUntilUtcMidnight(now)
+    })))
+
+  /** The general path: the minute's local answer (if there was one) is used, never taken twice. */
+  const consumeKeySlow = (
+    key: ApiKeyRecord,
+    local: readonly [number, number] | undefined
+  ): Effect.Effect<void, RateLimited | QuotaExceeded | Unavailable, HttpServerRequest.HttpServerRequest> =>
+    (local !== undefined ? judge(local, key.rate_limit_per_minute) : take(`min:${key.key_id}`, key.rate_limit_per_minute, MINUTE_MS)).pipe(
       Effect.catchTag("Exceeded", (e) =>
         Effect.andThen(
           Effect.andThen(countRateLimited("key"), setHeaders(rateLimitHeaders(key, 0, seconds(e.retryMs)))),
@@ -76,16 +128,7 @@ const makeRateLimits = Effect.gen(function*() {
           }))
         )),
       Effect.tap((minute) => setHeaders(rateLimitHeaders(key, minute.remaining, Math.ceil(minute.resetMs / 1000)))),
-      Effect.andThen(Effect.clockWith((clock) => {
-        const now = clock.currentTimeMillisUnsafe()
-        return take(`day:${key.key_id}:${utcDay(now)}`, key.daily_quota, DAY_MS).pipe(
-          Effect.catchTag("Exceeded", () =>
-            Effect.andThen(countQuotaExceeded, Effect.fail(new QuotaExceeded({
-              detail: `This key's daily quota of ${key.daily_quota} requests is used up until 00:00 UTC.`,
-              retry_after: secondsUntilUtcMidnight(now)
-            }))))
-        )
-      })),
+      Effect.andThen(Effect.clockWith((clock) => takeDay(key, clock.currentTimeMillisUnsafe()))),
       Effect.asVoid
     )
 
@@ -142,6 +185,9 @@ const makeRateLimits = Effect.gen(function*() {
 
 const setHeaders = (headers: Record<string, string>) =>
   HttpEffect.appendPreResponseHandler((_request, response) => Effect.succeed(HttpServerResponse.setHeaders(response, headers)))
+
+const setHeadersUnsafe = (fiber: Fiber.Fiber<unknown, unknown>, headers: Record<string, string>) =>
+  HttpEffect.appendPreResponseHandlerUnsafe(fiber.context, (_request, response) => Effect.succeed(HttpServerResponse.setHeaders(response, headers)))
 
 const leasedBackend = <E, R>(store: Layer.Layer<RateLimiter.RateLimiterStore, E, R>) =>
   Layer.effect(RateLimitBackend, Effect.map(RateLimiter.RateLimiterStore, (shared) => leased(shared))).pipe(Layer.provide(store))

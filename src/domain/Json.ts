@@ -106,3 +106,15 @@ export const Timestamp = Schema.String.annotate({
 /** A closed set of strings that reports one readable failure instead of one per alternative. */
 export const OneOf = <const L extends ReadonlyArray<string>>(identifier: string, values: L) =>
   Schema.Literals(values).annotate({ identifier, message: `must be one of ${values.join(", ")}` })
+
+/**
+ * A JSON body as HttpApi writes one from the success schema an endpoint declares (the schema's JSON codec,
+ * then `JSON.stringify`), for handlers that build their own response: a body encoded once and sent many
+ * times (trust documents, receipts), or a status HttpApi cannot choose. Stricter than HttpApi: a member the
+ * schema does not declare throws instead of being dropped. Members come out in the schema's order. Throws
+ * a SchemaError when the value does not fit.
+ */
+export const jsonTextEncoder = <S extends Schema.Top & { readonly EncodingServices: never }>(schema: S) => {
+  const encode = Schema.encodeSync(Schema.toCodecJson(schema), { onExcessProperty: "error" })
+  return (value: S["Type"]): string => JSON.stringify(encode(value))
+}

@@ -150,8 +150,27 @@ const DrainLingerMs = 300
 
 type Handler = (req: Http.IncomingMessage, res: Http.ServerResponse) => void
 
+/**
+ * A response that, once `closeIfBodyUnread` is set (an admitted request that carries a body), answers
+ * with `Connection: close` when its head is written before the request's body was read in full. The
+ * field is declared here, so setting it per request changes no object shape and allocates nothing.
+ */
+class FrontDoorResponse extends Http.ServerResponse {
+  closeIfBodyUnread = false
+}
+const baseWriteHead = Http.ServerResponse.prototype.writeHead
+Object.defineProperty(FrontDoorResponse.prototype, "writeHead", {
+  configurable: true,
+  writable: true,
+  value: function(this: FrontDoorResponse, ...args: Parameters<typeof baseWriteHead>) {
+    if (this.closeIfBodyUnread && !this.req.complete) this.setHeader("connection", "close")
+    return baseWriteHead.apply(this, args)
+  }
+})
+
 const nodeServer = (config: AppConfigShape) =>
   Http.createServer({
+    ServerResponse: FrontDoorResponse,
     headersTimeout: config.headersTimeoutMs,
     requestTimeout: config.requestTimeoutMs,
     keepAliveTimeout: config.keepAliveTimeoutMs,
@@ -185,9 +204,11 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
     let onIdle: (() => void) | undefined
     const telemetry = yield* Telemetry
 
+    /** The one `close` listener of every response: its metrics and log line, then (if admitted) the drain's count. */
     function requestDone(this: Http.ServerResponse) {
       const record = recordOfMessage(this.req)
       if (record !== undefined) telemetry.requestEnded(this.req, this, record)
+      if (open.delete(this) && open.size === 0) onIdle?.()
     }
     /**
      * Every request, answered here or by the app: its id (the client's when acceptable, else generated)
@@ -241,17 +262,10 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
       // An answer given before the body was read (401, 413, 415, …) closes the connection, so the
       // socket is not held open waiting for a body nobody will read.
       if (req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? "0") > 0) {
-        const writeHead = res.writeHead
-        res.writeHead = function(this: Http.ServerResponse, ...args: Parameters<typeof writeHead>) {
-          if (!req.complete) this.setHeader("connection", "close")
-          return writeHead.apply(this, args)
-        } as typeof writeHead
+        ;(res as FrontDoorResponse).closeIfBodyUnread = true
       }
+      // Removed by requestDone, the response's `close` listener added on arrival.
       open.add(res)
-      res.once("close", () => {
-        open.delete(res)
-        if (open.size === 0) onIdle?.()
-      })
       if (pathOf(req.url) === MetricsPath) {
         record.route = MetricsPath
         return serveMetrics(req, res)

@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from "node:crypto"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
-import { Cause, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Cause, Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { HttpEffect, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { type HttpApiEndpoint, HttpApiError, type HttpApiMiddleware } from "effect/http-api"
 import { findUnstorable, MaxJsonDepth, exceedsDepth } from "../domain/Json.js"
@@ -169,20 +169,24 @@ const isDeclared = (endpoint: HttpApiEndpoint.Top, problem: ProblemError): boole
  * endpoint did not declare (which HttpApi could not encode) is rendered here, in the same format.
  */
 export const RequestGuardLive = Layer.succeed(RequestGuard, (httpEffect, { endpoint }) =>
-  Effect.gen(function*() {
-    const request = yield* HttpServerRequest.HttpServerRequest
+  Effect.withFiber<
+    Effect.Success<typeof httpEffect>,
+    Effect.Error<typeof httpEffect> | PayloadTooLarge | UnsupportedMediaType,
+    Effect.Services<typeof httpEffect> | HttpServerRequest.HttpServerRequest
+  >((fiber) => {
+    const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
     if (hasJsonBody(request.method)) {
       const length = Number(request.headers["content-length"] ?? "0")
-      if (length > MaxBodyBytes) return yield* Effect.andThen(closeAfterAnswer, Effect.fail(tooLarge()))
+      if (length > MaxBodyBytes) return Effect.andThen(closeAfterAnswer, Effect.fail(tooLarge()))
       // JSON-RPC answers its own parse errors and media types, reading its body itself (mcp/Http.ts).
       if (!rawBodyPaths.has(pathOf(request.url))) {
         if (!isRestJsonContentType(request.headers["content-type"])) {
-          return yield* Effect.fail(new UnsupportedMediaType({ detail: "Send the request body as application/json." }))
+          return Effect.fail(new UnsupportedMediaType({ detail: "Send the request body as application/json." }))
         }
         deferBodyReading(request, readRestBody(request))
       }
     }
-    return yield* httpEffect
+    return httpEffect
   }).pipe(
     Effect.catchCause((cause) =>
       Effect.gen(function*() {
@@ -215,17 +219,17 @@ export const RouterProblemsLive = HttpRouter.middleware(
     const config = yield* AppConfig
     const internalToken = Option.map(config.internalToken, (t) => tokenDigest(Redacted.value(t)))
     return (app: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, HttpServerRequest.HttpServerRequest>) =>
-      Effect.gen(function*() {
-        const request = yield* HttpServerRequest.HttpServerRequest
+      Effect.withFiber((fiber) => {
+        const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
         const sentInternal = request.headers["x-pv-internal-token"]
         if (Option.isSome(internalToken) && sentInternal !== undefined &&
           !timingSafeEqual(tokenDigest(sentInternal), internalToken.value)) {
-          return problemResponse(new Unauthorized({ detail: "The x-pv-internal-token header is not valid." }), instanceOf(request))
+          return Effect.succeed(problemResponse(new Unauthorized({ detail: "The x-pv-internal-token header is not valid." }), instanceOf(request)))
         }
         if (!decodesAsUtf8(request.url)) {
-          return problemResponse(new BadRequest({ detail: "The request target's percent-encoding is not UTF-8." }), instanceOf(request))
+          return Effect.succeed(problemResponse(new BadRequest({ detail: "The request target's percent-encoding is not UTF-8." }), instanceOf(request)))
         }
-        return yield* app.pipe(
+        return app.pipe(
           Effect.catchCause((cause) =>
             Effect.map(
               Option.match(Cause.findErrorOption(cause), {
@@ -242,6 +246,8 @@ export const RouterProblemsLive = HttpRouter.middleware(
 
 /** Percent-encoding that does not decode to UTF-8 (`%ff`, an encoded lone surrogate) is a bad request. */
 const decodesAsUtf8 = (url: string) => {
+  // Without a `%` there is nothing to decode (and nothing to throw on).
+  if (url.indexOf("%") === -1) return true
   try {
     decodeURIComponent(url)
     return true

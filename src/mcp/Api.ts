@@ -20,7 +20,8 @@ const JsonRpcMessage = Schema.Struct({
   params: Schema.optionalKey(Schema.Record(Schema.String, Schema.Unknown))
 }).annotate({ identifier: "JsonRpcMessage" })
 
-const JsonRpcResponse = Schema.Struct({
+/** One answer; src/mcp/JsonRpc.ts encodes every envelope it sends through this schema. */
+export const JsonRpcResponse = Schema.Struct({
   jsonrpc: Schema.Literal("2.0"),
   id: Schema.NullOr(Id),
   result: Schema.optionalKey(Schema.Unknown),

@@ -1,4 +1,5 @@
-import { Data, Effect } from "effect"
+import { Data, Effect, Schema } from "effect"
+import { JsonRpcResponse } from "./Api.js"
 
 /**
  * JSON-RPC 2.0 (https://www.jsonrpc.org/specification), the service's own codec: parse a POST body,
@@ -145,18 +146,28 @@ export class PreEncoded {
   constructor(readonly json: string) {}
 }
 
+/**
+ * Every envelope goes through the endpoint's declared success schema (src/mcp/Api.ts, JsonRpcResponse).
+ * `result` and `error.data` are Unknown there: the plain codec hands them to JSON.stringify unchanged (its
+ * JSON codec, which HttpApi would use, also refuses undefined members that JSON.stringify drops). Tool
+ * results went through their tool's outputSchema already (Tools.ts).
+ */
+const encodeEnvelope = Schema.encodeSync(JsonRpcResponse, { onExcessProperty: "error" })
+
 /** A response as JSON text; a result that cannot be serialized becomes -32603 for that id. */
 export const encodeResponse = (response: Response): string => {
-  if ("result" in response && response.result instanceof PreEncoded) {
-    return `{"jsonrpc":"2.0","id":${JSON.stringify(response.id)},"result":${response.result.json}}`
-  }
   try {
-    const text = JSON.stringify(response)
+    if ("result" in response && response.result instanceof PreEncoded) {
+      // The result is already JSON text: the envelope is encoded without it and the text goes in last.
+      const envelope = JSON.stringify(encodeEnvelope({ jsonrpc: response.jsonrpc, id: response.id }))
+      return `${envelope.slice(0, -1)},"result":${response.result.json}}`
+    }
+    const text = JSON.stringify(encodeEnvelope(response))
     if (typeof text === "string") return text
   } catch {
     // fall through
   }
-  return JSON.stringify(internalError(response.id))
+  return JSON.stringify(encodeEnvelope(internalError(response.id)))
 }
 
 /** One message → its response, or none for notifications and client responses. Never fails. */

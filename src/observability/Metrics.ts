@@ -130,7 +130,7 @@ export const logEntryQueued = (): void => {
 }
 
 /**
- * The integrator's hook. `beginRound` is called as a round starts and returns what `endRound` needs: a
+ * The integrator's hook. `logRoundStarted` is called as a round starts and returns what `logRoundEnded` needs: a
  * round that held the lock covered every entry written before it began (it moves pending entries up to
  * its limit; a full round is followed at once by another), so the waiting mark is cleared unless a
  * write came in during the round.
@@ -165,7 +165,6 @@ export const logIntegrationLagSeconds = (): number =>
 export interface ObservedPool {
   readonly totalCount: number
   readonly idleCount: number
-  readonly waitingCount: number
 }
 
 export interface PoolSource {
@@ -187,7 +186,8 @@ export const observePool = (source: PoolSource): (() => void) => {
 const poolConnections = labelled(Metric.gauge("pv_db_pool_connections", {
   description: "Database pool connections: total open, and idle among them (summed over this process's pools)."
 }))
-const poolWaiting = Metric.gauge("pv_db_pool_waiting_clients", { description: "Statements waiting for a free database pool connection." })
+// No series for statements waiting for a connection: @effect/sql-pg's pool does not expose them, and a
+// gauge stuck at 0 would tell a dashboard "none waiting" during exactly the exhaustion it should show.
 const circuitOpen = Metric.gauge("pv_db_circuit_open", {
   description: "1 while the database outage circuit breaker is open (statements fail at once with 503), else 0."
 })
@@ -201,17 +201,14 @@ const memory = labelled(Metric.gauge("pv_process_memory_bytes", { description: "
 export const observeGauges = (): void => {
   let total = 0
   let idle = 0
-  let waiting = 0
   let open = 0
   for (const source of observedPools) {
     total += source.pool.totalCount
     idle += source.pool.idleCount
-    waiting += source.pool.waitingCount
     if (!source.answering()) open = 1
   }
   poolConnections({ state: "total" }).updateUnsafe(total, registry)
   poolConnections({ state: "idle" }).updateUnsafe(idle, registry)
-  poolWaiting.updateUnsafe(waiting, registry)
   circuitOpen.updateUnsafe(open, registry)
   // Only an instance that integrates knows both (PV_LOG_INTEGRATION_INTERVAL_MS=0 leaves it to another).
   if (logState.size >= 0) {

@@ -48,7 +48,7 @@ interface Recorded {
 /** Called by the front door once per request, before anything answers it. */
 export const beginRequest = (req: IncomingMessage, id: string, startedAt: number): RequestRecord => {
   const record: RequestRecord = { id, startedAt, route: null, keyId: null, tenantId: null }
-  Object.assign(req, { [RecordKey]: record })
+  ;(req as Recorded)[RecordKey] = record
   return record
 }
 

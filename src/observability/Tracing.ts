@@ -15,7 +15,7 @@ const redactedHeaders = ["authorization", "cookie", "set-cookie", "x-api-key", "
 
 /**
  * Span names as the service has always exported them: `http.server <METHOD>` per request (the header
- * filter records every header, credentials redacted) and `sql.execute` per statement (@effect/sql names
+ * filter records every header, credentials redacted) and `sql.execute` per statement (effect/sql names
  * a statement's span after the database, `StatementSpanName`).
  */
 const named = (tracer: Tracer.Tracer): Tracer.Tracer =>

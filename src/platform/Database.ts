@@ -17,7 +17,7 @@ export class DatabaseMode extends Context.Service<DatabaseMode, DatabaseModeShap
 export const latestMigrationId = Math.max(...Object.keys(migrations).map((file) => Number(/^(\d+)_/.exec(file)?.[1] ?? 0)))
 
 /**
- * The name `@effect/sql` gives every statement's span here (the database namespace, `db.namespace`): the
+ * The name `effect/sql` gives every statement's span here (the database namespace, `db.namespace`): the
  * driver is given no database name or user of its own (they come from the URL), so it is the default one.
  * Tracing renames these spans `sql.execute` (observability/Tracing.ts).
  */
@@ -56,8 +56,7 @@ const embeddedPostgres = (dataDir: string) =>
             },
             get idleCount() {
               return sockets.count() - sockets.busy()
-            },
-            waitingCount: 0
+            }
           },
           answering: () => true
         })

@@ -204,9 +204,7 @@ export const makePgPool = (options: PgPoolOptions): Effect.Effect<PgPool, never,
         },
         get idleCount() {
           return pool.count() - pool.busy()
-        },
-        // The driver's pool does not expose its queue of borrowers.
-        waitingCount: 0
+        }
       }
     }
   })

@@ -9,27 +9,31 @@ import { Receipts } from "./Receipts.js"
 /** The edge decodes: prohibited fields first (one error each), then the 7-field schema with pointers. */
 const decodeRequest = (payload: unknown) => Effect.fromResult(decodeRelianceRequest(payload))
 
-/** Stored receipts are sent as stored (not re-encoded), so their JSON never changes after the fact. */
+/**
+ * Every receipt body is encoded through its endpoint's success schema in Receipts (jsonOf, createdJsonOf once
+ * per receipt, proofJsonOf per bundle), which also decides what a stored receipt that no longer fits is sent
+ * as. POST needs its own response anyway: its two successes share one schema, and HttpApi would pick the
+ * first (201) for a replay too.
+ */
 export const ReceiptsHttpLive = HttpApiBuilder.group(Api, "receipts", (handlers) =>
   Effect.gen(function*() {
     const receipts = yield* Receipts
-    const respond = (receipt: object, status: number) =>
-      HttpServerResponse.text(receipts.jsonOf(receipt), { status, contentType: "application/json" })
+    const respond = (status: number) => (json: string) => HttpServerResponse.text(json, { status, contentType: "application/json" })
     return handlers
       .handle("create", ({ payload }) =>
         requireScope("receipt:write").pipe(
           Effect.flatMap((key) => Effect.flatMap(decodeRequest(payload), (request) => receipts.create(key.tenant_id, request))),
-          Effect.map((receipt) => respond(receipt, receipt.idempotent ? 200 : 201))
+          Effect.flatMap((receipt) => Effect.map(receipts.createdJsonOf(receipt), respond(receipt.idempotent ? 200 : 201)))
         ))
       .handle("get", ({ params }) =>
         requireScope("receipt:read").pipe(
           Effect.flatMap((key) => receipts.get(key.tenant_id, params.receiptId)),
-          Effect.map((receipt) => respond(receipt, 200))
+          Effect.flatMap((receipt) => Effect.map(receipts.jsonOf(receipt), respond(200)))
         ))
       .handle("proof", ({ params }) =>
         requireScope("receipt:read").pipe(
           Effect.flatMap((key) => receipts.proof(key.tenant_id, params.receiptId)),
-          Effect.map((bundle) => HttpServerResponse.text(JSON.stringify(bundle), { status: 200, contentType: "application/json" }))
+          Effect.flatMap((bundle) => Effect.map(receipts.proofJsonOf(bundle), respond(200)))
         ))
       .handle("evaluate", ({ payload }) =>
         requireScope("actionability:read").pipe(

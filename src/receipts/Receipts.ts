@@ -7,11 +7,12 @@ import {
   ReceiptNotFound,
   type UnknownPurpose
 } from "../domain/Problem.js"
+import { jsonTextEncoder } from "../domain/Json.js"
 import {
   type ActionabilityEvaluation,
-  type CreatedRelianceReceipt,
+  CreatedRelianceReceipt,
   ReceiptSchemaId,
-  type RelianceReceipt,
+  RelianceReceipt,
   type RelianceRequest,
   type SealedReceipt,
   sealReceipt
@@ -20,6 +21,7 @@ import type { EventJwk } from "../domain/TrustEvent.js"
 import { EventLog } from "../events/EventLog.js"
 import { signReceiptDigest } from "../log/Entries.js"
 import { LogNudge } from "../log/LogNudge.js"
+import { ReceiptProofBundle as ReceiptProofBundleSchema } from "../log/Api.js"
 import type { ReceiptProofBundle } from "../log/ReceiptProof.js"
 import { TransparencyLog } from "../log/TransparencyLog.js"
 import { countReceipt } from "../observability/Metrics.js"
@@ -57,6 +59,38 @@ export const ReceiptIdPattern = /^rr_[0-9A-HJKMNP-TV-Z]{26}$/
 /** Receipts signed per transaction by the start-up backfill. */
 const BackfillBatch = 500
 
+/**
+ * The success schemas of GET (RelianceReceipt), POST (CreatedRelianceReceipt) and GET …/proof
+ * (ReceiptProofBundle) write their bodies. A stored receipt was written from these fields in this order, so
+ * the bytes are the stored JSON's, and a stored member the schema does not know is never dropped
+ * (receipt_digest covers snapshot_payload).
+ */
+const encodeReceipt = jsonTextEncoder(RelianceReceipt)
+const encodeCreated = jsonTextEncoder(CreatedRelianceReceipt)
+const encodeBundle = jsonTextEncoder(ReceiptProofBundleSchema)
+
+/**
+ * The body through its schema. A stored receipt that does not fit was edited in the database after it was
+ * written: it is sent as stored, with a warning, so the relying party's verification shows the edit (its
+ * digest step fails) instead of a 500 hiding it (test/http/log.http.test.ts, "stored JSON was edited").
+ */
+const bodyOf = <A extends object>(encode: (value: A) => string, value: A): Effect.Effect<string> =>
+  Effect.try({ try: () => encode(value), catch: (error) => error }).pipe(
+    Effect.catch((error) =>
+      Effect.as(Effect.logWarning("a stored receipt does not fit its schema: sent as stored", error), JSON.stringify(value)))
+  )
+
+/** Each receipt object's body, built on first use (one map per schema, so an object is only ever one kind). */
+const memoBody = <A extends object>(encode: (value: A) => string) => {
+  const serialised = new WeakMap<A, string>()
+  return (value: A): Effect.Effect<string> => {
+    const known = serialised.get(value)
+    return known !== undefined
+      ? Effect.succeed(known)
+      : Effect.tap(bodyOf(encode, value), (text) => Effect.sync(() => serialised.set(value, text)))
+  }
+}
+
 const make = Effect.gen(function*() {
   const resolver = yield* TrustResolver
   const policy = yield* Policy
@@ -70,7 +104,7 @@ const make = Effect.gen(function*() {
   // Stored receipts never change, so a replay or a read can be answered from memory on any instance:
   // by idempotency key (replays) and by id (reads). A receipt is ~6 KB in memory, so each map keeps the
   // newest 5,000 (~30 MB at most); older ones are read from the database again.
-  // Replays get one shared answer object per receipt, so its JSON is built once (`jsonOf`).
+  // Replays get one shared answer object per receipt, so its JSON is built once (`createdJsonOf`).
   const byIdempotencyKey = new Map<string, CreatedRelianceReceipt>()
   const byId = new Map<string, RelianceReceipt>()
   const remember = (receipt: RelianceReceipt) => {
@@ -177,18 +211,13 @@ const make = Effect.gen(function*() {
     })
 
   // Receipts never change: the JSON of a receipt object (a cached read or the shared replay answer) is
-  // built once, however often it is sent.
-  const serialised = new WeakMap<object, string>()
-  const jsonOf = (receipt: object): string => {
-    let text = serialised.get(receipt)
-    if (text === undefined) {
-      text = JSON.stringify(receipt)
-      serialised.set(receipt, text)
-    }
-    return text
-  }
+  // encoded through the endpoint's success schema once, however often it is sent. A bundle is built per
+  // request (the checkpoint moves), so its JSON is too.
+  const jsonOf = memoBody(encodeReceipt)
+  const createdJsonOf = memoBody(encodeCreated)
+  const proofJsonOf = (bundle: ReceiptProofBundle) => bodyOf(encodeBundle, bundle)
 
-  return { evaluate, create, get, proof, backfillSignatures, jsonOf, policy: policyView(policy) } as const
+  return { evaluate, create, get, proof, backfillSignatures, jsonOf, createdJsonOf, proofJsonOf, policy: policyView(policy) } as const
 })
 
 /**

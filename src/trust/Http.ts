@@ -18,7 +18,10 @@ export const etagMatches = (header: string | undefined, etag: string): boolean =
     return tag === "*" || tag === etag
   })
 
-/** The cached serialisation is sent as-is: no per-request JSON encoding of the document. */
+/**
+ * The cached body is sent as-is: it was encoded through the declared success schema (MachineTrustResponse)
+ * once per cached document (TrustResolver), not per request. The ETag is the digest, not a hash of the bytes.
+ */
 const conditional = (trust: CachedTrust, ifNoneMatch: string | undefined) => {
   const etag = `"${trust.document.trust_state_digest}"`
   const headers = { etag, "cache-control": "no-cache" }

@@ -13,7 +13,10 @@ const capacity = 10_000
 
 export interface CachedTrust {
   readonly document: MachineTrustResponse
-  /** The document serialised once, sent as-is on every hit. */
+  /**
+   * The document encoded through MachineTrustResponse (the trust endpoints' success schema) and serialised
+   * once, on first use; sent as-is on every hit.
+   */
   readonly json: string
   /** When the document was built: its freshness state holds from here … */
   readonly builtAtMs: number

@@ -1,11 +1,15 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import { nextFreshnessBoundary } from "../domain/Freshness.js"
-import { buildMachineTrust, type MachineTrustResponse } from "../domain/MachineTrust.js"
+import { jsonTextEncoder } from "../domain/Json.js"
+import { buildMachineTrust, MachineTrustResponse } from "../domain/MachineTrust.js"
 import type { DeterminationNotFound } from "../domain/Problem.js"
 import type { PublicId } from "../domain/PublicId.js"
 import { Determinations } from "./Determinations.js"
 import { Policy } from "./Policy.js"
 import { type CachedTrust, TrustCache } from "./TrustCache.js"
+
+/** The trust endpoints' success schema (src/trust/Api.ts declares MachineTrustResponse) writes the cached body. */
+const documentJson = jsonTextEncoder(MachineTrustResponse)
 
 const make = Effect.gen(function*() {
   const determinations = yield* Determinations
@@ -21,9 +25,13 @@ const make = Effect.gen(function*() {
       const document = yield* load(publicId)
       const builtAtMs = yield* Clock.currentTimeMillis
       const next = nextFreshnessBoundary(builtAtMs, Date.parse(document.freshness.as_of), Date.parse(document.freshness.valid_until))
+      // Encoded on first use, then kept: receipts and MCP read the document only, the trust endpoints its JSON.
+      let json: string | undefined
       const entry: CachedTrust = {
         document,
-        json: JSON.stringify(document),
+        get json() {
+          return json ??= documentJson(document)
+        },
         builtAtMs,
         validUntilMs: document.lifecycle.state === "EXPIRED" || next === null ? Number.POSITIVE_INFINITY : next
       }

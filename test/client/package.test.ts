@@ -159,7 +159,7 @@ pv.createReceipt({ tenant_id: "t" })
         moduleResolution: "NodeNext",
         strict: true,
         noEmit: true,
-        // Checks the shipped declarations themselves: one that reached the server's modules would need @types/pg here.
+        // Checks the shipped declarations themselves (and what they import), not only their use above.
         skipLibCheck: false,
         types: ["node"],
         typeRoots: [join(projectRoot, "node_modules", "@types")]

@@ -454,7 +454,7 @@ describe(`transparency log (${kind})`, () => {
     const last = size - 1
 
     // 1. An entry's bytes (the receipt_digest inside it): the entry bundles no longer hash to the checkpoint's root.
-    // bytea comes back as a Uint8Array (Effect 4's driver; pg gave a Buffer).
+    // bytea comes back as a Uint8Array (@effect/sql-pg's decoding).
     const [row] = await sql(server, (q) => q<{ entry: Uint8Array }>`SELECT entry FROM log_entries WHERE idx = ${last}`)
     const text = Buffer.from(row!.entry).toString("utf8")
     const altered = Buffer.from(text.replace(/"(eventHash|receipt_digest)":"(.)/, (_m, name, c) => `"${name}":"${c === "0" ? "1" : "0"}`), "utf8")
@@ -616,7 +616,7 @@ describe.runIf(kind === "postgres")("transparency log with two instances on one 
     }
     const size = sizes[sizes.length - 1]!
     expect(size).toBe(expected.length)
-    // As text: Effect 4's driver decodes int8 to bigint (pg gave strings).
+    // As text: @effect/sql-pg decodes int8 to bigint.
     const indexes = await sql(server, (q) => q<{ n: string; low: string; high: string }>`SELECT count(*)::text AS n, min(idx)::text AS low, max(idx)::text AS high FROM log_entries`)
     expect(indexes[0]).toEqual({ n: String(size), low: "0", high: String(size - 1) })
     expect((await servedEntries(size, second)).map((entry) => Buffer.from(entry).toString("utf8")).sort()).toEqual(expected)

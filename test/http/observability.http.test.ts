@@ -10,9 +10,10 @@ import { readConfig } from "../support/testConfig.js"
 
 /**
  * Issue 13 items 1–3 / CONTRACT section 11 "Observability": X-Request-Id on every response (echoed,
- * replaced or generated) and in problem documents' `instance`; GET /metrics (Prometheus text, from the
- * OpenTelemetry exporter) behind PV_METRICS_TOKEN; counters that move; one JSON log line per request
- * with PV_LOG_FORMAT=json; OTLP/HTTP spans per request and per SQL statement carrying the request id.
+ * replaced or generated) and in problem documents' `instance`; GET /metrics (Prometheus text, from
+ * effect/observability's PrometheusMetrics) behind PV_METRICS_TOKEN; counters that move; one JSON log
+ * line per request with PV_LOG_FORMAT=json; OTLP/HTTP spans per request and per SQL statement carrying
+ * the request id.
  */
 
 const kind = testDatabaseKind()
@@ -181,7 +182,7 @@ describe(`metrics (${kind})`, () => {
     expect(reply.text).toContain("# TYPE pv_http_request_duration_seconds histogram")
     expect(sample(reply.text, "pv_http_requests_total", { route: "/healthz", method: "GET", status: "200" })).toBeGreaterThan(0)
     expect(sample(reply.text, "pv_http_request_duration_seconds_bucket", { route: "/healthz", le: "+Inf" })).toBeGreaterThan(0)
-    for (const gauge of ["pv_db_pool_connections", "pv_db_pool_waiting_clients", "pv_db_circuit_open", "pv_process_memory_bytes"]) {
+    for (const gauge of ["pv_db_pool_connections", "pv_db_circuit_open", "pv_process_memory_bytes"]) {
       expect(reply.text).toContain(`# TYPE ${gauge} gauge`)
     }
     expect(sample(reply.text, "pv_db_pool_connections", { state: "total" })).toBeGreaterThan(0)

@@ -35,7 +35,7 @@ describe("tool registry", () => {
     for (const tool of tools) {
       for (const schema of [tool.inputSchema, tool.outputSchema]) {
         expect(schema.type, tool.name).toBe("object")
-        // JSON Schema 2020-12, MCP's default dialect (Effect 4 writes it; was draft-07, .port/changes/F.md).
+        // JSON Schema 2020-12, MCP's default dialect (what `Schema.toJsonSchemaDocument` writes).
         expect(schema.$schema).toBe("https://json-schema.org/draft/2020-12/schema")
         const defs = (schema.$defs ?? {}) as Record<string, unknown>
         for (const ref of refsOf(schema)) {

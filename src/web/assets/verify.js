@@ -4,7 +4,7 @@
  * chain recipe (CONTRACT §6) and the receipt proof bundle (CONTRACT §10: RFC 9162 Merkle inclusion,
  * C2SP signed-note checkpoints, Ed25519). Crypto is WebCrypto only (`crypto.subtle`), so the same file
  * runs in a browser and in Node 20, where test/web/verify.test.ts checks it against the service's own
- * verifiers (src/events/Verify.ts, src/client/log.ts). Verdicts and details follow those verifiers.
+ * verifiers (src/domain/EventVerify.ts, src/client/log.ts). Verdicts and details follow those verifiers.
  * Nothing here throws on what it is given: a malformed member is a failed check with a detail.
  */
 
@@ -282,7 +282,7 @@ const SignaturePattern = /^[A-Za-z0-9_-]{86}$/
 const signatureBytes = (sig) => (SignaturePattern.test(sig) ? decodeBase64Url(sig) : undefined)
 
 // ---------------------------------------------------------------------------------------------------
-// Event chain (CONTRACT §6; src/events/EventChain.ts, src/events/Verify.ts).
+// Event chain (CONTRACT §6; src/domain/EventChain.ts, src/domain/EventVerify.ts).
 
 export const EventHashDomain = "pv-event-v1\n"
 
@@ -317,7 +317,7 @@ const eventShapeProblem = (event) => {
  */
 
 /**
- * Checks a chain the way `verifyEventChain` of src/events/Verify.ts does, and reports the same verdict
+ * Checks a chain the way `verifyEventChain` of src/domain/EventVerify.ts does, and reports the same verdict
  * (the first failing sequence and its reason), plus each event's own checks for display: its hash
  * recomputed, its link to the event before it in the list, and its signature by a JWKS key.
  * @param {ReadonlyArray<unknown>} events
