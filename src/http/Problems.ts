@@ -112,13 +112,15 @@ const readRestBody = (request: HttpServerRequest.HttpServerRequest): Effect.Effe
 
 /**
  * The body is read only when a handler asks for it, i.e. after authentication: a request that will be
- * refused never has its body buffered. `textEffect` is the field @effect/platform-node caches
- * `request.text` in, so HttpApi's payload decoder and the MCP handler both get the checked text (a
- * refusal reaches the decoder as a defect holding our problem, which the guard turns back into it).
+ * refused never has its body buffered. The rest of the pipeline gets a view of the request whose `text`
+ * (what HttpApi's payload decoder reads) is this checked, cached read; everything else is the request's
+ * own. A refusal reaches the decoder as a defect holding our problem, which the guard turns back into it.
  */
-const deferBodyReading = (request: HttpServerRequest.HttpServerRequest, read: Effect.Effect<string, ProblemError>) => {
-  ;(request as unknown as { textEffect?: Effect.Effect<string, ProblemError> }).textEffect = Effect.runSync(Effect.cached(read))
-}
+const withCheckedBody = (
+  request: HttpServerRequest.HttpServerRequest,
+  read: Effect.Effect<string, ProblemError>
+): HttpServerRequest.HttpServerRequest =>
+  Object.create(request, { text: { value: Effect.runSync(Effect.cached(read)) } }) as HttpServerRequest.HttpServerRequest
 
 /** Paths whose bodies are parsed by their own protocol (JSON-RPC answers parse errors itself). */
 const rawBodyPaths = new Set(["/api/v1/mcp"])
@@ -143,7 +145,7 @@ const defectProblem = (cause: Cause.Cause<unknown>): Effect.Effect<ProblemError>
     // The client went away mid-request: nobody is left to answer, and nothing failed.
     if (Cause.hasInterruptsOnly(cause)) return new Unavailable({ detail: "The request was abandoned." })
     const squashed = Cause.squash(cause)
-    // The payload decoder turns a refused body read (deferBodyReading) into a defect: the problem is still ours.
+    // The payload decoder turns a refused body read (withCheckedBody) into a defect: the problem is still ours.
     if (isProblemError(squashed)) return squashed
     if (HttpApiError.HttpApiSchemaError.is(squashed)) return schemaProblem(squashed)
     // SQLSTATE class 22 is the client's data (422); any other database failure is an outage (503).
@@ -183,7 +185,7 @@ export const RequestGuardLive = Layer.succeed(RequestGuard, (httpEffect, { endpo
         if (!isRestJsonContentType(request.headers["content-type"])) {
           return Effect.fail(new UnsupportedMediaType({ detail: "Send the request body as application/json." }))
         }
-        deferBodyReading(request, readRestBody(request))
+        return Effect.provideService(httpEffect, HttpServerRequest.HttpServerRequest, withCheckedBody(request, readRestBody(request)))
       }
     }
     return httpEffect
