@@ -47,7 +47,8 @@ const closeAfterAnswer = HttpEffect.appendPreResponseHandler((_req, response) =>
 
 /**
  * Reads the body, at most MaxBodyBytes, without destroying the socket when a (chunked) body runs over,
- * so the client still gets its 413; the connection is closed after that answer. Invalid UTF-8 is
+ * so the client still gets its 413; the front door closes the connection after that answer (its body
+ * was not read to the end: http/FrontDoor.ts). Invalid UTF-8 is
  * malformed JSON (RFC 8259 section 8.1), never silently replaced.
  */
 const readBoundedBody = (request: HttpServerRequest.HttpServerRequest) =>

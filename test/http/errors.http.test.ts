@@ -148,6 +148,8 @@ describe(`error responses (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
     it("answers 413 to a body over 64 KiB sent in chunks without Content-Length", async () => {
       const reply = await sendChunked(`/api/v1/determinations/${id}`, Array.from({ length: 6 }, () => " ".repeat(16 * 1024)))
       expectProblem({ ...reply, body: JSON.parse(reply.text) }, 413, "payload-too-large")
+      // Nobody reads the rest of that body: the connection must not be reused.
+      expect(reply.headers.get("connection")).toBe("close")
       await expectUnchanged()
     })
   })
