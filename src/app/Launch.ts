@@ -64,7 +64,9 @@ export const launch = (workers: number): void => {
     console.error(`worker ${index} exited (${signal ?? code}); starting a new one`)
     indexOf.set(fork(index).id, index)
   })
-  // Each worker drains itself on SIGTERM (http/FrontDoor.ts); one that outlives its grace is killed.
+  // Each worker drains itself on SIGTERM (http/FrontDoor.ts); one that outlives its grace is killed. The
+  // margin covers the closing steps after the grace: interrupting a statement in @effect/sql-pg waits for
+  // its cancel request and the connection to drain (up to ~5 s), then the log's last round and the flushes.
   const stop = () => {
     if (stopping) return
     stopping = true
@@ -73,7 +75,7 @@ export const launch = (workers: number): void => {
     for (const worker of workersLeft) worker?.process.kill("SIGTERM")
     setTimeout(() => {
       for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill("SIGKILL")
-    }, shutdownGraceMs() + 5_000).unref()
+    }, shutdownGraceMs() + 12_000).unref()
   }
   process.on("SIGTERM", stop)
   process.on("SIGINT", stop)

@@ -5,6 +5,7 @@ import { PrometheusMetrics } from "effect/observability"
 import { AppConfig } from "../platform/Config.js"
 import { observeGauges, recordRequest } from "./Metrics.js"
 import type { RequestRecord } from "./RequestRecord.js"
+import { Internal, toProblemDocument } from "../domain/Problem.js"
 
 /**
  * What the front door (http/FrontDoor.ts) needs from observability: the `/metrics` endpoint and the
@@ -63,10 +64,22 @@ const logLine = (req: Http.IncomingMessage | undefined, status: number, record: 
 /** Effect's default metric registry, where every metric of src/observability/Metrics.ts is recorded. */
 const registry = Context.empty()
 
-/** The text exposition format, version 0.0.4 (what Prometheus scrapes). */
+/**
+ * The text exposition format, version 0.0.4 (what Prometheus scrapes). This runs in Node's request
+ * listener, outside any fiber: a collection that throws (`process.memoryUsage()` fails with EMFILE when
+ * file descriptors run out, exactly when a scrape matters) answers 500 instead of crashing the process.
+ */
 const serveExposition = (res: Http.ServerResponse) => {
-  observeGauges()
-  const body = PrometheusMetrics.formatUnsafe(registry)
+  let body: string
+  try {
+    observeGauges()
+    body = PrometheusMetrics.formatUnsafe(registry)
+  } catch {
+    const problem = JSON.stringify(toProblemDocument(new Internal({ detail: "The metrics could not be collected." })))
+    res.writeHead(500, { "content-type": "application/problem+json", "content-length": Buffer.byteLength(problem) })
+    res.end(problem)
+    return
+  }
   res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8", "content-length": Buffer.byteLength(body) })
   res.end(body)
 }
