@@ -74,10 +74,12 @@ const subscriptionRows = decodeRows(SubscriptionRow)
 const make = Effect.gen(function*() {
   const sql = yield* PgClient.PgClient
 
+  // No conflict target: `kid` and `x` are both unique, and two processes starting at once (PV_WORKERS)
+  // may insert the same key concurrently; with `ON CONFLICT (kid)` the race could surface on `x` instead.
   const recordKey = (jwk: EventJwk, at: Date) =>
     sql`
       INSERT INTO event_signing_keys (kid, x, created_at) VALUES (${jwk.kid}, ${jwk.x}, ${at})
-      ON CONFLICT (kid) DO NOTHING`.pipe(Effect.asVoid)
+      ON CONFLICT DO NOTHING`.pipe(Effect.asVoid)
 
   const keys = decodeRows(KeyRow)(sql`SELECT kid, x FROM event_signing_keys ORDER BY created_at, kid`)
 
