@@ -4,6 +4,7 @@ import { ApiKeys } from "../access/ApiKeys.js"
 import { ClientAddressesLive } from "../access/ClientAddress.js"
 import { OperatorCredential } from "../access/Operator.js"
 import { RateLimitsLive } from "../access/RateLimits.js"
+import { ChangeFeed } from "../events/ChangeFeed.js"
 import { EventLog } from "../events/EventLog.js"
 import { Subscriptions } from "../events/Subscriptions.js"
 import { FrontDoorLive } from "../http/FrontDoor.js"
@@ -32,6 +33,7 @@ export const ServicesLive = Layer.mergeAll(
   OperatorCredential.layer,
   RateLimitsLive,
   ClientAddressesLive,
+  ChangeFeed.layer,
   EventLog.layer,
   Subscriptions.layer,
   Receipts.layer,

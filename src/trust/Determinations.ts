@@ -3,10 +3,10 @@ import { digestOf } from "../domain/Canonical.js"
 import type { DeterminationBody } from "../domain/Determination.js"
 import { DeterminationNotFound } from "../domain/Problem.js"
 import type { PublicId } from "../domain/PublicId.js"
+import { ChangeFeed } from "../events/ChangeFeed.js"
 import { EventLog } from "../events/EventLog.js"
 import { Ids } from "../platform/Ids.js"
 import { type CurrentDetermination, DeterminationsRepo } from "./Repo.js"
-import { TrustCache } from "./TrustCache.js"
 
 export type IngestOutcome = "created" | "updated" | "unchanged"
 
@@ -36,17 +36,18 @@ const make = Effect.gen(function*() {
   const repo = yield* DeterminationsRepo
   const ids = yield* Ids
   const events = yield* EventLog
-  const cache = yield* TrustCache
+  const feed = yield* ChangeFeed
   const scope = yield* Effect.scope
 
   /**
    * The one way a determination's trust state changes: `work` stores the change and appends its events
-   * in one transaction, which also notifies every instance listening (delivered at commit); after the
-   * commit this instance's cached document is evicted, so no reader here can serve the state from before.
+   * in one transaction, which also notifies every instance listening (delivered at commit); right after
+   * the commit this instance's listeners hear of it (its cached document is evicted, so no reader here can
+   * serve the state from before; deliveries and streams wake).
    */
   const commitChange = <A, E, R>(publicId: PublicId, work: Effect.Effect<A, E, R>, changed: (result: A) => boolean) =>
-    repo.withTransaction(Effect.tap(work, (result) => changed(result) ? cache.notify(publicId) : Effect.void)).pipe(
-      Effect.tap((result) => changed(result) ? cache.evict(publicId) : Effect.void)
+    repo.withTransaction(Effect.tap(work, (result) => changed(result) ? feed.notify(publicId) : Effect.void)).pipe(
+      Effect.tap((result) => changed(result) ? feed.committed(publicId) : Effect.void)
     )
 
   /** Operator ingestion: one stored version and its one event per change; an identical body changes nothing. */
@@ -160,7 +161,7 @@ const make = Effect.gen(function*() {
 export class Determinations extends Context.Service<Determinations, Effect.Success<typeof make>>()("pv/Determinations", { make }) {
   static readonly layerNoDeps = Layer.effect(Determinations, make)
   static readonly layer = Determinations.layerNoDeps.pipe(
-    Layer.provide([DeterminationsRepo.layer, Ids.layer, EventLog.layer, TrustCache.layer])
+    Layer.provide([DeterminationsRepo.layer, Ids.layer, EventLog.layer, ChangeFeed.layer])
   )
 }
 

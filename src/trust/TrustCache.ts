@@ -1,10 +1,6 @@
-import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Schedule, Stream } from "effect"
+import { Context, Effect, Layer } from "effect"
 import type { MachineTrustResponse } from "../domain/MachineTrust.js"
-import { DatabaseMode } from "../platform/Database.js"
-
-/** PostgreSQL channel on which every committed change of a determination's trust state is announced. */
-export const TrustChangedChannel = "pv_trust_changed"
+import { ChangeFeed } from "../events/ChangeFeed.js"
 
 /** Even if a notification were lost, no instance serves a document older than this. */
 export const TrustCacheMaxAgeMs = 5_000
@@ -25,8 +21,7 @@ export interface CachedTrust {
 }
 
 const make = Effect.gen(function*() {
-  const sql = yield* PgClient.PgClient
-  const mode = yield* DatabaseMode
+  const feed = yield* ChangeFeed
   const entries = new Map<string, CachedTrust>()
   const generations = new Map<string, number>()
 
@@ -62,32 +57,22 @@ const make = Effect.gen(function*() {
     entries.clear()
   })
 
-  /** Inside the writer's transaction: tell every instance, at commit, that `publicId` changed. */
-  const notify = (publicId: string) => sql`SELECT pg_notify(${TrustChangedChannel}, ${publicId})`.pipe(Effect.asVoid)
+  // Every committed change, this instance's (right after its commit) or another's (PostgreSQL NOTIFY).
+  yield* feed.listen((notice) => {
+    if (notice._tag === "resync") Effect.runSync(clear)
+    else Effect.runSync(evict(notice.publicId))
+  })
 
-  // The embedded database has one instance (and one connection, which LISTEN would hold forever).
-  if (mode.kind === "postgres") {
-    yield* Effect.scoped(Effect.flatMap(
-      sql.listen(TrustChangedChannel),
-      (notifications) => Stream.runForEach(Stream.fromQueue(notifications), (n) => evict(n.payload))
-    )).pipe(
-      // A dropped listener may have missed notifications: forget everything, then listen again.
-      Effect.tapCause(() => clear),
-      Effect.retry(Schedule.spaced("1 second")),
-      Effect.forkScoped
-    )
-  }
-
-  return { get, put, generation, evict, notify } as const
+  return { get, put, generation, evict } as const
 })
 
 /**
  * Trust documents by public id, so a warm read costs no database round trip. An entry is used only in
  * [builtAt, min(next freshness boundary, builtAt + 5 s)). Only the writer (Determinations) changes trust
- * state: it `notify`s inside its transaction (every instance listening on PostgreSQL evicts) and `evict`s
- * here after the commit. A per-key generation stops a read that raced a write from caching what it read
+ * state, through the change feed (events/ChangeFeed.ts): every instance evicts when it hears of a commit,
+ * this instance right after its own. A per-key generation stops a read that raced a write from caching what it read
  * before the write committed.
  */
 export class TrustCache extends Context.Service<TrustCache, Effect.Success<typeof make>>()("pv/TrustCache", { make }) {
-  static readonly layer = Layer.effect(TrustCache, make)
+  static readonly layer = Layer.effect(TrustCache, make).pipe(Layer.provide(ChangeFeed.layer))
 }
