@@ -118,3 +118,60 @@ export const jsonTextEncoder = <S extends Schema.Top & { readonly EncodingServic
   const encode = Schema.encodeSync(Schema.toCodecJson(schema), { onExcessProperty: "error" })
   return (value: S["Type"]): string => JSON.stringify(encode(value))
 }
+
+interface Frame {
+  readonly array: boolean
+  /** Member names seen so far (objects), or the next element's index (arrays). */
+  readonly names: Set<string>
+  index: number
+  /** The member or element being read: its pointer segment. */
+  segment: string
+  /** Objects: true while the next string is a member name. */
+  expectName: boolean
+}
+
+/**
+ * The JSON pointer of the first member whose name repeats an earlier member of the same object, in a
+ * text that `JSON.parse` accepted; undefined when every name is unique. I-JSON (RFC 7493 §2.3) forbids
+ * duplicates: parsers disagree on which value wins, so a digest over the last value could be checked by
+ * a relying party that kept the first. Names are compared after unescaping (`"a"` and `"\u0061"` clash).
+ */
+export const findDuplicateMember = (text: string): string | undefined => {
+  const stack: Array<Frame> = []
+  const pointer = () => stack.map((frame) => "/" + escapePointer(frame.segment)).join("")
+  const n = text.length
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i)
+    if (c === 0x22 /* " */) {
+      let j = i + 1
+      let escaped = false
+      while (j < n) {
+        const d = text.charCodeAt(j)
+        if (d === 0x5c /* \ */) {
+          escaped = true
+          j += 2
+        } else if (d === 0x22) break
+        else j++
+      }
+      const top = stack[stack.length - 1]
+      if (top !== undefined && !top.array && top.expectName) {
+        const name = escaped ? (JSON.parse(text.slice(i, j + 1)) as string) : text.slice(i + 1, j)
+        top.segment = name
+        if (top.names.has(name)) return pointer()
+        top.names.add(name)
+        top.expectName = false
+      }
+      i = j
+    } else if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
+      stack.push({ array: c === 0x5b, names: new Set(), index: 0, segment: "0", expectName: c === 0x7b })
+    } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
+      stack.pop()
+    } else if (c === 0x2c /* , */) {
+      const top = stack[stack.length - 1]
+      if (top === undefined) continue
+      if (top.array) top.segment = String(++top.index)
+      else top.expectName = true
+    }
+  }
+  return undefined
+}

@@ -3,7 +3,7 @@ import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequ
 import { Cause, Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { HttpEffect, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { type HttpApiEndpoint, HttpApiError, type HttpApiMiddleware } from "effect/http-api"
-import { findUnstorable, MaxJsonDepth, exceedsDepth } from "../domain/Json.js"
+import { findDuplicateMember, findUnstorable, MaxJsonDepth, exceedsDepth } from "../domain/Json.js"
 import {
   BadRequest,
   FieldError,
@@ -86,7 +86,7 @@ const readBoundedBody = (request: HttpServerRequest.HttpServerRequest) =>
     incoming.once("error", onError)
   })
 
-/** A REST body: bounded, UTF-8, JSON, not too deep, and nothing in it the database could not keep. */
+/** A REST body: bounded, UTF-8, JSON without repeated member names, not too deep, and nothing in it the database could not keep. */
 const readRestBody = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<string, ProblemError> =>
   Effect.flatMap(readBoundedBody(request), (text): Effect.Effect<string, ProblemError> => {
     let parsed: unknown
@@ -94,6 +94,13 @@ const readRestBody = (request: HttpServerRequest.HttpServerRequest): Effect.Effe
       parsed = JSON.parse(text)
     } catch {
       return Effect.fail(new MalformedJson({ detail: "The request body is not valid JSON." }))
+    }
+    const duplicate = findDuplicateMember(text)
+    if (duplicate !== undefined) {
+      return Effect.fail(new MalformedJson({
+        detail: "The request body repeats a member name in one object (I-JSON, RFC 7493): which value counts would be ambiguous.",
+        errors: [new FieldError({ pointer: duplicate, detail: "duplicate member name" })]
+      }))
     }
     if (exceedsDepth(parsed, MaxJsonDepth)) {
       return Effect.fail(new ValidationFailed({

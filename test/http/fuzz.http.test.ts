@@ -229,6 +229,8 @@ const baseRequests: ReadonlyArray<BaseRequest> = [
   { method: "GET", target: () => `/api/v1/events?public_id=${id}`, auth: "key" },
   // A prohibited field: refused (422) whatever else happens, so nothing is stored.
   { method: "POST", target: () => "/api/v1/reliance-receipts", auth: "key", body: () => JSON.stringify({ ...receiptBody("fuzz:headers"), tier: "T4" }) },
+  // A repeated member name (I-JSON): refused (400) whatever else happens, so nothing is stored.
+  { method: "POST", target: () => "/api/v1/reliance-receipts", auth: "key", body: () => JSON.stringify(receiptBody("fuzz:headers")).replace(/^\{/, `{"principal":"fuzz:first-of-two",`) },
   { method: "POST", target: () => "/api/v1/api-keys", auth: "operator", body: () => JSON.stringify({ tenant_id: "tenant-fuzz-new", name: "n", scopes: [] }) }
 ]
 

@@ -357,6 +357,28 @@ describe(`invalid UTF-8 bodies are malformed JSON (RFC 8259 §8.1) (${kind})`, (
   })
 })
 
+describe(`repeated member names are malformed JSON (I-JSON, RFC 7493) (${kind})`, () => {
+  it("answers 400 malformed-json with the pointer to a repeated receipt member, and stores nothing", async () => {
+    const principal = "agent:duplicate-member"
+    const text = JSON.stringify(receiptBody(principal, { organization: "Acme" })).replace(/^\{/, `{"organization":"Evil",`)
+    const reply = await postReceipt(text)
+    expectProblem(reply, 400, "malformed-json")
+    expect(pointersOf(reply)).toEqual(["/organization"])
+    // Had either value been stored, the same idempotency key with this organization would be a replay or a 409.
+    const clean = await postReceipt(JSON.stringify(receiptBody(principal, { organization: "Other Co" })))
+    expect(clean.status, clean.text).toBe(201)
+  })
+
+  it("finds a repeated name at any depth of a determination body, escaped or not, and changes nothing", async () => {
+    const base = determinationBody(asOf, { tier: "T4" })
+    const text = JSON.stringify(base).replace(`"subject":{`, `"subject":{"\\u0073ubject_id":"S-EVIL",`)
+    const reply = await send("PUT", `/api/v1/determinations/${target}`, { bearer: server.operatorToken, contentType: "application/json", body: text })
+    expectProblem(reply, 400, "malformed-json")
+    expect(pointersOf(reply)).toEqual(["/subject/subject_id"])
+    await expectUnchanged()
+  })
+})
+
 describe(`non-JSON media types are answered 415 at once (${kind})`, () => {
   const refusedTypes = ["application/merge-patch+json", "application/vnd.foo+json", "text/plain"]
   const newId = "DET-V1-HOSTILE-MEDIA"

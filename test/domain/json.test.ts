@@ -1,0 +1,80 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as fc from "fast-check"
+import { findDuplicateMember, toPointer } from "../../src/domain/Json.js"
+
+/** A JSON document whose objects are entry lists, so a test can write one with a repeated name. */
+type Doc = string | number | boolean | null | { readonly arr: ReadonlyArray<Doc> } | { readonly obj: ReadonlyArray<readonly [string, Doc]> }
+
+const name = fc.string({ unit: "binary", maxLength: 6 })
+const { doc } = fc.letrec<{ doc: Doc }>((tie) => ({
+  doc: fc.oneof(
+    { depthSize: "small", withCrossShrink: true },
+    fc.string({ unit: "binary", maxLength: 8 }),
+    fc.integer(),
+    fc.boolean(),
+    fc.constant(null),
+    fc.array(tie("doc"), { maxLength: 4 }).map((arr) => ({ arr })),
+    fc.uniqueArray(fc.tuple(name, tie("doc")), { maxLength: 5, selector: ([k]) => k }).map((obj) => ({ obj }))
+  )
+}))
+
+/** Names escaped as \uXXXX when `escapeNames`, and white space between every token when `spaced`. */
+const write = (value: Doc, escapeNames: boolean, spaced: boolean): string => {
+  const ws = spaced ? " \n\t" : ""
+  if (value === null || typeof value !== "object") return JSON.stringify(value)
+  if ("arr" in value) return `[${ws}${value.arr.map((v) => write(v, escapeNames, spaced)).join(`${ws},${ws}`)}${ws}]`
+  const key = (k: string) => escapeNames ? `"${[...k].map((ch) => [...ch].length === 1 && ch.length === 1 ? `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}` : JSON.stringify(ch).slice(1, -1)).join("")}"` : JSON.stringify(k)
+  return `{${ws}${value.obj.map(([k, v]) => `${key(k)}${ws}:${ws}${write(v, escapeNames, spaced)}`).join(`${ws},${ws}`)}${ws}}`
+}
+
+/** Every non-empty object in `value` with its path. */
+const objectsOf = (value: Doc, path: Array<string> = []): Array<{ path: Array<string>; entries: ReadonlyArray<readonly [string, Doc]> }> => {
+  if (value === null || typeof value !== "object") return []
+  if ("arr" in value) return value.arr.flatMap((v, i) => objectsOf(v, [...path, String(i)]))
+  const here = value.obj.length > 0 ? [{ path, entries: value.obj }] : []
+  return [...here, ...value.obj.flatMap(([k, v]) => objectsOf(v, [...path, k]))]
+}
+
+/** `value` with `extra` appended to the object at `path`. */
+const withMember = (value: Doc, path: ReadonlyArray<string>, extra: readonly [string, Doc]): Doc => {
+  if (value === null || typeof value !== "object") return value
+  if (path.length === 0 && "obj" in value) return { obj: [...value.obj, extra] }
+  const [head, ...rest] = path
+  if ("arr" in value) return { arr: value.arr.map((v, i) => (String(i) === head ? withMember(v, rest, extra) : v)) }
+  return { obj: value.obj.map(([k, v]) => [k, k === head ? withMember(v, rest, extra) : v] as const) }
+}
+
+describe("duplicate member names (I-JSON)", () => {
+  it("finds none in any document whose objects have unique names, however it is written", () => {
+    fc.assert(fc.property(doc, fc.boolean(), fc.boolean(), (value, escapeNames, spaced) => {
+      const text = write(value, escapeNames, spaced)
+      JSON.parse(text)
+      expect(findDuplicateMember(text)).toBeUndefined()
+    }), { seed: 7493, numRuns: 400 })
+  })
+
+  it("points at a repeated name wherever it stands, escaped or not", () => {
+    const withDuplicate = doc.chain((value) => {
+      const objects = objectsOf(value)
+      if (objects.length === 0) return fc.constant(undefined)
+      return fc.tuple(fc.constantFrom(...objects), fc.nat(), doc).map(([target, pick, extra]) => {
+        const repeated = target.entries[pick % target.entries.length]![0]
+        return { value: withMember(value, target.path, [repeated, extra]), pointer: toPointer([...target.path, repeated]) }
+      })
+    })
+    fc.assert(fc.property(withDuplicate, fc.boolean(), fc.boolean(), (c, escapeNames, spaced) => {
+      if (c === undefined) return
+      const text = write(c.value, escapeNames, spaced)
+      JSON.parse(text)
+      expect(findDuplicateMember(text)).toBe(c.pointer)
+    }), { seed: 8259, numRuns: 400 })
+  })
+
+  it("compares names after unescaping and ignores look-alikes inside strings", () => {
+    expect(findDuplicateMember(`{"organization":"Acme","organization":"Evil"}`)).toBe("/organization")
+    expect(findDuplicateMember(`{"a":1,"\\u0061":2}`)).toBe("/a")
+    expect(findDuplicateMember(`{"a":"\\",\\"a\\":","b":{"a":1}}`)).toBeUndefined()
+    expect(findDuplicateMember(`[{"x":1},{"x":2},{"y":[1,{"z":1,"z":2}]}]`)).toBe("/2/y/1/z")
+    expect(findDuplicateMember(`{"a/b":{"~":1,"~":2}}`)).toBe("/a~1b/~0")
+  })
+})
