@@ -146,13 +146,14 @@ const make = Effect.gen(function*() {
 
   const insertSubscription = (row: SubscriptionRow) =>
     subscriptionRows(sql`
-      INSERT INTO subscriptions (subscription_id, tenant_id, key_id, public_id, after_sequence, created_at)
-      VALUES (${row.subscription_id}, ${row.tenant_id}, ${row.key_id}, ${row.public_id}, ${row.after_sequence}, ${row.created_at})
-      ON CONFLICT (key_id, public_id) DO NOTHING
+      INSERT INTO subscriptions (subscription_id, tenant_id, key_id, public_id, after_sequence, created_at, pending_through, delivered_through)
+      VALUES (${row.subscription_id}, ${row.tenant_id}, ${row.key_id}, ${row.public_id}, ${row.after_sequence}, ${row.created_at},
+        ${row.after_sequence}, ${row.after_sequence})
+      ON CONFLICT (key_id, public_id, coalesce(webhook_url, '')) DO NOTHING
       RETURNING *`).pipe(Effect.map((rows) => Option.fromNullishOr(rows[0])))
 
   const findSubscription = (keyId: string, publicId: PublicId) =>
-    subscriptionRows(sql`SELECT * FROM subscriptions WHERE key_id = ${keyId} AND public_id = ${publicId}`).pipe(
+    subscriptionRows(sql`SELECT * FROM subscriptions WHERE key_id = ${keyId} AND public_id = ${publicId} AND webhook_url IS NULL`).pipe(
       Effect.map((rows) => Option.fromNullishOr(rows[0]))
     )
 
