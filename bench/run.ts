@@ -1,5 +1,6 @@
 // `npm run bench`: starts the service, seeds it, drives load with autocannon from a separate process and
 // prints a markdown table of absolute figures and of ratios against baselines measured in the same run.
+//   BENCH_NODE_FLAGS="--max-old-space-size=192 …" overrides the service processes' V8 flags (default as npm start).
 //   npm run bench [-- --embedded] [--seconds 10] [--determinations 10000] [--growth 100000] [--chain 100000] [--logEntries 1000000] [--workers N]
 // Without --embedded it uses PostgreSQL: a fresh database on DATABASE_URL's server (default
 // postgres://postgres@127.0.0.1:5432/postgres), dropped afterwards. The HTTP baselines (a) and (b) run in
@@ -84,7 +85,7 @@ const serviceEnv = () => ({
 })
 /** The service as `npm start` runs it (same node flags): compiled JavaScript, built at the start of the run. */
 const startService = (env: Record<string, string> = {}) =>
-  startProcess("dist/src/main.js", { ...serviceEnv(), ...env }, [], ["--max-old-space-size=192"])
+  startProcess("dist/src/main.js", { ...serviceEnv(), ...env }, [], (process.env.BENCH_NODE_FLAGS ?? "--max-old-space-size=192").split(" "))
 const seed = (args: Array<string>) => runScript("bench/seed.ts", args, serviceEnv()).then((out) => JSON.parse(out.trim().split("\n").pop()!))
 
 const createKey = async (service: Process): Promise<string> => {
