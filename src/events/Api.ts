@@ -12,7 +12,7 @@ const MaxSequence = 2_147_483_647
  * digits (`0x10`, `1e3` or ` 7` are not page positions), then one check of the whole range, so a value
  * never reports two problems.
  */
-const QueryInt = (message: string, description: string, minimum: number, maximum: number) =>
+export const QueryInt = (message: string, description: string, minimum: number, maximum: number) =>
   Schema.optionalKey(
     Schema.String.check(Schema.isPattern(/^-?\d{1,20}$/u, { message })).pipe(
       Schema.decodeTo(

@@ -104,6 +104,8 @@ const make = Effect.gen(function*() {
         previousEventHash: head.value.eventHash
       }, signer)
       yield* repo.insertEvent(event)
+      // The webhook outbox: every webhook subscription of the chain owes this event, committed with it.
+      yield* repo.owe(publicId, event.sequence)
       // Its transparency-log entry commits with the event (contract section 10).
       if (logEnabled) {
         yield* pending.enqueue("event", event.event_id, entryBytesOf(eventEntryOf(event)))

@@ -5,6 +5,7 @@ import { ApiKeyAuthLive, OperatorAuthLive } from "../access/AuthLive.js"
 import { ApiKeysHttpLive } from "../access/Http.js"
 import { Api } from "../api/Api.js"
 import { EventsHttpLive } from "../events/Http.js"
+import { SubscriptionsHttpLive } from "../events/SubscriptionsHttp.js"
 import { LogHttpLive } from "../log/Http.js"
 import { McpHttpLive } from "../mcp/Http.js"
 import { ObserveRoutesLive } from "../observability/Routes.js"
@@ -24,6 +25,7 @@ const HandlersLive = Layer.mergeAll(
   ReceiptsHttpLive,
   McpHttpLive,
   EventsHttpLive,
+  SubscriptionsHttpLive,
   LogHttpLive
 ).pipe(Layer.provide([ApiKeyAuthLive, OperatorAuthLive, RequestGuardLive]))
 

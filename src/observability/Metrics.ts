@@ -159,6 +159,28 @@ export const logRoundEnded = (
 export const logIntegrationLagSeconds = (): number =>
   logState.oldestWaiting === undefined ? 0 : (performance.now() - logState.oldestWaiting) / 1000
 
+// ---- Webhook deliveries and event streams ----------------------------------------------------------
+
+const webhookDeliveries = labelled(Metric.counter("pv_webhook_deliveries_total", {
+  description: "Webhook attempts, by outcome: delivered (2xx), failed (retried later), disabled (the failure that disabled the subscription).",
+  incremental: true
+}))
+const webhookLag = Metric.histogram("pv_webhook_delivery_lag_seconds", {
+  description: "Time from an event's append to the receiver's 2xx, in seconds.",
+  boundaries: Metric.boundariesFromIterable([0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600])
+})
+
+export const countWebhookAttempt = (outcome: "delivered" | "failed" | "disabled", lagSeconds?: number): void => {
+  webhookDeliveries({ outcome }).updateUnsafe(1, registry)
+  if (lagSeconds !== undefined) webhookLag.updateUnsafe(Math.max(0, lagSeconds), registry)
+}
+
+/** What the delivery worker last read of the outbox (every instance reads the same, shared table); -1 before its first read. */
+export const deliveryState = { pending: -1, disabled: -1 }
+
+/** Event streams this process has open. */
+export const streamState = { open: 0 }
+
 // ---- Database pools --------------------------------------------------------------------------------
 
 /** What the pool gauges read at scrape time. */
@@ -195,6 +217,13 @@ const logSize = Metric.gauge("pv_log_size", { description: "Entries in the trans
 const logLag = Metric.gauge("pv_log_integration_lag_seconds", {
   description: "How long the oldest log entry written by this instance has waited for a checkpoint (0: none waiting)."
 })
+const webhookPending = Metric.gauge("pv_webhook_pending_deliveries", {
+  description: "Events owed to active webhook subscriptions and not yet acknowledged (all instances; as of this instance's last look)."
+})
+const webhookDisabled = Metric.gauge("pv_webhook_disabled_subscriptions", {
+  description: "Webhook subscriptions disabled after failing for PV_WEBHOOK_MAX_FAILURE_SECONDS (all instances)."
+})
+const streamsOpen = Metric.gauge("pv_event_streams_open", { description: "Event streams (GET /api/v1/events/stream) open on this process." })
 const memory = labelled(Metric.gauge("pv_process_memory_bytes", { description: "Process memory (process.memoryUsage()), by type." }))
 
 /** Sets every gauge from its source (pools, circuit breaker, transparency log, process memory): called before each scrape. */
@@ -215,6 +244,11 @@ export const observeGauges = (): void => {
     logSize.updateUnsafe(logState.size, registry)
     logLag.updateUnsafe(logIntegrationLagSeconds(), registry)
   }
+  if (deliveryState.pending >= 0) {
+    webhookPending.updateUnsafe(deliveryState.pending, registry)
+    webhookDisabled.updateUnsafe(deliveryState.disabled, registry)
+  }
+  streamsOpen.updateUnsafe(streamState.open, registry)
   const usage = process.memoryUsage()
   memory({ type: "rss" }).updateUnsafe(usage.rss, registry)
   memory({ type: "heap_total" }).updateUnsafe(usage.heapTotal, registry)

@@ -183,7 +183,7 @@ describe(`event feed (${testDatabaseKind()})`, () => {
     const subscriber = { key_id: reader.key_id, tenant_id: reader.tenant_id }
     // Decoded at the edge as the HTTP handler does; the service takes a PublicId.
     const subscribing = (who: typeof subscriber, publicId = id) =>
-      Effect.flatMap(requirePublicId(publicId), (decoded) => Effect.flatMap(Subscriptions, (s) => s.subscribe(who, decoded)))
+      Effect.flatMap(requirePublicId(publicId), (decoded) => Effect.flatMap(Subscriptions, (s) => Effect.map(s.subscribe(who, decoded), (made) => made.subscription)))
     const subscribe = (who: typeof subscriber, publicId = id) => server.run(subscribing(who, publicId))
     const head = (await feedPage(id)).body.head
 
@@ -193,7 +193,16 @@ describe(`event feed (${testDatabaseKind()})`, () => {
       public_id: id,
       delivery: "pull",
       after: head.sequence,
-      events_url: `/api/v1/events?public_id=${id}&after=${head.sequence}`
+      events_url: `/api/v1/events?public_id=${id}&after=${head.sequence}`,
+      status: "active",
+      created_at: expect.stringMatching(/Z$/),
+      // A pull subscription has nothing acknowledged or owed: the reader keeps its own place.
+      delivered_through: null,
+      pending: null,
+      attempts: 0,
+      last_attempt_at: null,
+      last_error: null,
+      next_attempt_at: null
     })
     const racing = await Promise.all(Array.from({ length: 5 }, () => subscribe(subscriber)))
     expect(racing).toEqual(Array(5).fill(first))
