@@ -49,7 +49,7 @@ export const sendWebhook = (input: SendInput): Promise<AttemptOutcome> =>
     let settled = false
     let request: ClientRequest | undefined
     let response: IncomingMessage | undefined
-    let timer: ReturnType<typeof setTimeout> | undefined
+    let timer: ReturnType<typeof setTimeout> | undefined = undefined
 
     const onAbort = () => finish({ kind: "failed", error: "aborted" })
     const finish = (outcome: AttemptOutcome): void => {
