@@ -13,6 +13,8 @@ interface Receiver {
   connections: number
   /** Sockets that have closed, from the receiver's side. */
   closed: number
+  /** Bytes that arrived on any connection. */
+  bytes: number
 }
 
 const opened: Array<Server | TcpServer> = []
@@ -33,7 +35,7 @@ const receiver = async (
   handle: (req: IncomingMessage, res: ServerResponse, receiver: Receiver) => void,
   host = "127.0.0.1"
 ): Promise<Receiver> => {
-  const state = { url: "", port: 0, requests: [], connections: 0, closed: 0 } as { -readonly [K in keyof Receiver]: Receiver[K] }
+  const state = { url: "", port: 0, requests: [], connections: 0, closed: 0, bytes: 0 } as { -readonly [K in keyof Receiver]: Receiver[K] }
   const server = createServer((req, res) => {
     const chunks: Array<Buffer> = []
     req.on("data", (chunk: Buffer) => chunks.push(chunk))
@@ -45,6 +47,7 @@ const receiver = async (
   server.on("connection", (socket: Socket) => {
     state.connections++
     socket.on("close", () => state.closed++)
+    socket.on("data", (chunk: Buffer) => (state.bytes += chunk.length))
   })
   state.port = await listen(server, host)
   state.url = `http://127.0.0.1:${state.port}/hooks/pv`
@@ -186,7 +189,10 @@ describe("sendWebhook", () => {
       if (address !== "localhost" && outcome.kind === "failed") expect(outcome.error).toBe(`refused address ${address}`)
     }
     // The name is refused at the lookup, before any connection; a literal at the connect, before a byte is sent.
+    await new Promise((resolve) => setTimeout(resolve, 50))
     expect(target.requests).toHaveLength(0)
+    expect(target.connections).toBe(3)
+    expect(target.bytes).toBe(0)
     for (const url of Object.values(urls)) expect(await attempt(url, { allowPrivate: true }), url).toEqual({ kind: "delivered", status: 200 })
     expect(target.requests).toHaveLength(4)
   })
