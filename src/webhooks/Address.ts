@@ -255,7 +255,11 @@ export const resolveWebhookUrl = async (url: URL, options: { allowPrivate: boole
 export const RefusedAddressCode = "EPV_REFUSED_ADDRESS"
 
 export const refusedAddressError = (hostname: string, address: string): NodeJS.ErrnoException =>
-  Object.assign(new Error(`refused address ${address} (${hostname})`), { code: RefusedAddressCode, address, hostname })
+  Object.assign(new Error(`refused address ${address}${hostname === address ? "" : ` (${hostname})`}`), {
+    code: RefusedAddressCode,
+    address,
+    hostname
+  })
 
 type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | Array<LookupAddress>, family?: number) => void
 

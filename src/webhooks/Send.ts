@@ -1,13 +1,13 @@
 /**
  * One delivery attempt: a POST of the signed body to the subscriber's URL, and what came of it.
  *
- * - The address actually connected to is checked on the socket's `connect` (before a byte of the
- *   request or a TLS hello is written): names go through `guardedLookup`, but Node skips `lookup` for
+ * - The address actually connected to is checked on the TCP socket's `connect`, before a byte of the
+ *   request or of a TLS hello is written: names go through `guardedLookup`, but Node skips `lookup` for
  *   IP-literal hosts and a name may resolve differently now than when the subscription was written
  *   (DNS rebinding), so the socket's `remoteAddress` is what the rule is finally applied to.
- * - `agent: false`: a fresh connection per attempt, closed after it. A pooled keep-alive socket would
- *   outlive the attempt's timeout and abort handling, and attempts to one receiver are seconds to
- *   minutes apart, so reuse would rarely save a handshake anyway.
+ * - No agent: each attempt opens its own connection (`createConnection` below) and closes it after. A
+ *   pooled keep-alive socket would outlive the attempt's timeout and abort handling, and attempts to one
+ *   receiver are seconds to minutes apart, so reuse would rarely save a handshake anyway.
  * - Redirects are not followed: the target of a redirect never went through these checks, and the
  *   Standard Webhooks receiver answers the URL it registered.
  * - 2xx is delivered as soon as the status line is in: the receiver has accepted. The answer's body is
@@ -18,8 +18,10 @@
  */
 import { request as httpRequest, type ClientRequest, type IncomingMessage } from "node:http"
 import { request as httpsRequest } from "node:https"
-import type { Socket } from "node:net"
-import { guardedLookup, isRefused, RefusedAddressCode } from "./Address.js"
+import { connect, isIP, type Socket } from "node:net"
+import type { Duplex } from "node:stream"
+import { connect as tlsConnect } from "node:tls"
+import { guardedLookup, isRefused, RefusedAddressCode, refusedAddressError } from "./Address.js"
 
 export type AttemptOutcome =
   | { readonly kind: "delivered"; readonly status: number }
@@ -49,7 +51,8 @@ export const sendWebhook = (input: SendInput): Promise<AttemptOutcome> =>
     let settled = false
     let request: ClientRequest | undefined
     let response: IncomingMessage | undefined
-    let timer: ReturnType<typeof setTimeout> | undefined
+    let timer: ReturnType<typeof setTimeout> | undefined = undefined
+    let tcp: Socket | undefined
 
     const onAbort = () => finish({ kind: "failed", error: "aborted" })
     const finish = (outcome: AttemptOutcome): void => {
@@ -59,6 +62,7 @@ export const sendWebhook = (input: SendInput): Promise<AttemptOutcome> =>
       input.signal?.removeEventListener("abort", onAbort)
       response?.destroy()
       request?.destroy()
+      tcp?.destroy()
       resolve(outcome)
     }
 
@@ -89,31 +93,44 @@ export const sendWebhook = (input: SendInput): Promise<AttemptOutcome> =>
     )
     input.signal?.addEventListener("abort", onAbort, { once: true })
 
-    const checkConnected = (socket: Socket): void => {
-      const address = socket.remoteAddress
-      if (address === undefined || isRefused(address, input.allowPrivate)) {
-        socket.destroy()
-        finish({ kind: "failed", error: `refused address ${address ?? "(unknown)"}` })
-      }
+    const https = url.protocol === "https:"
+    const host = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname
+    const port = url.port === "" ? (https ? 443 : 80) : Number(url.port)
+
+    // The connection is made here rather than by an agent so that the address check runs on the TCP
+    // socket's `connect`, before anything is written to it: with Node's https agent the TLS hello (SNI
+    // included) would already be on its way when a `connect` listener on the request's socket runs.
+    const createConnection = (_options: unknown, oncreate: (error: Error | null, socket: Duplex) => void): undefined => {
+      const raw = connect({ host, port, lookup: guardedLookup(input.allowPrivate) })
+      tcp = raw
+      const failed = (error: Error) => oncreate(error, raw)
+      raw.once("error", failed)
+      raw.once("connect", () => {
+        raw.off("error", failed)
+        const address = raw.remoteAddress
+        if (address === undefined || isRefused(address, input.allowPrivate)) {
+          raw.destroy()
+          return oncreate(refusedAddressError(host, address ?? "(unknown)"), raw)
+        }
+        if (!https) return oncreate(null, raw)
+        // Certificates are verified (rejectUnauthorized defaults to true) against the URL's host; an IP
+        // literal is not a valid SNI name, so it is sent only for names.
+        oncreate(null, tlsConnect(isIP(host) === 0 ? { socket: raw, host, servername: host } : { socket: raw, host }))
+      })
+      return undefined
     }
 
     try {
-      const send = url.protocol === "https:" ? httpsRequest : httpRequest
+      const send = https ? httpsRequest : httpRequest
       request = send(url, {
         method: "POST",
-        agent: false,
-        lookup: guardedLookup(input.allowPrivate),
+        createConnection,
         headers: { ...input.headers, "content-length": String(Buffer.byteLength(input.body)) }
       })
     } catch (error) {
       return finish({ kind: "failed", error: errorText(error) })
     }
 
-    request.on("socket", (socket: Socket) => {
-      // A TLS socket emits `connect` at the TCP connection too, before its handshake starts.
-      if (socket.connecting) socket.once("connect", () => checkConnected(socket))
-      else checkConnected(socket)
-    })
     request.on("error", (error) => finish(verdict ?? { kind: "failed", error: errorText(error) }))
     request.on("response", (res) => {
       response = res
