@@ -60,6 +60,7 @@ export {
   InsufficientScope,
   Internal,
   InvalidProofRequest,
+  InvalidWebhookUrl,
   InvalidPublicId,
   MalformedJson,
   MethodNotAllowed,

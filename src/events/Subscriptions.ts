@@ -1,4 +1,4 @@
-import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option, Schema } from "effect"
 import { type DeterminationNotFound, FieldError, InvalidWebhookUrl, NotFound } from "../domain/Problem.js"
 import type { PublicId } from "../domain/PublicId.js"
 import { AppConfig } from "../platform/Config.js"
@@ -109,7 +109,13 @@ const make = Effect.gen(function*() {
     Effect.gen(function*() {
       const checked = checkWebhookUrl(raw, urlRules)
       if (!checked.ok) return yield* Effect.fail(invalidUrl(checked.reason))
-      const resolved = yield* Effect.promise(() => resolveWebhookUrl(checked.url, urlRules))
+      // A name server that never answers must not hold the request: bounded like an attempt.
+      const resolved = yield* Effect.promise(() => resolveWebhookUrl(checked.url, urlRules)).pipe(
+        Effect.timeoutOrElse({
+          duration: Duration.seconds(5),
+          orElse: () => Effect.succeed({ ok: false as const, reason: `${checked.url.hostname} did not resolve within 5 s` })
+        })
+      )
       if (!resolved.ok) return yield* Effect.fail(invalidUrl(resolved.reason))
       return checked.url.href
     })

@@ -21,7 +21,10 @@ export const SubscribeRequest = Schema.Struct({
     description: "https:// URL (at most 2,048 characters, no user information, a public address) to POST each event to; " +
       "absent: a pull subscription"
   }))
-}).annotate({ identifier: "SubscribeRequest" })
+}).annotate({
+  identifier: "SubscribeRequest",
+  examples: [{ public_id: "DET-V1-ACME-0001", webhook_url: "https://hooks.example.com/pv-trust" }]
+})
 
 const SubscriptionPath = { subscriptionId: Schema.String.annotate({ description: "sub_ + ULID" }) }
 
@@ -54,6 +57,9 @@ export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
       error: [ValidationFailed, ...KeyErrors]
     })
       .annotate(OpenApi.Summary, "The tenant's subscriptions, oldest first (scope subscription:write)")
+      .annotate(OpenApi.Description,
+        "Every subscription of the key's tenant, pull and webhook, with the same members as GET one. Follow next_after " +
+        "(pass it as `after`) until it is null.")
   )
   .add(
     HttpApiEndpoint.get("get", "/subscriptions/:subscriptionId", {
@@ -73,6 +79,8 @@ export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
       error: [NotFound, ...KeyErrors]
     })
       .annotate(OpenApi.Summary, "Delete a subscription: nothing is sent afterwards (scope subscription:write)")
+      .annotate(OpenApi.Description,
+        "An attempt already in flight may still arrive; no further one is made. The events stay readable at events_url.")
   )
   .add(
     HttpApiEndpoint.post("resume", "/subscriptions/:subscriptionId/resume", {

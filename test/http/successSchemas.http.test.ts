@@ -112,6 +112,18 @@ const cases: Readonly<Record<string, Case>> = {
   "GET /api/v1/events": {
     calls: async () => [{ path: `/api/v1/events?public_id=${publicId}`, options: { bearer: key }, status: 200 }]
   },
+  "GET /api/v1/subscriptions": {
+    calls: async () => [
+      { path: "/api/v1/subscriptions", options: { bearer: key }, status: 200 },
+      { path: "/api/v1/subscriptions?limit=1", options: { bearer: key }, status: 200 }
+    ]
+  },
+  "GET /api/v1/subscriptions/{}": {
+    calls: async () => {
+      const made = await request(server, "POST", "/api/v1/subscriptions", { bearer: key, body: { public_id: publicId } })
+      return [{ path: `/api/v1/subscriptions/${made.body.subscription_id}`, options: { bearer: key }, status: 200 }]
+    }
+  },
   "GET /api/v1/events/keys": { calls: async () => [{ path: "/api/v1/events/keys", status: 200 }] },
   "GET /api/v1/log/checkpoint": { calls: async () => [{ path: "/api/v1/log/checkpoint", status: 200 }] },
   "GET /api/v1/log/key": { calls: async () => [{ path: "/api/v1/log/key", status: 200 }] },
