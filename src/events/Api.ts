@@ -1,11 +1,11 @@
 import { Schema, SchemaTransformation } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { ApiKeyAuth } from "../access/Auth.js"
-import { DeterminationNotFound, InsufficientScope, InvalidPublicId, Unauthorized, ValidationFailed } from "../domain/Problem.js"
+import { DeterminationNotFound, InsufficientScope, InvalidPublicId, RateLimited, Unauthorized, ValidationFailed } from "../domain/Problem.js"
 import { EventJwks, EventPage } from "../domain/TrustEvent.js"
 import { DefaultPageSize, MaxPageSize } from "./Paging.js"
 
-const MaxSequence = 2_147_483_647
+export const MaxSequence = 2_147_483_647
 
 /**
  * A query integer with one readable failure message (instead of one per parse step): plain decimal
@@ -45,6 +45,27 @@ export class EventsApi extends HttpApiGroup.make("events")
         "(SHA-256 of \"pv-event-v1\\n\" + JCS of the event without eventHash and signature) and an Ed25519 " +
         "signature over the raw hash bytes; keys are at /api/v1/events/keys. Follow `next_after` until it is null; " +
         "`head` is the chain's last event, the same head the trust document reports in integrity.event_head.")
+  )
+  .add(
+    HttpApiEndpoint.get("stream", "/events/stream", {
+      query: { public_id: EventsQuery.public_id, after: EventsQuery.after },
+      headers: {
+        "last-event-id": Schema.optionalKey(Schema.String.annotate({
+          description: "The id (sequence) of the last event received: resume after it (wins over `after`)"
+        }))
+      },
+      success: HttpApiSchema.StreamUint8Array({ contentType: "text/event-stream" }),
+      error: [InvalidPublicId, Unauthorized, InsufficientScope, DeterminationNotFound, ValidationFailed, RateLimited]
+    })
+      .middleware(ApiKeyAuth)
+      .annotate(OpenApi.Summary, "Live stream of a determination's events, Server-Sent Events (scope trust:read)")
+      .annotate(OpenApi.Description,
+        "Every stored event after `after` (or after the Last-Event-ID header, which wins), then each new event within a " +
+        "second of its append on any instance. Each message is `id: <sequence>`, `event: pv.trust.event`, `data: <the event " +
+        "JSON on one line>`; a comment line comes at least every 15 s. At most PV_MAX_STREAMS_PER_KEY (default 10) open " +
+        "streams per key and instance (beyond: 429 rate-limited); opening one counts once against the key's limits. A " +
+        "stopping instance ends its streams cleanly: reconnect with Last-Event-ID. Events are the same signed, chained " +
+        "events as GET /events: verify them the same way.")
   )
   .add(
     HttpApiEndpoint.get("keys", "/events/keys", { success: EventJwks })

@@ -5,6 +5,7 @@ import { ApiKeyAuthLive, OperatorAuthLive } from "../access/AuthLive.js"
 import { ApiKeysHttpLive } from "../access/Http.js"
 import { Api } from "../api/Api.js"
 import { EventsHttpLive } from "../events/Http.js"
+import { LiveStreams } from "../events/LiveStream.js"
 import { SubscriptionsHttpLive } from "../events/SubscriptionsHttp.js"
 import { LogHttpLive } from "../log/Http.js"
 import { McpHttpLive } from "../mcp/Http.js"
@@ -27,7 +28,7 @@ const HandlersLive = Layer.mergeAll(
   EventsHttpLive,
   SubscriptionsHttpLive,
   LogHttpLive
-).pipe(Layer.provide([ApiKeyAuthLive, OperatorAuthLive, RequestGuardLive]))
+).pipe(Layer.provide([ApiKeyAuthLive, OperatorAuthLive, RequestGuardLive, LiveStreams.layer]))
 
 /**
  * The routes: the HttpApi (with /openapi.json), its docs at /docs and the page for people, each noting
