@@ -78,8 +78,8 @@ const headerValue = (headers: Headers, name: string): string | undefined => {
 const refuse = (status: 400 | 404, id: JsonRpc.RequestId | null, error: JsonRpc.ErrorObject): Route =>
   ({ _tag: "Refused", status, response: JsonRpc.failure(id, error) })
 
-/** Quoted for an error message, never longer than an error message should be. */
-const quote = (value: string) => JSON.stringify(value.length > 100 ? `${value.slice(0, 100)}…` : value)
+/** Quoted for an error message as the revision's examples quote ('foo'), never longer than an error message should be. */
+const quote = (value: string) => `'${(value.length > 100 ? `${value.slice(0, 100)}…` : value).replace(/[\u0000-\u001f\u007f]/g, "?")}'`
 
 /** -32022 with the served versions, as revision 2026-07-28 words it (HTTP 400). */
 export const unsupportedVersion = (id: JsonRpc.RequestId | null, requested: string): Route =>
