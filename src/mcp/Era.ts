@@ -224,7 +224,10 @@ export const route = (envelope: JsonRpc.Envelope, headers: Headers): Route => {
       if (headerVersion !== undefined && headerVersion !== BatchProtocolVersion) {
         return invalidRequest(null, `JSON-RPC batches (arrays) belong to protocol revision ${BatchProtocolVersion} only; revision ${headerVersion} takes one message per POST.`)
       }
-      if (envelope.messages.some((message) => claimOf(message) !== undefined)) {
+      if (envelope.messages.some((message) => {
+        const claim = claimOf(message)
+        return claim !== undefined && !isSupportedProtocolVersion(claim.version)
+      })) {
         return invalidRequest(null, `a batch may not hold requests of protocol revision ${ModernProtocolVersion} (one message per POST).`)
       }
       return { _tag: "Legacy" }
@@ -239,6 +242,9 @@ export const route = (envelope: JsonRpc.Envelope, headers: Headers): Route => {
         case "Notification":
         case "ClientResponse": {
           const claimed = claimOf(message)?.version
+          if (typeof claimed === "string" && headerVersion !== undefined && headerVersion !== claimed) {
+            return headerMismatch(null, `MCP-Protocol-Version header value ${quote(headerVersion)} does not match body value ${quote(claimed)}.`, "MCP-Protocol-Version")
+          }
           const version = typeof claimed === "string" ? claimed : headerVersion
           if (version !== undefined && !isServedProtocolVersion(version)) return unsupportedVersion(null, version)
           if (!isModernProtocolVersion(version)) return { _tag: "Legacy" }

@@ -101,6 +101,15 @@ describe("MCP eras: batches belong to 2025-03-26", () => {
 
   it("refuses a batch holding a 2026-07-28 message, even without a header", () => {
     expect(refusal(routeOf([{ jsonrpc: "2.0", id: 1, method: "tools/list", params: { _meta: meta } }], {}))).toEqual({ status: 400, code: -32600 })
+    const legacyMeta = { "io.modelcontextprotocol/protocolVersion": "2025-03-26" }
+    expect(routeOf([{ jsonrpc: "2.0", id: 1, method: "tools/list", params: { _meta: legacyMeta } }], {})._tag).toBe("Legacy")
+  })
+
+  it("accepts a 2026-07-28 notification (202) unless its _meta and header disagree (-32020)", () => {
+    const notification = { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 1, _meta: meta } }
+    expect(routeOf(notification, {})._tag).toBe("ModernNotification")
+    expect(routeOf({ jsonrpc: "2.0", method: "notifications/cancelled" }, { "mcp-protocol-version": Modern })._tag).toBe("ModernNotification")
+    expect(refusal(routeOf(notification, { "mcp-protocol-version": "2025-11-25" }))).toEqual({ status: 400, code: -32020 })
   })
 })
 
