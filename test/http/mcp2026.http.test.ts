@@ -113,6 +113,24 @@ describe(`MCP 2026-07-28 over raw HTTP (${process.env.PV_TEST_DB ?? "pglite"})`,
     expect(reply.body.result.instructions).toMatch(/isError/)
   })
 
+  it("dual-era probe, raw: server/discover is modern evidence, -32022 names the versions to retry with, initialize still serves a client that falls back", async () => {
+    // 1. The probe: a DiscoverResult that lists 2026-07-28, so a dual-era client stays modern.
+    const probe = await call("server-discover-probe-1", "server/discover")
+    expect(probe.status).toBe(200)
+    expect(probe.body.result.supportedVersions).toContain(Modern)
+    // 2. A client that probed with a revision this server does not know gets a recognized modern error, not a legacy one.
+    const future = { ...clientMeta, "io.modelcontextprotocol/protocolVersion": "2027-01-01" }
+    const corrective = await post(modernRpc("server-discover-probe-2", "server/discover", {}, future),
+      { ...modernHeaders("server/discover"), "mcp-protocol-version": "2027-01-01" })
+    const error = expectJsonRpcError(corrective, 400, "server-discover-probe-2", -32022)
+    expect(error.data.supported).toContain(Modern)
+    // 3. A client that falls back (or only speaks 2025) opens with initialize, with no header, as before.
+    const init = await post({ jsonrpc: "2.0", id: 0, method: "initialize", params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "c", version: "1" } } }, {})
+    expect(init.status).toBe(200)
+    expect(init.body.result).toMatchObject({ protocolVersion: "2025-11-25", serverInfo: { name: "pv-trust" } })
+    expect(init.body.result.resultType).toBeUndefined()
+  })
+
   it("tools/list: resultType, the 8 tools in one fixed order with annotations and 2020-12 schemas, public cache hints", async () => {
     const one = await call(1, "tools/list")
     const two = await call(2, "tools/list", { cursor: "ignored" })
