@@ -52,8 +52,8 @@ export const serverInstructions = instructionsBase +
 export const modernServerInstructions = instructionsBase +
   "A tool that fails answers a result with isError true whose text is the same RFC 9457 problem object the REST API " +
   "returns (arguments that do not match the inputSchema: validation-failed, with a JSON pointer per error); an unknown " +
-  "tool name is JSON-RPC error -32602. A resolve_trust result carries ttlMs: the document may be cached that long, " +
-  "until its next freshness boundary, and never across callers (cacheScope private)."
+  "tool name is JSON-RPC error -32602. A resolve_trust or resolve_lifecycle result carries ttlMs: it may be cached " +
+  "that long, until the document's next freshness boundary, and never across callers (cacheScope private)."
 
 // ---- Streamable HTTP transport rules (stateless, JSON responses only) ----
 
@@ -157,7 +157,8 @@ const modernMetaJson = JSON.stringify(modernMeta)
 export const StaticResultTtlMs = 3_600_000
 
 /**
- * The cache hint of a tool result whose value is a trust document: fresh until the document's next
+ * The cache hint of a tool result that carries a trust document's freshness (resolve_trust,
+ * resolve_lifecycle): fresh until the document's next
  * freshness boundary (where `freshness.state` moves), private to the caller's API key. A later write to
  * the determination may change the document sooner: ttlMs is a hint, as the revision defines it.
  */

@@ -164,6 +164,13 @@ describe(`MCP 2026-07-28 over raw HTTP (${process.env.PV_TEST_DB ?? "pglite"})`,
     expect(Number.isInteger(result.ttlMs)).toBe(true)
     expect(result.ttlMs).toBeGreaterThan(0)
     expect(result.ttlMs).toBeLessThanOrEqual(validUntilMs - before)
+    const lifecycle = (await call(3, "tools/call", { name: "resolve_lifecycle", arguments: { public_id: first } })).body.result
+    expect(lifecycle).toMatchObject({ resultType: "complete", cacheScope: "private", structuredContent: { public_id: first } })
+    expect(Math.abs(lifecycle.ttlMs - result.ttlMs)).toBeLessThan(60_000)
+    // A result without a trust document's freshness carries no hint.
+    const compared = (await call(4, "tools/call", { name: "compare_current", arguments: { public_id: first, trust_state_digest: result.structuredContent.trust_state_digest } })).body.result
+    expect(compared.structuredContent.changed).toBe(false)
+    expect(compared.ttlMs).toBeUndefined()
   })
 
   it("reports bad tool input as an isError result (the revision's tool execution error) with the problem object as text", async () => {
