@@ -122,6 +122,10 @@ const table: Readonly<Record<string, Row>> = {
   "GET /api/v1/events": {
     auth: "api-key", scope: "trust:read", success: [200], call: () => ({ path: `/api/v1/events?public_id=${publicId}` })
   },
+  // A live stream: the first message is read, then the request is aborted (support/http.ts).
+  "GET /api/v1/events/stream": {
+    auth: "api-key", scope: "trust:read", success: [200], call: () => ({ path: `/api/v1/events/stream?public_id=${publicId}` })
+  },
 
   // Subscriptions and webhooks (third round): scope subscription:write, tenant-owned.
   "POST /api/v1/subscriptions": {
