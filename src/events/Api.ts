@@ -35,6 +35,7 @@ export class EventsApi extends HttpApiGroup.make("events")
   .add(
     HttpApiEndpoint.get("list", "/events", {
       query: EventsQuery,
+      headers: { "if-none-match": Schema.optionalKey(Schema.String) },
       success: EventPage,
       error: [InvalidPublicId, Unauthorized, InsufficientScope, DeterminationNotFound, ValidationFailed]
     })
@@ -44,7 +45,9 @@ export class EventsApi extends HttpApiGroup.make("events")
         "Events in ascending sequence after `after`. Each carries previousEventHash and eventHash " +
         "(SHA-256 of \"pv-event-v1\\n\" + JCS of the event without eventHash and signature) and an Ed25519 " +
         "signature over the raw hash bytes; keys are at /api/v1/events/keys. Follow `next_after` until it is null; " +
-        "`head` is the chain's last event, the same head the trust document reports in integrity.event_head.")
+        "`head` is the chain's last event, the same head the trust document reports in integrity.event_head. " +
+        "Each answer carries an ETag naming the head it was bounded by: send it back in If-None-Match for a 304 " +
+        "while the chain has not moved.")
   )
   .add(
     HttpApiEndpoint.get("stream", "/events/stream", {

@@ -6,7 +6,9 @@ import { Api } from "../api/Api.js"
 import { FieldError, ValidationFailed } from "../domain/Problem.js"
 import { requirePublicId } from "../domain/PublicId.js"
 import { MaxSequence } from "./Api.js"
+import { etagMatches } from "../trust/Http.js"
 import { EventLog } from "./EventLog.js"
+import { EventPages } from "./EventPages.js"
 import { LiveStreams } from "./LiveStream.js"
 
 /** Last-Event-ID as sent back by an EventSource: the decimal sequence of the last event it received. */
@@ -23,12 +25,19 @@ export const EventsHttpLive = HttpApiBuilder.group(Api, "events", (handlers) =>
   Effect.gen(function*() {
     const log = yield* EventLog
     const streams = yield* LiveStreams
+    const pages = yield* EventPages
     return handlers
-      .handle("list", ({ query }) =>
-        requireScope("trust:read").pipe(
-          Effect.andThen(requirePublicId(query.public_id)),
-          Effect.flatMap((publicId) => log.page(publicId, { after: query.after, limit: query.limit }))
-        ))
+      // Sent from bytes encoded once per (page, head) through EventPage (events/EventPages.ts); 304 while the head stands.
+      .handle("list", ({ headers, query }) =>
+        Effect.gen(function*() {
+          yield* requireScope("trust:read")
+          const publicId = yield* requirePublicId(query.public_id)
+          const ref = yield* pages.ref(publicId, query.after, query.limit)
+          const validators = { etag: ref.etag, "cache-control": "no-cache" }
+          if (etagMatches(headers["if-none-match"], ref.etag)) return HttpServerResponse.empty({ status: 304, headers: validators })
+          const page = yield* pages.body(ref)
+          return HttpServerResponse.text(page.json, { contentType: "application/json", headers: validators })
+        }))
       .handle("stream", ({ headers, query }) =>
         Effect.gen(function*() {
           const key = yield* requireScope("trust:read")

@@ -5,6 +5,7 @@ import { ApiKeyAuthLive, OperatorAuthLive } from "../access/AuthLive.js"
 import { ApiKeysHttpLive } from "../access/Http.js"
 import { Api } from "../api/Api.js"
 import { EventsHttpLive } from "../events/Http.js"
+import { EventPages } from "../events/EventPages.js"
 import { LiveStreams } from "../events/LiveStream.js"
 import { SubscriptionsHttpLive } from "../events/SubscriptionsHttp.js"
 import { LogHttpLive } from "../log/Http.js"
@@ -28,7 +29,7 @@ const HandlersLive = Layer.mergeAll(
   EventsHttpLive,
   SubscriptionsHttpLive,
   LogHttpLive
-).pipe(Layer.provide([ApiKeyAuthLive, OperatorAuthLive, RequestGuardLive, LiveStreams.layer]))
+).pipe(Layer.provide([ApiKeyAuthLive, OperatorAuthLive, RequestGuardLive, LiveStreams.layer, EventPages.layer]))
 
 /**
  * The routes: the HttpApi (with /openapi.json), its docs at /docs and the page for people, each noting
