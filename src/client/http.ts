@@ -182,6 +182,13 @@ export interface TrustClient {
   readonly evaluateActionability: (request: RelianceRequestInput) => Promise<Endpoint<"receipts", "evaluate">>
   /** `GET /log/key` (no key): the log's verifier key, to pin. */
   readonly logKey: () => Promise<Endpoint<"log", "key">>
+  /**
+   * `POST /api/v1/subscriptions` (`subscription:write`): a pull subscription, or with `webhook_url` a webhook
+   * one whose `webhook_secret` is in this answer only (the first time); check deliveries with `verifyWebhook`.
+   */
+  readonly subscribe: (request: { readonly public_id: string; readonly webhook_url?: string }) => Promise<Endpoint<"subscriptions", "create">>
+  /** `GET /api/v1/subscriptions/{id}` (`subscription:write`): with delivered_through, pending, attempts, last_error, … */
+  readonly subscription: (subscriptionId: string) => Promise<Endpoint<"subscriptions", "get">>
 }
 
 /** `TrustClient` over `fetch`: the derived client, built once, behind async functions. */
@@ -207,12 +214,13 @@ export const makeTrustClient = (options: TrustClientOptions): TrustClient => {
           public_id: query.public_id,
           ...(query.after === undefined ? {} : { after: query.after }),
           ...(query.limit === undefined ? {} : { limit: query.limit })
-        },
-        headers: {}
+        }
       })),
     eventKeys: () => runPromise(api.events.keys()),
     policy: () => runPromise(api.receipts.policy()),
     evaluateActionability: (request) => runPromise(api.receipts.evaluate({ payload: request })),
-    logKey: () => runPromise(api.log.key())
+    logKey: () => runPromise(api.log.key()),
+    subscribe: (request) => runPromise(api.subscriptions.create({ payload: request })),
+    subscription: (subscriptionId) => runPromise(api.subscriptions.get({ params: { subscriptionId } }))
   }
 }

@@ -35,7 +35,6 @@ export class EventsApi extends HttpApiGroup.make("events")
   .add(
     HttpApiEndpoint.get("list", "/events", {
       query: EventsQuery,
-      headers: { "if-none-match": Schema.optionalKey(Schema.String) },
       success: EventPage,
       error: [InvalidPublicId, Unauthorized, InsufficientScope, DeterminationNotFound, ValidationFailed]
     })

@@ -2,7 +2,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import { demoDeterminations } from "../../src/demo/DemoData.js"
-import { createKey, putDetermination } from "../support/http.js"
+import { createKey, putDetermination, request } from "../support/http.js"
+import { isolatedConfig } from "../support/testConfig.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 import { packageSpecifier, projectRoot, readmeBaseUrl, readmeExamples } from "./readmeExamples.js"
 
@@ -22,15 +23,17 @@ const examples = readmeExamples()
 const expectedOutput: Record<string, ReadonlyArray<string | RegExp>> = {
   receipt: ["T3 CURRENT NOT_ISSUED", "ACTIONABLE logged and signed"],
   errors: [/^DeterminationNotFound \S/],
-  effect: [/^[1-9]\d* events verified$/]
+  effect: [/^[1-9]\d* events verified$/],
+  webhook: ["determination.updated verified"]
 }
 
 beforeAll(async () => {
-  server = await startTestServer()
+  // The webhook example's receiver is on loopback: the development allowances are on here.
+  server = await startTestServer({ config: isolatedConfig({ PV_WEBHOOK_ALLOW_HTTP: "true", PV_WEBHOOK_ALLOW_PRIVATE: "true" }) })
   for (const { publicId, body } of demoDeterminations(Date.now())) {
     expect((await putDetermination(server, publicId, body)).status).toBe(201)
   }
-  key = (await createKey(server, ["trust:read", "receipt:write", "receipt:read"], { tenant_id: "demo" })).api_key
+  key = (await createKey(server, ["trust:read", "receipt:write", "receipt:read", "subscription:write"], { tenant_id: "demo" })).api_key
   // Inside the project (so `effect` resolves from its node_modules), in an ignored directory.
   mkdirSync(join(projectRoot, ".pv-test-data"), { recursive: true })
   dir = mkdtempSync(join(projectRoot, ".pv-test-data", "readme-examples-"))
@@ -39,6 +42,20 @@ afterAll(async () => {
   if (dir !== undefined) rmSync(dir, { recursive: true, force: true })
   await server?.close()
 })
+
+/** Waits for a webhook subscription of the key, then stores a changed version of the demo determination (one event). */
+const changeOnceSubscribed = async () => {
+  for (let i = 0; i < 100; i++) {
+    const listed = await request(server, "GET", "/api/v1/subscriptions", { bearer: key })
+    if (listed.body.subscriptions.some((s: { delivery: string }) => s.delivery === "webhook")) {
+      const demo = demoDeterminations(Date.now()).find((d) => d.publicId === "DET-V1-ACME-ROBOTICS-0001")!
+      expect((await putDetermination(server, demo.publicId, { ...demo.body, limitations: [...demo.body.limitations, "Webhook example"] })).status).toBe(200)
+      return
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  throw new Error("the webhook example never subscribed")
+}
 
 describe(`README TypeScript client examples (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
   it("marks every ts block as an example, and each has its expected output here", () => {
@@ -56,8 +73,11 @@ describe(`README TypeScript client examples (${process.env.PV_TEST_DB ?? "pglite
     const printed: Array<string> = []
     const log = vi.spyOn(console, "log").mockImplementation((...args: Array<unknown>) => void printed.push(args.map(String).join(" ")))
     process.env.KEY = key
+    // The webhook example waits for a delivery: once its subscription exists, the operator changes the determination.
+    const changed = name === "webhook" ? changeOnceSubscribed() : undefined
     try {
       await import(/* @vite-ignore */ file)
+      await changed
     } catch (error) {
       throw new Error(`README.md:${example.line}: example ${name} failed: ${String(error)}`, { cause: error })
     } finally {
