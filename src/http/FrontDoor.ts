@@ -2,7 +2,7 @@ import * as Http from "node:http"
 import * as Net from "node:net"
 import type { Duplex } from "node:stream"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Context, Deferred, Effect, Layer, Result, Scope } from "effect"
+import { Context, Deferred, Effect, Layer, Option, Result, Scope } from "effect"
 import { HttpServer } from "effect/http"
 import { NetAddress } from "effect/net"
 import {
@@ -19,8 +19,10 @@ import {
   Unavailable
 } from "../domain/Problem.js"
 import { beginRequest, problemInstance, recordOfMessage, type RequestRecord, RequestIdHeader, requestIdFrom } from "../observability/RequestRecord.js"
+import { admissionState } from "../observability/Metrics.js"
 import { MetricsPath, Telemetry, TelemetryLive } from "../observability/Telemetry.js"
 import { AppConfig, type AppConfigShape } from "../platform/Config.js"
+import { fixedLimit, gradientLimit } from "./ConcurrencyLimit.js"
 
 /**
  * The service's own `node:http` server, in front of the Effect app. It owns what must hold before any
@@ -214,12 +216,19 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
     let draining = false
     let onIdle: (() => void) | undefined
     const telemetry = yield* Telemetry
+    // Pinned by the operator, or adaptive: it learns from every admitted request's time (requestDone).
+    const limit = Option.match(config.maxInFlight, { onNone: () => gradientLimit(), onSome: fixedLimit })
+    admissionState.limit = limit.current
 
     /** The one `close` listener of every response: its metrics and log line, then (if admitted) the drain's count. */
     function requestDone(this: Http.ServerResponse) {
       const record = recordOfMessage(this.req)
       if (record !== undefined) telemetry.requestEnded(this.req, this, record)
-      if (open.delete(this) && open.size === 0) onIdle?.()
+      const inFlight = open.size
+      if (open.delete(this)) {
+        if (record !== undefined) limit.sample(performance.now() - record.startedAt, inFlight)
+        if (open.size === 0) onIdle?.()
+      }
     }
     /**
      * Every request, answered here or by the app: its id (the client's when acceptable, else generated)
@@ -262,7 +271,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
       }
       const path = pathOf(req.url)
       const streaming = path === EventStreamPath && req.method === "GET"
-      if (!streaming && open.size >= config.maxInFlight) {
+      if (!streaming && open.size >= limit.current()) {
         // Its body is never read: the connection closes after this answer.
         return sendProblem(res, new Overloaded({ detail: "The service is at capacity; retry shortly." }), {
           "retry-after": "1",

@@ -181,6 +181,9 @@ export const deliveryState = { pending: -1, disabled: -1 }
 /** Event streams this process has open. */
 export const streamState = { open: 0 }
 
+/** The front door's admission limit now (fixed, or the adaptive limit's current value). */
+export const admissionState = { limit: (): number => -1 }
+
 // ---- Database pools --------------------------------------------------------------------------------
 
 /** What the pool gauges read at scrape time. */
@@ -223,6 +226,9 @@ const webhookPending = Metric.gauge("pv_webhook_pending_deliveries", {
 const webhookDisabled = Metric.gauge("pv_webhook_disabled_subscriptions", {
   description: "Webhook subscriptions disabled after failing for PV_WEBHOOK_MAX_FAILURE_SECONDS (all instances)."
 })
+const admissionLimit = Metric.gauge("pv_http_concurrency_limit", {
+  description: "Requests this process admits at once now: PV_MAX_IN_FLIGHT when pinned, else the adaptive limit's current value."
+})
 const streamsOpen = Metric.gauge("pv_event_streams_open", { description: "Event streams (GET /api/v1/events/stream) open on this process." })
 const memory = labelled(Metric.gauge("pv_process_memory_bytes", { description: "Process memory (process.memoryUsage()), by type." }))
 
@@ -249,6 +255,8 @@ export const observeGauges = (): void => {
     webhookDisabled.updateUnsafe(deliveryState.disabled, registry)
   }
   streamsOpen.updateUnsafe(streamState.open, registry)
+  const limit = admissionState.limit()
+  if (limit >= 0) admissionLimit.updateUnsafe(limit, registry)
   const usage = process.memoryUsage()
   memory({ type: "rss" }).updateUnsafe(usage.rss, registry)
   memory({ type: "heap_total" }).updateUnsafe(usage.heapTotal, registry)

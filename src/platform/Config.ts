@@ -24,8 +24,11 @@ export interface AppConfigShape {
   readonly loadDemoData: boolean
   /** Print the start-up banner (URL, docs, operator token location, a curl to paste). */
   readonly banner: boolean
-  /** Requests one process works on at once; beyond it 503 `overloaded` at once (PV_MAX_IN_FLIGHT). */
-  readonly maxInFlight: number
+  /**
+   * Requests one process works on at once; beyond it 503 `overloaded` at once (PV_MAX_IN_FLIGHT). Unset:
+   * an adaptive limit that follows measured latency (http/ConcurrencyLimit.ts).
+   */
+  readonly maxInFlight: Option.Option<number>
   /** How long SIGTERM/SIGINT lets requests in flight finish before connections are closed. */
   readonly shutdownGraceMs: number
   /** Time a client has to send complete request headers. */
@@ -161,7 +164,7 @@ const settings: Config.Config<AppConfigShape> = Config.all({
   redisUrl: secret("REDIS_URL", "REDIS_URL must be a redis:// or rediss:// URL", (url) => /^rediss?:\/\//.test(url)).pipe(Config.option),
   loadDemoData: Config.Boolean("PV_DEMO_DATA").pipe(Config.withDefault(true)),
   banner: Config.Boolean("PV_BANNER").pipe(Config.withDefault(true)),
-  maxInFlight: positive("PV_MAX_IN_FLIGHT", 64),
+  maxInFlight: integer("PV_MAX_IN_FLIGHT", "PV_MAX_IN_FLIGHT must be a positive integer (unset: adaptive)", (n) => n > 0).pipe(Config.option),
   shutdownGraceMs: positive("PV_SHUTDOWN_GRACE_MS", 10_000),
   headersTimeoutMs: positive("PV_HEADERS_TIMEOUT_MS", 10_000),
   requestTimeoutMs: positive("PV_REQUEST_TIMEOUT_MS", 30_000),

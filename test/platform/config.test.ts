@@ -62,7 +62,7 @@ describe("defaults (README, Configuration)", () => {
       authFailureLimitPerMinute: 20,
       loadDemoData: true,
       banner: true,
-      maxInFlight: 64,
+      maxInFlight: Option.none(),
       shutdownGraceMs: 10_000,
       headersTimeoutMs: 10_000,
       requestTimeoutMs: 30_000,

@@ -14,6 +14,9 @@ export const testEnvironment = (): Record<string, string> => ({
   PV_HUMAN_RATE_LIMIT_PER_MINUTE: "100000",
   PV_OPERATOR_RATE_LIMIT_PER_MINUTE: "100000",
   PV_AUTH_FAILURE_LIMIT_PER_MINUTE: "100000",
+  // Suites burst (50 simultaneous updates) on a shared, noisy machine: a pinned limit keeps them deterministic.
+  // The adaptive default has its own tests (test/http/concurrencyLimit.test.ts, the fault suite's children).
+  PV_MAX_IN_FLIGHT: "64",
   // PostgreSQL mode refuses to start without configured keys; every test server signs with the test keys.
   PV_EVENT_SIGNING_KEY: testSigningKeyPem(),
   PV_LOG_SIGNING_KEY: testLogSigningKeyPem()
