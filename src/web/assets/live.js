@@ -29,14 +29,18 @@ export const sseParser = () => {
   let event = ""
   /** @type {Array<string> | undefined} */
   let data
+  // A CR that ended the last chunk may be the first half of a CRLF split across chunks: its LF is skipped.
+  let afterCr = false
   return (chunk) => {
-    buffer += chunk
+    if (chunk === "") return []
+    buffer += afterCr && chunk.startsWith("\n") ? chunk.slice(1) : chunk
+    afterCr = false
     /** @type {Array<SseMessage>} */
     const messages = []
     for (;;) {
       const end = /\r\n|\r|\n/.exec(buffer)
-      // A CR at the very end may be the first half of a CRLF split across chunks.
-      if (end === null || (end[0] === "\r" && end.index === buffer.length - 1)) break
+      if (end === null) break
+      if (end[0] === "\r" && end.index === buffer.length - 1) afterCr = true
       const line = buffer.slice(0, end.index)
       buffer = buffer.slice(end.index + end[0].length)
       if (line === "") {
