@@ -131,8 +131,7 @@ describe("the page follows an event chain live (chromium)", () => {
     })
     await follow(id)
     await row(2).waitFor()
-    await page.waitForFunction(() => document.querySelector("#live-state")?.getAttribute("data-state") === "connected" &&
-      (document.querySelector("#live-state")?.textContent ?? "").includes("resumed"), undefined, { timeout: 10_000 })
+    await page.locator("#live-state[data-state=connected]", { hasText: "resumed after sequence 2" }).waitFor({ timeout: 10_000 })
     expect(requests).toHaveLength(2)
     expect(requests[0]!.headers()["last-event-id"]).toBeUndefined()
     expect(requests[1]!.headers()["last-event-id"]).toBe("2")
