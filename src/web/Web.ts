@@ -17,6 +17,7 @@ export const pageFiles: ReadonlyArray<readonly [route: string, file: string, con
   ["/", "index.html", "text/html; charset=utf-8"],
   ["/web/app.js", "app.js", "text/javascript; charset=utf-8"],
   ["/web/verify.js", "verify.js", "text/javascript; charset=utf-8"],
+  ["/web/live.js", "live.js", "text/javascript; charset=utf-8"],
   ["/web/style.css", "style.css", "text/css; charset=utf-8"],
   ["/web/icon.svg", "icon.svg", "image/svg+xml"]
 ]

@@ -147,6 +147,7 @@ describe("the page at / (chromium)", () => {
     for (const [path, type] of [
       ["/web/app.js", "text/javascript; charset=utf-8"],
       ["/web/verify.js", "text/javascript; charset=utf-8"],
+      ["/web/live.js", "text/javascript; charset=utf-8"],
       ["/web/style.css", "text/css; charset=utf-8"],
       ["/web/icon.svg", "image/svg+xml"]
     ] as const) {

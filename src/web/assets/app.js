@@ -1,10 +1,12 @@
 // @ts-check
 /**
- * The page's behaviour: three forms, each rendering into its result area. Every check is delegated
- * to ./verify.js; this file only fetches, parses and shows. The DOM is built with textContent only
- * (the page's CSP enforces Trusted Types with no policy, so markup from a string cannot happen).
- * The API key lives in its input field and nowhere else: never in storage, cookies or the URL.
+ * The page's behaviour: three forms, each rendering into its result area, and the event chain followed
+ * live. Every check is delegated to ./verify.js (through ./live.js for the stream); this file only
+ * fetches, parses and shows. The DOM is built with textContent only (the page's CSP enforces Trusted
+ * Types with no policy, so markup from a string cannot happen). The API key lives in its input field,
+ * and in an open stream's request while it is followed; never in storage, cookies or the URL.
  */
+import { checkArrival, keyring, sseParser } from "./live.js"
 import { cryptoAvailable, verifyEventChain, verifyReceiptBundle } from "./verify.js"
 
 /** @typedef {Record<string, unknown>} JsonRecord */
@@ -380,6 +382,230 @@ const verifyPastedChain = async () => {
 }
 
 // ---------------------------------------------------------------------------------------------------
+// 2b. The event chain, followed live: GET /api/v1/events/stream read with fetch (EventSource cannot send
+// the key), each event checked by ./live.js as it arrives.
+
+const StreamEventName = "pv.trust.event"
+/** The first wait before reconnecting; it doubles on each failure up to ReconnectMaxMs, and resets once connected. */
+const ReconnectMs = 1_000
+const ReconnectMaxMs = 15_000
+/** The service sends a comment at least every 15 s: three missed in a row means the connection is dead. */
+const SilenceMs = 45_000
+/** Rows kept on the page; older ones are dropped (their verdicts are still counted). */
+const MaxLiveRows = 500
+
+/** @typedef {"connecting" | "connected" | "reconnecting" | "stopped"} LiveState */
+/** @typedef {import("./live.js").Arrival} Arrival */
+
+/** @type {{ readonly stop: (why: string) => void } | undefined} */
+let following
+
+/** @param {boolean} active */
+const liveButtons = (active) => {
+  const [followButton, stopButton] = ["follow-live", "stop-live"].map((id) => /** @type {HTMLButtonElement} */ (byId(id)))
+  if (followButton !== undefined) followButton.disabled = active
+  if (stopButton !== undefined) stopButton.disabled = !active
+}
+
+/** @param {string} publicId */
+const liveView = (publicId) => {
+  const state = el("span", { class: "live-state", id: "live-state", "data-state": "connecting", role: "status" }, "connecting")
+  const summary = el("p", { class: "muted", id: "live-summary" }, "No event yet.")
+  const problem = el("div", {})
+  const events = el("ol", { class: "live-events", id: "live-events" })
+  let verified = 0
+  let rejected = 0
+  /** @type {number | undefined} */
+  let brokenAt
+  const card = el("div", { class: "card" },
+    el("div", { class: "card-head" }, el("h3", {}, `Following ${publicId}`), state),
+    el("p", { class: "muted" },
+      "From the start of the chain, then live. Each event is checked on arrival: its eventHash recomputed, its link to the ",
+      "event before it, and its Ed25519 signature by a key at /api/v1/events/keys."),
+    summary, problem, events)
+  return {
+    card,
+    /** @param {LiveState} next @param {string} [detail] */
+    setState: (next, detail) => {
+      state.dataset.state = next
+      state.className = `live-state ${next}`
+      state.textContent = detail === undefined ? next : `${next}: ${detail}`
+    },
+    /** @param {HTMLElement | null} box */
+    setProblem: (box) => (box === null ? problem.replaceChildren() : problem.replaceChildren(box)),
+    /** @param {Arrival} arrival */
+    add: (arrival) => {
+      const { report } = arrival
+      const check = report.events[0]
+      const record = isRecord(arrival.event) ? arrival.event : {}
+      if (report.ok) verified += 1
+      else {
+        rejected += 1
+        brokenAt ??= report.sequence
+      }
+      const mark = report.ok
+        ? el("span", { class: "mark ok" }, "✓ verified")
+        : el("span", { class: "mark bad" }, `✗ rejected: ${report.reason}`)
+      const row = el("li", {
+        class: `live-event ${report.ok ? "ok" : "bad"}`,
+        "data-sequence": text(record.sequence),
+        "data-verdict": report.ok ? "verified" : "rejected",
+        ...(report.ok ? {} : { "data-reason": report.reason })
+      },
+      el("div", { class: "live-line" },
+        mark,
+        el("span", { class: "seq" }, `#${text(record.sequence)}`),
+        check?.malformed === null ? text(check.type) : el("span", { class: "bad-text" }, `malformed: ${check?.malformed ?? "?"}`),
+        el("span", { class: "muted" }, ` at ${new Date().toLocaleTimeString()}`)),
+      el("div", { class: "live-checks" },
+        el("span", { "data-check": "hash" }, tick(check?.hash_ok === true, "hash")),
+        el("span", { "data-check": "link" }, tick(check?.link_ok === true, "link")),
+        el("span", { "data-check": "signature" }, tick(check?.signature_ok === true, check?.kid ? `signature kid ${check.kid}` : "signature")),
+        arrival.refetchedKeys ? el("span", { class: "muted" }, "(keys fetched again for this kid)") : ""),
+      report.ok ? "" : el("p", { class: "bad-text" }, report.detail))
+      events.append(row)
+      if (events.children.length > MaxLiveRows) events.firstElementChild?.remove()
+      summary.textContent = `${verified} verified, ${rejected} rejected` +
+        (brokenAt === undefined ? ": the chain is intact so far." : `: not intact since sequence ${brokenAt}.`)
+      summary.className = rejected === 0 ? "muted" : "bad-text"
+    }
+  }
+}
+
+/**
+ * Opens the stream and keeps it open: after a dropped connection, a server that stopped, a 429 or a 5xx,
+ * it reconnects with Last-Event-ID (the last event received) after a short, growing wait. Any other
+ * refusal (401, 403, 404, 400) stops it with the problem shown.
+ * @param {string} publicId
+ * @param {string} apiKey
+ * @param {ReturnType<typeof liveView>} view
+ */
+const follow = (publicId, apiKey, view) => {
+  let stopped = false
+  let lastEventId = ""
+  /** @type {import("./verify.js").ChainHead} */
+  let previous = { sequence: 0, eventHash: null }
+  let wait = ReconnectMs
+  /** @type {AbortController | undefined} */
+  let connection
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  let timer
+  const keys = keyring(async () => {
+    const fetched = await serviceJwks()
+    if (!fetched.ok) throw new Error("the service's keys (/api/v1/events/keys) could not be fetched")
+    return fetched.jwks
+  })
+
+  /** @param {string} why @param {number} [afterMs] */
+  const reconnect = (why, afterMs) => {
+    if (stopped) return
+    const delay = Math.max(wait, afterMs ?? 0)
+    wait = Math.min(wait * 2, ReconnectMaxMs)
+    view.setState("reconnecting", `${why}; again in ${Math.round(delay / 1000)} s`)
+    timer = setTimeout(() => void connect(), delay)
+  }
+
+  const connect = async () => {
+    const controller = new AbortController()
+    connection = controller
+    /** @type {Record<string, string>} */
+    const headers = { accept: "text/event-stream", authorization: `Bearer ${apiKey}` }
+    if (lastEventId !== "") headers["last-event-id"] = lastEventId
+    let response
+    try {
+      response = await fetch(`/api/v1/events/stream?public_id=${encodeURIComponent(publicId)}`, { headers, cache: "no-store", signal: controller.signal })
+    } catch (error) {
+      return reconnect(`the service did not answer (${error instanceof Error ? error.message : String(error)})`)
+    }
+    if (!response.ok || response.body === null) {
+      const raw = await response.text().catch(() => "")
+      /** @type {unknown} */
+      let body
+      try {
+        body = JSON.parse(raw)
+      } catch {
+        body = undefined
+      }
+      const problem = problemView(response, body, raw)
+      if (response.status === 429 || response.status >= 500) {
+        view.setProblem(problem)
+        const retryAfter = Number(response.headers.get("retry-after"))
+        return reconnect(`refused with ${response.status}`, Number.isFinite(retryAfter) ? retryAfter * 1000 : 0)
+      }
+      return stop(`refused with ${response.status}`, problem)
+    }
+    if (!(response.headers.get("content-type") ?? "").startsWith("text/event-stream")) {
+      controller.abort()
+      return stop("the answer is not text/event-stream", problemBox("Unexpected answer", `content-type ${response.headers.get("content-type") ?? "(none)"}`))
+    }
+    view.setProblem(null)
+    view.setState("connected", lastEventId === "" ? "from the start" : `resumed after sequence ${lastEventId}`)
+    wait = ReconnectMs
+    const reader = response.body.getReader()
+    const decoder = new TextDecoder()
+    const parse = sseParser()
+    /** @type {ReturnType<typeof setTimeout> | undefined} */
+    let silence
+    const listen = () => {
+      clearTimeout(silence)
+      silence = setTimeout(() => controller.abort(), SilenceMs)
+    }
+    let why = "the service closed the stream"
+    try {
+      listen()
+      for (;;) {
+        const { done, value } = await reader.read()
+        if (done) break
+        listen()
+        for (const message of parse(decoder.decode(value, { stream: true }))) {
+          if (message.event !== StreamEventName) continue
+          const arrival = await checkArrival(message.data, previous, publicId, keys)
+          if (stopped) return
+          previous = arrival.next
+          lastEventId = message.id
+          view.add(arrival)
+        }
+      }
+    } catch (error) {
+      why = controller.signal.aborted ? `nothing heard for ${SilenceMs / 1000} s` : `the connection failed (${error instanceof Error ? error.message : String(error)})`
+    } finally {
+      clearTimeout(silence)
+    }
+    if (!stopped) {
+      controller.abort()
+      reconnect(why)
+    }
+  }
+
+  /** @param {string} why @param {HTMLElement} [problem] */
+  const stop = (why, problem) => {
+    stopped = true
+    clearTimeout(timer)
+    connection?.abort()
+    if (problem !== undefined) view.setProblem(problem)
+    view.setState("stopped", why)
+    liveButtons(false)
+    if (following === handle) following = undefined
+  }
+  const handle = { stop }
+  void connect()
+  return handle
+}
+
+const followLive = async () => {
+  const target = byId("live-result")
+  const publicId = inputById("public-id").value.trim()
+  const apiKey = inputById("api-key").value.trim()
+  following?.stop("replaced")
+  if (publicId === "") return show(target, problemBox("No public id", "Type the determination's public id in section 1 first."))
+  if (apiKey === "") return show(target, problemBox("No API key", "Following the chain needs an API key with scope trust:read."))
+  const view = liveView(publicId)
+  show(target, view.card)
+  liveButtons(true)
+  following = follow(publicId, apiKey, view)
+}
+
+// ---------------------------------------------------------------------------------------------------
 // 3. A receipt proof bundle.
 
 /** @type {Record<BundleStep, string>} */
@@ -471,12 +697,19 @@ const start = () => {
   onSubmit("chain-fetch-form", verifyFetchedChain, "chain-result")
   onSubmit("chain-paste-form", verifyPastedChain, "chain-result")
   onSubmit("bundle-form", verifyBundle, "bundle-result")
+  byId("follow-live").addEventListener("click", () => {
+    followLive().catch((error) => show(byId("live-result"), problemBox("The page failed", error instanceof Error ? error.message : String(error))))
+  })
+  byId("stop-live").addEventListener("click", () => following?.stop("stopped by you"))
+  // Forgetting the key ends the stream too: an open stream holds the key in its request.
   byId("forget-key").addEventListener("click", () => {
     inputById("api-key").value = ""
+    following?.stop("the key was forgotten")
   })
   // Leaving the page forgets the key, even when the browser keeps the page in its back/forward cache.
   window.addEventListener("pagehide", () => {
     inputById("api-key").value = ""
+    following?.stop("the page was left")
   })
   const initial = new URLSearchParams(location.search).get("id")
   if (initial !== null && initial.trim() !== "") {
