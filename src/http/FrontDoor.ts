@@ -272,10 +272,12 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
       const path = pathOf(req.url)
       const streaming = path === EventStreamPath && req.method === "GET"
       if (!streaming && open.size >= limit.current()) {
-        // Its body is never read: the connection closes after this answer.
+        // A body is never read: a request that has one closes its connection after this answer. One without a
+        // body keeps it, so a refusal under overload costs no new connection (and no TLS handshake behind a proxy).
+        const hasBody = req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? "0") > 0
         return sendProblem(res, new Overloaded({ detail: "The service is at capacity; retry shortly." }), {
           "retry-after": "1",
-          connection: "close"
+          ...(hasBody ? { connection: "close" } : {})
         })
       }
       if (handleOrigin(req, res, allowedOrigins)) return
