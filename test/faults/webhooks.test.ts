@@ -163,3 +163,128 @@ describe.each(databaseKinds)("webhooks: kill -9 with deliveries owed (%s)", (kin
     await child.waitForExit(15_000).catch(() => undefined)
   })
 })
+
+describe.skipIf(!postgresAvailable)("webhooks: two instances on one PostgreSQL", () => {
+  let deployment: Deployment | undefined
+  let receiver: Receiver | undefined
+  afterAll(async () => {
+    await deployment?.dispose()
+    await receiver?.close()
+  })
+
+  it("50 subscriptions, changes through both: never two attempts at once for one subscription, all in order, both instances deliver", async () => {
+    receiver = await startReceiver()
+    const rx = receiver
+    rx.behaviour = () => ({ kind: "answer", status: 204, delayMs: 20 })
+    // Few slots per instance, so neither can claim all 50 subscriptions at once: they share the outbox.
+    deployment = await Deployment.create("postgres", { env: webhookEnv(1_000, { PV_WEBHOOK_CONCURRENCY: "4" }) })
+    const [a, b] = await Promise.all([deployment.start(), deployment.start()])
+    const bases = [a!.baseUrl, b!.baseUrl]
+    const key = await subscriberKey(bases[0]!)
+    const subjects = Array.from({ length: 5 }, (_, i) => `DET-V1-HOOK-PAIR-000${i}`)
+    const pathsOf = new Map<string, Array<string>>()
+    for (const [i, subject] of subjects.entries()) {
+      expect((await putDetermination(bases[i % 2]!, subject, determination(0))).status).toBe(201)
+      const paths = Array.from({ length: 10 }, (_, j) => `/pair-${i}-${j}`)
+      pathsOf.set(subject, paths)
+      // Made through either instance: both serve the same subscriptions table.
+      for (const [j, path] of paths.entries()) await subscribe(bases[j % 2]!, key, subject, rx.url(path))
+    }
+
+    // One writer per determination, alternating instances, so both wake for changes of every chain.
+    const changes = 8
+    await Promise.all(subjects.map(async (subject, i) => {
+      for (let revision = 1; revision <= changes; revision++) {
+        const reply = await putDetermination(bases[(i + revision) % 2]!, subject, determination(revision))
+        expect(reply.status, reply.text).toBe(200)
+        await sleep(50)
+      }
+    }))
+    const allPaths = [...pathsOf.values()].flat()
+    const started = Date.now()
+    await untilDelivered(rx, allPaths, 1, changes + 1, 30_000)
+    const caughtUpMs = Date.now() - started
+
+    for (const subject of subjects) {
+      const { ids, head } = await chainIds(bases[0]!, key, subject)
+      expect(head).toBe(changes + 1)
+      for (const path of pathsOf.get(subject)!) {
+        const deliveries = deliveriesTo(rx, path)
+        const { problems, repeats } = orderCheck(deliveries, 1, head, ids)
+        expect(problems, `${path}: ${deliveries.map((d) => d.sequence).join(",")}`).toEqual([])
+        // No fault here: nothing is sent twice.
+        expect(repeats, path).toEqual([])
+      }
+    }
+    const concurrent = allPaths.filter((p) => (rx.maxConcurrentByPath.get(p) ?? 0) !== 1)
+    expect(concurrent.map((p) => `${p}: ${rx.maxConcurrentByPath.get(p)}`), "paths with other than 1 request at a time").toEqual([])
+
+    const delivered = await Promise.all(bases.map(async (base) => {
+      const metrics = await answer(base, "GET", "/metrics")
+      expect(metrics.status).toBe(200)
+      return metricValue(metrics.text, "delivered")
+    }))
+    expect(delivered[0]! + delivered[1]!, "deliveries counted across both instances").toBe(allPaths.length * changes)
+    expect(delivered[0], "instance A delivered some").toBeGreaterThan(0)
+    expect(delivered[1], "instance B delivered some").toBeGreaterThan(0)
+    console.log(`webhooks two instances: ${allPaths.length * changes} deliveries, ${delivered.join(" + ")} by instance; ` +
+      `all caught up ${caughtUpMs} ms after the last change`)
+    for (const { child } of [a!, b!]) child.signal("SIGTERM")
+    await Promise.all([a!, b!].map(({ child }) => child.waitForExit(15_000).catch(() => undefined)))
+  })
+})
+
+describe("webhooks: a hanging receiver beside a healthy one (embedded)", () => {
+  let deployment: Deployment | undefined
+  let receiver: Receiver | undefined
+  afterAll(async () => {
+    await deployment?.dispose()
+    await receiver?.close()
+  })
+
+  it("the healthy subscription gets each change within 1 s of its acknowledgement while the hanging ones hold their attempts", async () => {
+    receiver = await startReceiver()
+    const rx = receiver
+    rx.behaviour = (r) => (r.path.startsWith("/hang") ? { kind: "hang" } : { kind: "answer", status: 204 })
+    // Four slots: the three hanging subscriptions hold three of them, the healthy one has the last.
+    deployment = await Deployment.create("embedded", { env: webhookEnv(3_000, { PV_WEBHOOK_CONCURRENCY: "4" }) })
+    const { child, baseUrl } = await deployment.start()
+    const key = await subscriberKey(baseUrl)
+    const subject = "DET-V1-HOOK-HANG-0001"
+    expect((await putDetermination(baseUrl, subject, determination(0))).status).toBe(201)
+    const hanging = ["/hang-1", "/hang-2", "/hang-3"]
+    for (const path of [...hanging, "/healthy"]) await subscribe(baseUrl, key, subject, rx.url(path))
+
+    const latencies: Array<number> = []
+    for (let revision = 1; revision <= 8; revision++) {
+      const reply = await putDetermination(baseUrl, subject, determination(revision))
+      const acknowledgedAt = Date.now()
+      expect(reply.status, reply.text).toBe(200)
+      const sequence = revision + 1
+      const arrived = await pollUntil(`sequence ${sequence} at /healthy`, 5_000, async () =>
+        deliveriesTo(rx, "/healthy").find((d) => d.sequence === sequence), 10)
+      latencies.push(arrived.at - acknowledgedAt)
+      await sleep(300)
+    }
+    console.log(`webhooks hanging receiver: healthy delivery after the PUT's answer, ms: ${latencies.join(", ")}`)
+    expect(latencies.filter((ms) => ms > 1_000), "healthy deliveries later than 1 s after the change was acknowledged").toEqual([])
+    const { ids, head } = await chainIds(baseUrl, key, subject)
+    expect(orderCheck(deliveriesTo(rx, "/healthy"), 1, head, ids)).toEqual({ problems: [], repeats: [] })
+
+    // Each hanging subscription: one attempt at a time, always the first event it is owed (nothing skipped
+    // past an unacknowledged one), retried only after its time-out.
+    for (const path of hanging) {
+      const attempts = deliveriesTo(rx, path)
+      expect(attempts.length, path).toBeGreaterThanOrEqual(1)
+      expect(attempts.length, `${path}: attempts in ~3 s of changes with a 3 s time-out and ≥ 0.75 s backoff`).toBeLessThanOrEqual(2)
+      expect(new Set(attempts.map((d) => d.sequence)), path).toEqual(new Set([2]))
+      expect(rx.maxConcurrentByPath.get(path), path).toBe(1)
+      const status = await answer(baseUrl, "GET", `/api/v1/subscriptions?limit=100`, { bearer: key })
+      const row = status.body.subscriptions.find((s: { webhook_url: string }) => s.webhook_url === rx.url(path))
+      expect(row, path).toMatchObject({ delivered_through: 1, status: "active" })
+    }
+    expect(child.exited).toBeUndefined()
+    child.signal("SIGTERM")
+    await child.waitForExit(15_000).catch(() => undefined)
+  })
+})
