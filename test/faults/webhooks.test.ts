@@ -288,3 +288,137 @@ describe("webhooks: a hanging receiver beside a healthy one (embedded)", () => {
     await child.waitForExit(15_000).catch(() => undefined)
   })
 })
+
+describe.skipIf(!postgresAvailable).each(["refuse", "blackhole"] as const)("webhooks: database outage during delivery (%s)", (fault) => {
+  let proxy: TcpProxy | undefined
+  let deployment: Deployment | undefined
+  let receiver: Receiver | undefined
+  let drop: (() => Promise<void>) | undefined
+  afterAll(async () => {
+    await deployment?.dispose()
+    await proxy?.close()
+    await drop?.()
+    await receiver?.close()
+  })
+
+  it("deliveries pause while the database is away and resume by themselves after, all in order; the process never exits", async () => {
+    receiver = await startReceiver()
+    const rx = receiver
+    rx.behaviour = () => ({ kind: "answer", status: 204, delayMs: 150 })
+    proxy = await startTcpProxy(postgresTarget())
+    const database = await proxiedDatabase(proxy)
+    drop = database.drop
+    deployment = await Deployment.create("postgres", { databaseUrl: database.url, env: webhookEnv(1_000) })
+    const { child, baseUrl } = await deployment.start()
+    const key = await subscriberKey(baseUrl)
+    const subject = `DET-V1-HOOK-OUT-${fault.toUpperCase()}`
+    expect((await putDetermination(baseUrl, subject, determination(0))).status).toBe(201)
+    const paths = ["/out-1", "/out-2", "/out-3"]
+    for (const path of paths) await subscribe(baseUrl, key, subject, rx.url(path))
+    const changes = 20
+    for (let revision = 1; revision <= changes; revision++) {
+      expect((await putDetermination(baseUrl, subject, determination(revision))).status).toBe(200)
+    }
+    const head = changes + 1
+
+    // The outage starts with deliveries under way (150 ms an answer: 20 events take ~3 s per subscription).
+    await pollUntil("deliveries under way", 10_000, async () => (paths.every((p) => deliveredThrough(rx, p, 1) >= 4) ? true : undefined), 10)
+    await proxy.setMode(fault)
+    const downAt = Date.now()
+    const atOutage = paths.map((p) => deliveredThrough(rx, p, 1))
+    await sleep(4_000)
+    // An attempt already sent when the database went may still arrive (its request is recorded once its body is
+    // in); nothing may start later, since each needs the event read from the database first.
+    const duringOutage = rx.received.filter((r) => r.at > downAt + 250)
+    expect(duringOutage.map((r) => `${r.path} +${r.at - downAt} ms`), "requests sent while the database was away").toEqual([])
+    expect(child.exited, `the process exited during the outage\n${child.output}`).toBeUndefined()
+
+    await proxy.setMode("forward")
+    const upAt = Date.now()
+    await untilDelivered(rx, paths, 1, head, 30_000)
+    const resumedAfter = paths.map((p) => (rx.received.find((r) => r.path === p && r.at >= upAt)?.at ?? Number.NaN) - upAt)
+    const caughtUpAfter = Date.now() - upAt
+
+    const { ids, head: stored } = await chainIds(baseUrl, key, subject)
+    expect(stored).toBe(head)
+    const repeated: Array<string> = []
+    for (const path of paths) {
+      const deliveries = deliveriesTo(rx, path)
+      const { problems, repeats } = orderCheck(deliveries, 1, head, ids)
+      expect(problems, `${path}: ${deliveries.map((d) => d.sequence).join(",")}`).toEqual([])
+      // Only the event whose acknowledgement the outage may have lost can come twice.
+      expect(repeats.length, path).toBeLessThanOrEqual(1)
+      repeated.push(...repeats.map((r) => `${path} #${r.delivery.sequence}`))
+    }
+    expect(child.exited, `the process exited\n${child.output}`).toBeUndefined()
+    expect((await answer(baseUrl, "GET", "/healthz")).status).toBe(200)
+    console.log(`webhooks outage (${fault}): delivered through ${atOutage.join("/")} of ${head} when the database went; ` +
+      `first delivery ${resumedAfter.join("/")} ms after it came back, all caught up after ${caughtUpAfter} ms; repeats: ${repeated.join(", ") || "none"}`)
+    child.signal("SIGTERM")
+    await child.waitForExit(15_000).catch(() => undefined)
+  })
+})
+
+/** Exit is due within the grace; this much more covers process teardown on a loaded machine (as drain.test.ts). */
+const exitMarginMs = 2_000
+
+const sigtermVariants = [
+  // The attempt (answered after 2 s) ends inside the grace: it is acknowledged before the exit.
+  { name: "the attempt ends within the grace", graceMs: 5_000, completes: true },
+  // The grace ends first: the attempt is cut off and its lease given back, so the restart sends it at once.
+  { name: "the grace ends first", graceMs: 1_000, completes: false }
+]
+
+describe.each(sigtermVariants)("webhooks: SIGTERM with an attempt in flight, $name (embedded)", ({ graceMs, completes }) => {
+  let deployment: Deployment | undefined
+  let receiver: Receiver | undefined
+  afterAll(async () => {
+    await deployment?.dispose()
+    await receiver?.close()
+  })
+
+  it(`exit 0 within PV_SHUTDOWN_GRACE_MS=${graceMs}; after a restart the event is delivered, ${completes ? "and not sent again" : "re-sent within 3 s"}`, async () => {
+    receiver = await startReceiver()
+    const rx = receiver
+    rx.behaviour = () => ({ kind: "answer", status: 200, delayMs: 2_000 })
+    // The lease (time-out + 10 s = 13 s) is far longer than the 3 s the re-send is allowed: only a lease given back passes.
+    deployment = await Deployment.create("embedded", { env: webhookEnv(3_000, { PV_SHUTDOWN_GRACE_MS: String(graceMs) }) })
+    let { child, baseUrl } = await deployment.start()
+    const key = await subscriberKey(baseUrl)
+    const subject = `DET-V1-HOOK-TERM-${graceMs}`
+    expect((await putDetermination(baseUrl, subject, determination(0))).status).toBe(201)
+    const made = await subscribe(baseUrl, key, subject, rx.url("/term"))
+    expect((await putDetermination(baseUrl, subject, determination(1))).status).toBe(200)
+    await rx.waitFor(1, "/term", 5_000)
+
+    const signalledAt = performance.now()
+    child.signal("SIGTERM")
+    const exit = await child.waitForExit(graceMs + exitMarginMs + 10_000)
+    const exitMs = Math.round(exit.at - signalledAt)
+    expect({ code: exit.code, signal: exit.signal }, child.output).toEqual({ code: 0, signal: null })
+    expect(exitMs, "exit after SIGTERM within PV_SHUTDOWN_GRACE_MS (+ margin)").toBeLessThan(graceMs + exitMarginMs)
+
+    rx.behaviour = () => ({ kind: "answer", status: 200 })
+    ;({ child, baseUrl } = await deployment.start())
+    const restartedAt = Date.now()
+    const status = async () => (await answer(baseUrl, "GET", `/api/v1/subscriptions/${made.subscription_id}`, { bearer: key })).body
+    let outcome: string
+    if (completes) {
+      expect(await status(), "acknowledged before the exit").toMatchObject({ delivered_through: 2, pending: 0 })
+      await sleep(1_500)
+      expect(deliveriesTo(rx, "/term").map((d) => d.sequence), "an acknowledged event is not sent again").toEqual([2])
+      outcome = "acknowledged before the exit, not re-sent"
+    } else {
+      const [, again] = await rx.waitFor(2, "/term", 3_000)
+      outcome = `re-sent ${again!.at - restartedAt} ms after the restarted process's banner`
+      await pollUntil("acknowledged after the restart", 3_000, async () => ((await status()).pending === 0 ? true : undefined), 100)
+    }
+    const { ids, head } = await chainIds(baseUrl, key, subject)
+    const { problems, repeats } = orderCheck(deliveriesTo(rx, "/term"), 1, head, ids)
+    expect(problems).toEqual([])
+    expect(repeats.length).toBe(completes ? 0 : 1)
+    console.log(`webhooks SIGTERM (grace ${graceMs} ms): exit 0 after ${exitMs} ms; ${outcome}`)
+    child.signal("SIGTERM")
+    await child.waitForExit(15_000).catch(() => undefined)
+  })
+})
