@@ -301,6 +301,22 @@ const make = Effect.gen(function*() {
   const releaseLeases = (token: string) =>
     sql`UPDATE subscriptions SET lease_token = NULL, lease_until = NULL WHERE lease_token = ${token}`.pipe(Effect.asVoid)
 
+  /**
+   * After a database failure: give back the leases `token` holds but those of `keep` (the subscriptions its
+   * attempts still work on), due again after `dueInMs` at the earliest, for any instance. The delay keeps a
+   * delivery that fails the same way every time from being claimed and failed again in a tight loop.
+   */
+  const releaseStrayLeases = (token: string, keep: ReadonlyArray<string>, dueInMs: number) =>
+    (keep.length === 0
+      ? sql`
+        UPDATE subscriptions
+        SET lease_token = NULL, lease_until = NULL, next_attempt_at = greatest(next_attempt_at, now() + make_interval(secs => ${dueInMs / 1000}))
+        WHERE lease_token = ${token}`
+      : sql`
+        UPDATE subscriptions
+        SET lease_token = NULL, lease_until = NULL, next_attempt_at = greatest(next_attempt_at, now() + make_interval(secs => ${dueInMs / 1000}))
+        WHERE lease_token = ${token} AND subscription_id NOT IN ${sql.in(keep)}`).pipe(Effect.asVoid)
+
   /** Milliseconds until the next subscription becomes due (a retry, or a dead instance's lease running out); null when none will. */
   const nextDueInMs = decodeRows(WaitRow)(sql`
     SELECT (extract(epoch FROM min(greatest(next_attempt_at, coalesce(lease_until, next_attempt_at))) - now()) * 1000)::float8 AS wait_ms
@@ -341,6 +357,7 @@ const make = Effect.gen(function*() {
     acknowledge,
     recordFailure,
     releaseLeases,
+    releaseStrayLeases,
     nextDueInMs,
     deliveryStats,
     eventAt,
