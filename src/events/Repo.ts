@@ -297,9 +297,14 @@ const make = Effect.gen(function*() {
       WHERE subscription_id = ${subscriptionId} AND lease_token = ${token}
       RETURNING status, next_attempt_at`).pipe(Effect.map((rows) => Option.fromNullishOr(rows[0])))
 
-  /** Give back every lease `token` holds (shutdown: the attempts not finished are due again at once). */
+  /**
+   * Give back every lease `token` holds (shutdown: the attempts not finished are due again at once); the
+   * determinations they are for, so other instances can be told.
+   */
   const releaseLeases = (token: string) =>
-    sql`UPDATE subscriptions SET lease_token = NULL, lease_until = NULL WHERE lease_token = ${token}`.pipe(Effect.asVoid)
+    decodeRows(DueRow)(sql`
+      UPDATE subscriptions SET lease_token = NULL, lease_until = NULL WHERE lease_token = ${token}
+      RETURNING public_id`).pipe(Effect.map((rows) => rows.map((r) => r.public_id)))
 
   /**
    * After a database failure: give back the leases `token` holds but those of `keep` (the subscriptions its

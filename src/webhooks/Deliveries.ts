@@ -51,9 +51,11 @@ const IdleWaitMs = 60_000
  * fixed period. At most PV_WEBHOOK_CONCURRENCY attempts run at once, each bounded by its 10 s time-out, so
  * a slow, hanging or failing receiver holds one slot and delays no other subscription. On stop it claims
  * nothing more, lets attempts in flight end within the grace period, then interrupts the rest and gives
- * their leases back (due again at once, for any instance). A database outage pauses it; it resumes alone,
- * and gives back the leases the outage left with no attempt working on them (a delivery cut short, a claim
- * whose answer was lost) as soon as the database answers, due a second later, rather than when they run out.
+ * their leases back (due again at once, for any instance, woken by a notice on the change feed).
+ *
+ * A database outage pauses it; it resumes alone, and gives back the leases the outage left with no attempt
+ * working on them (a delivery cut short, a claim whose answer was lost) as soon as the database answers,
+ * due a second later, rather than when they run out.
  */
 const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
   const repo = yield* EventsRepo
@@ -197,7 +199,11 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
       const deadline = Date.now() + Math.max(0, config.shutdownGraceMs - 500)
       while (inFlight > 0 && Date.now() < deadline) yield* Effect.sleep(Duration.millis(50))
       yield* FiberSet.clear(attempts)
-      yield* Effect.ignore(repo.releaseLeases(token))
+      yield* Effect.ignore(Effect.gen(function*() {
+        const released = yield* repo.releaseLeases(token)
+        // Other instances sleep until the leases would have run out: wake them for these now.
+        for (const publicId of new Set(released)) yield* feed.notify(publicId)
+      }))
     })
   )
 }))
