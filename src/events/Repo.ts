@@ -297,9 +297,30 @@ const make = Effect.gen(function*() {
       WHERE subscription_id = ${subscriptionId} AND lease_token = ${token}
       RETURNING status, next_attempt_at`).pipe(Effect.map((rows) => Option.fromNullishOr(rows[0])))
 
-  /** Give back every lease `token` holds (shutdown: the attempts not finished are due again at once). */
+  /**
+   * Give back every lease `token` holds (shutdown: the attempts not finished are due again at once); the
+   * determinations they are for, so other instances can be told.
+   */
   const releaseLeases = (token: string) =>
-    sql`UPDATE subscriptions SET lease_token = NULL, lease_until = NULL WHERE lease_token = ${token}`.pipe(Effect.asVoid)
+    decodeRows(DueRow)(sql`
+      UPDATE subscriptions SET lease_token = NULL, lease_until = NULL WHERE lease_token = ${token}
+      RETURNING public_id`).pipe(Effect.map((rows) => rows.map((r) => r.public_id)))
+
+  /**
+   * After a database failure: give back the leases `token` holds but those of `keep` (the subscriptions its
+   * attempts still work on), due again after `dueInMs` at the earliest, for any instance. The delay keeps a
+   * delivery that fails the same way every time from being claimed and failed again in a tight loop.
+   */
+  const releaseStrayLeases = (token: string, keep: ReadonlyArray<string>, dueInMs: number) =>
+    (keep.length === 0
+      ? sql`
+        UPDATE subscriptions
+        SET lease_token = NULL, lease_until = NULL, next_attempt_at = greatest(next_attempt_at, now() + make_interval(secs => ${dueInMs / 1000}))
+        WHERE lease_token = ${token}`
+      : sql`
+        UPDATE subscriptions
+        SET lease_token = NULL, lease_until = NULL, next_attempt_at = greatest(next_attempt_at, now() + make_interval(secs => ${dueInMs / 1000}))
+        WHERE lease_token = ${token} AND subscription_id NOT IN ${sql.in(keep)}`).pipe(Effect.asVoid)
 
   /** Milliseconds until the next subscription becomes due (a retry, or a dead instance's lease running out); null when none will. */
   const nextDueInMs = decodeRows(WaitRow)(sql`
@@ -341,6 +362,7 @@ const make = Effect.gen(function*() {
     acknowledge,
     recordFailure,
     releaseLeases,
+    releaseStrayLeases,
     nextDueInMs,
     deliveryStats,
     eventAt,

@@ -32,6 +32,9 @@ const logFailure = (fields: Record<string, unknown>) =>
 /** How often the gauges' numbers are read from the outbox at most. */
 const StatsIntervalMs = 5_000
 
+/** A subscription whose delivery a database failure cut short is due again this long after its lease is given back. */
+const StrayLeaseRetryMs = 1_000
+
 /** The longest the worker sleeps with nothing due: a safety net only, every change wakes it at once. */
 const IdleWaitMs = 60_000
 
@@ -48,7 +51,11 @@ const IdleWaitMs = 60_000
  * fixed period. At most PV_WEBHOOK_CONCURRENCY attempts run at once, each bounded by its 10 s time-out, so
  * a slow, hanging or failing receiver holds one slot and delays no other subscription. On stop it claims
  * nothing more, lets attempts in flight end within the grace period, then interrupts the rest and gives
- * their leases back (due again at once, for any instance). A database outage pauses it; it resumes alone.
+ * their leases back (due again at once, for any instance, woken by a notice on the change feed).
+ *
+ * A database outage pauses it; it resumes alone, and gives back the leases the outage left with no attempt
+ * working on them (a delivery cut short, a claim whose answer was lost) as soon as the database answers,
+ * due a second later, rather than when they run out.
  */
 const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
   const repo = yield* EventsRepo
@@ -61,6 +68,10 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
   const signal = () => Queue.offerUnsafe(wake, undefined)
   const attempts = yield* FiberSet.make<void>()
   let inFlight = 0
+  /** The subscriptions this instance's attempts are working on: their leases are in use. */
+  const working = new Set<string>()
+  /** A database failure may have left leases of this token that nothing works on. */
+  let strayLeases = false
   let stopping = false
   let statsReadAt = 0
 
@@ -116,10 +127,17 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
         return
       }
     }).pipe(
-      // A database failure mid-delivery: the lease runs out and the event is sent again (at least once).
-      Effect.catchCause((cause) => Effect.logWarning(`webhook delivery of ${claimed.subscription_id} failed; it is retried`, cause)),
+      // A database failure mid-delivery: the lease is given back once the database answers (the next round),
+      // and the event is sent again a second later (at least once).
+      Effect.catchCause((cause) =>
+        Effect.andThen(
+          Effect.sync(() => (strayLeases = true)),
+          Effect.logWarning(`webhook delivery of ${claimed.subscription_id} failed; it is retried`, cause)
+        )
+      ),
       Effect.ensuring(Effect.sync(() => {
         inFlight -= 1
+        working.delete(claimed.subscription_id)
         signal()
       }))
     )
@@ -137,11 +155,17 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
   const round = Effect.gen(function*() {
     // Stopping: claim nothing more (the finalizer below waits for what is in flight).
     if (stopping) return yield* Effect.never
+    if (strayLeases) {
+      // Otherwise each would hold its subscription until PV_WEBHOOK_TIMEOUT_MS + 10 s after its last use.
+      yield* repo.releaseStrayLeases(token, [...working], StrayLeaseRetryMs)
+      strayLeases = false
+    }
     const free = concurrency - inFlight
     if (free > 0) {
       const claimed = yield* repo.claim(free, token, leaseMs)
       for (const row of claimed) {
         inFlight += 1
+        working.add(row.subscription_id)
         yield* FiberSet.run(attempts, deliver(row))
       }
       // A full claim may have left more behind: claim again when a slot frees (an ending attempt wakes us).
@@ -156,7 +180,11 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
 
   const worker = Effect.forever(round.pipe(
     Effect.catchCause((cause) =>
-      Effect.andThen(Effect.logWarning("webhook deliveries paused: the database did not answer; retrying", cause), Effect.sleep(Duration.seconds(1)))
+      Effect.andThen(
+        // A claim may have committed with its answer lost: those leases are ours and nothing works on them.
+        Effect.sync(() => (strayLeases = true)),
+        Effect.andThen(Effect.logWarning("webhook deliveries paused: the database did not answer; retrying", cause), Effect.sleep(Duration.seconds(1)))
+      )
     )
   ))
 
@@ -171,7 +199,11 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
       const deadline = Date.now() + Math.max(0, config.shutdownGraceMs - 500)
       while (inFlight > 0 && Date.now() < deadline) yield* Effect.sleep(Duration.millis(50))
       yield* FiberSet.clear(attempts)
-      yield* Effect.ignore(repo.releaseLeases(token))
+      yield* Effect.ignore(Effect.gen(function*() {
+        const released = yield* repo.releaseLeases(token)
+        // Other instances sleep until the leases would have run out: wake them for these now.
+        for (const publicId of new Set(released)) yield* feed.notify(publicId)
+      }))
     })
   )
 }))
