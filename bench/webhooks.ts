@@ -12,13 +12,14 @@
 // Lag is a delivery's arrival at the receiver minus the moment the PUT that made the event was answered
 // (both wall clocks of this machine); the event's occurred_at, the figure the service's own
 // pv_webhook_delivery_lag_seconds uses, is reported beside it. Server CPU is utime + stime from /proc.
-//   npm run bench:webhooks [-- --seconds 20] [--rate 50] [--fanout 1000] [--total 10000] [--failing 1000] [--getSeconds 8]
+//   npm run bench:webhooks [-- --only fanout,steady,growth,failing] [--seconds 20] [--rate 50] [--fanout 1000]
+//     [--total 10000] [--failing 1000] [--getSeconds 8] [--connections 32]
 // Uses a fresh database on DATABASE_URL's server (default postgres://postgres@127.0.0.1:5432/postgres),
 // dropped afterwards; the JSON result goes to bench/results/.
 import { execFileSync } from "node:child_process"
 import { generateKeyPairSync, randomBytes } from "node:crypto"
 import { mkdirSync, writeFileSync } from "node:fs"
-import { cpus, totalmem } from "node:os"
+import { cpus, loadavg, totalmem } from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
 import pg from "pg"
@@ -33,9 +34,11 @@ const { values } = parseArgs({
     total: { type: "string", default: "10000" },
     failing: { type: "string", default: "1000" },
     getSeconds: { type: "string", default: "8" },
-    connections: { type: "string", default: "32" }
+    connections: { type: "string", default: "32" },
+    only: { type: "string", default: "fanout,steady,growth,failing" }
   }
 })
+const only = new Set(values.only!.split(","))
 const seconds = Number(values.seconds)
 const rate = Number(values.rate)
 const fanoutSize = Number(values.fanout)
@@ -211,8 +214,12 @@ const collect = async (receiver: Receiver, from: number, events: ReadonlyArray<s
   }
 }
 
-/** `rate` changes a second over the steady determinations for `duration` s, open loop; lags and CPU per delivery. */
-const steady = async (service: Process, receiver: Receiver, duration: number) => {
+/**
+ * `rate` changes a second for `duration` s, open loop, round-robin over the determinations `first` to
+ * `first + SteadyGroups - 1` (each with `perEvent` subscriptions); lags, and the service's CPU per delivery
+ * and per change over the whole window (until the last delivery arrived).
+ */
+const steady = async (service: Process, receiver: Receiver, duration: number, first = 0, perEvent = PerGroup) => {
   const from = (await receiver.poll()).length
   const cpuBefore = cpuSeconds(service.child.pid!)
   const started = now()
@@ -221,13 +228,16 @@ const steady = async (service: Process, receiver: Receiver, duration: number) =>
   for (let k = 0; k < count; k++) {
     const wait = started + (k * 1000) / rate - now()
     if (wait > 0) await sleep(wait)
-    puts.push(change(service, k % SteadyGroups))
+    puts.push(change(service, first + (k % SteadyGroups)))
   }
   const changesPerSecond = count / ((now() - started) / 1000 + 1 / rate)
   const events = await Promise.all(puts)
-  const lags = await collect(receiver, from, events, PerGroup, 30_000)
+  const lags = await collect(receiver, from, events, perEvent, 30_000)
   const cpu = cpuSeconds(service.child.pid!) - cpuBefore
-  return { ...lags, changes: count, changesPerSecond, cpuSeconds: cpu, cpuMsPerDelivery: (1000 * cpu) / lags.deliveries }
+  return {
+    ...lags, changes: count, changesPerSecond, cpuSeconds: cpu,
+    cpuMsPerDelivery: (1000 * cpu) / lags.deliveries, cpuMsPerChange: (1000 * cpu) / count
+  }
 }
 
 const fanout = async (service: Process, receiver: Receiver) => {
@@ -249,6 +259,9 @@ const subscriptionCount = () =>
   admin(databaseUrl, async (c) => Number((await c.query("SELECT count(*)::int AS n FROM subscriptions WHERE webhook_url IS NOT NULL")).rows[0].n))
 
 // ---- run -------------------------------------------------------------------------------------------
+type SteadyResult = Awaited<ReturnType<typeof steady>>
+type MachineResult = Awaited<ReturnType<typeof machineLoad>>
+
 const main = async () => {
   await admin(adminUrl, (c) => c.query(`CREATE DATABASE ${dbName}`))
   const processes: Array<Process> = []
@@ -264,113 +277,134 @@ const main = async () => {
     const service = await startProcess("dist/src/main.js", serviceEnv, [], (process.env.BENCH_NODE_FLAGS ?? "--max-old-space-size=192").split(" "))
     processes.push(service)
     const key = await createKey(service)
-
-    log(`${SteadyGroups * PerGroup} subscriptions on ${SteadyGroups} determinations`)
-    await subscribeMany(service, key, (i) => benchPublicId(i % SteadyGroups), (i) => `${ok.url}/s/${i}`, SteadyGroups * PerGroup)
-    log("warming up: 5 s of steady changes")
-    const warm = await steady(service, ok, 5)
-    log(`  warm-up: ${warm.deliveries}/${warm.expected} delivered, p50 ${warm.p50.toFixed(1)} ms, p99 ${warm.p99.toFixed(1)} ms`)
-
-    const small = await subscriptionCount()
-    log(`steady state with ${small} subscriptions: ${rate} changes/s for ${seconds} s`)
-    const steadySmall = await steady(service, ok, seconds)
-    log(`  ${steadySmall.deliveries}/${steadySmall.expected} delivered at ${steadySmall.changesPerSecond.toFixed(1)} changes/s; lag p50 ${steadySmall.p50.toFixed(1)} ms, p99 ${steadySmall.p99.toFixed(1)} ms; CPU ${steadySmall.cpuMsPerDelivery.toFixed(3)} ms/delivery`)
-
-    log(`fan-out: ${fanoutSize} subscriptions on ${benchPublicId(FanoutIndex)}`)
-    await subscribeMany(service, key, () => benchPublicId(FanoutIndex), (i) => `${ok.url}/f/${i}`, fanoutSize)
-    const fanouts: Array<Lags> = []
-    for (let run = 0; run < 2; run++) {
-      await sleep(1_000)
-      const result = await fanout(service, ok)
-      fanouts.push(result)
-      log(`  run ${run + 1}: ${result.deliveries}/${result.expected} delivered, p50 ${result.p50.toFixed(0)} ms, p99 ${result.p99.toFixed(0)} ms, last ${result.max.toFixed(0)} ms`)
-    }
-
-    // Idle rows up to the total: webhook subscriptions (owing nothing) on determinations that do not change,
-    // inserted as the service inserts them; ANALYZE as autovacuum would soon after.
-    const idle = Math.max(0, totalSubscriptions - (await subscriptionCount()))
-    log(`inserting ${idle} idle subscriptions`)
-    await admin(databaseUrl, async (c) => {
-      const { key_id } = (await c.query("SELECT key_id FROM api_keys WHERE tenant_id = 'bench' LIMIT 1")).rows[0]
-      await c.query(`
-        INSERT INTO subscriptions (subscription_id, tenant_id, key_id, public_id, after_sequence, created_at, pending_through,
-          delivered_through, webhook_url, secret)
-        SELECT 'sub_IDLE' || lpad(g::text, 22, '0'), 'bench', $1, d.public_id, d.head_sequence, now(), d.head_sequence,
-          d.head_sequence, $2 || '/idle/' || g, 'whsec_' || md5(g::text)
-        FROM generate_series(1, $3::int) g
-        JOIN determinations d ON d.public_id = 'DET-V1-BENCH-' || lpad((${IdleFrom} + g % ${IdleHosts})::text, 7, '0')`,
-      [key_id, ok.url, idle])
-      await c.query("ANALYZE subscriptions")
-    })
-    const large = await subscriptionCount()
-    log(`steady state with ${large} subscriptions`)
-    const steadyLarge = await steady(service, ok, seconds)
-    log(`  ${steadyLarge.deliveries}/${steadyLarge.expected} delivered; lag p50 ${steadyLarge.p50.toFixed(1)} ms, p99 ${steadyLarge.p99.toFixed(1)} ms; CPU ${steadyLarge.cpuMsPerDelivery.toFixed(3)} ms/delivery`)
-
-    // Failing receiver: GET /machine alone, with 1,000 failing subscriptions retrying, alone again.
-    const machineUrl = `${service.baseUrl}/api/v1/trust/${benchPublicId(1)}/machine`
-    await load({ url: machineUrl, connections, seconds: 3, headers: { authorization: `Bearer ${key}` } })
-    log(`${failingSize} subscriptions to the failing receiver`)
-    await subscribeMany(service, key, () => benchPublicId(FailingIndex), (i) => `${failing.url}/x/${i}`, failingSize)
-    const before = await machineLoad(service, machineUrl, key)
-    log(`  GET /machine without: ${before.requestsPerSecond.toFixed(0)} req/s, ${before.cpuMsPerRequest.toFixed(3)} ms CPU/request`)
-    const attemptsFrom = (await failing.poll()).length
-    await change(service, FailingIndex)
-    const during = await machineLoad(service, machineUrl, key)
-    const attempts = (await failing.poll()).length - attemptsFrom
-    log(`  GET /machine with ${failingSize} failing: ${during.requestsPerSecond.toFixed(0)} req/s, ${during.cpuMsPerRequest.toFixed(3)} ms CPU/request; ${attempts} failed attempts`)
-    await admin(databaseUrl, (c) => c.query("UPDATE subscriptions SET status = 'disabled' WHERE public_id = $1", [benchPublicId(FailingIndex)]))
-    await sleep(1_000)
-    const after = await machineLoad(service, machineUrl, key)
-    log(`  GET /machine without again: ${after.requestsPerSecond.toFixed(0)} req/s, ${after.cpuMsPerRequest.toFixed(3)} ms CPU/request`)
-
-    const metrics = await (await fetch(`${service.baseUrl}/metrics`)).text()
-    const counted = metrics.split("\n").filter((l) => l.startsWith("pv_webhook_deliveries_total")).join("; ")
-
+    const rows: Array<Array<string>> = []
+    const results: Record<string, unknown> = {}
     const ms = (n: number) => `${n.toFixed(n < 10 ? 1 : 0)} ms`
     const mark = (pass: boolean) => (pass ? "✅" : "❌")
-    const withoutRps = (before.requestsPerSecond + after.requestsPerSecond) / 2
-    const withoutCpu = (before.cpuMsPerRequest + after.cpuMsPerRequest) / 2
-    const throughputRatio = during.requestsPerSecond / withoutRps
-    const cpuRatio = during.cpuMsPerRequest / withoutCpu
-    const growth = steadyLarge.cpuMsPerDelivery / steadySmall.cpuMsPerDelivery
-    const steadyRow = (label: string, r: typeof steadySmall) => [
+    const count = (n: number) => n.toLocaleString("en-US")
+
+    let small = 0
+    let steadySmall: SteadyResult | undefined
+    let alone: SteadyResult | undefined
+    if (only.has("steady") || only.has("growth")) {
+      log(`${SteadyGroups * PerGroup} subscriptions on ${SteadyGroups} determinations`)
+      await subscribeMany(service, key, (i) => benchPublicId(i % SteadyGroups), (i) => `${ok.url}/s/${i}`, SteadyGroups * PerGroup)
+      log("warming up: 5 s of steady changes")
+      const warm = await steady(service, ok, 5)
+      log(`  warm-up: ${warm.deliveries}/${warm.expected} delivered, p50 ${warm.p50.toFixed(1)} ms, p99 ${warm.p99.toFixed(1)} ms`)
+      // What the changes alone cost (the same PUTs on determinations nobody subscribed to), to tell it apart.
+      alone = await steady(service, ok, 5, FailingIndex + 1, 0)
+      log(`  changes alone: ${alone.cpuMsPerChange.toFixed(3)} ms CPU per change`)
+      small = await subscriptionCount()
+      log(`steady state with ${small} subscriptions: ${rate} changes/s for ${seconds} s`)
+      steadySmall = await steady(service, ok, seconds)
+      log(`  ${steadySmall.deliveries}/${steadySmall.expected} delivered at ${steadySmall.changesPerSecond.toFixed(1)} changes/s; lag p50 ${steadySmall.p50.toFixed(1)} ms, p99 ${steadySmall.p99.toFixed(1)} ms; CPU ${steadySmall.cpuMsPerDelivery.toFixed(3)} ms/delivery`)
+      Object.assign(results, { warm, alone, steadySmall, small })
+    }
+
+    if (only.has("fanout")) {
+      log(`fan-out: ${fanoutSize} subscriptions on ${benchPublicId(FanoutIndex)}`)
+      await subscribeMany(service, key, () => benchPublicId(FanoutIndex), (i) => `${ok.url}/f/${i}`, fanoutSize)
+      const fanouts: Array<Lags> = []
+      for (let run = 0; run < 2; run++) {
+        await sleep(1_000)
+        const result = await fanout(service, ok)
+        fanouts.push(result)
+        log(`  run ${run + 1}: ${result.deliveries}/${result.expected} delivered, p50 ${result.p50.toFixed(0)} ms, p99 ${result.p99.toFixed(0)} ms, last ${result.max.toFixed(0)} ms`)
+      }
+      rows.push(...fanouts.map((r, k) => [
+        `fan-out: 1 change → ${count(fanoutSize)} subscriptions (run ${k + 1})`,
+        `${count(r.deliveries)} delivered; lag p50 ${ms(r.p50)}, p99 ${ms(r.p99)}; last ${ms(r.max)} after the PUT's answer (from occurred_at: p50 ${ms(r.occurredP50)}, p99 ${ms(r.occurredP99)})`,
+        `all within 5 s ${mark(r.deliveries === r.expected && r.max <= 5000)}`
+      ]))
+      results.fanouts = fanouts
+    }
+
+    const perChange = (r: SteadyResult) => alone === undefined ? "" : `, ${((r.cpuMsPerChange - alone.cpuMsPerChange) / PerGroup).toFixed(3)} ms net of the change itself`
+    const steadyRow = (label: string, r: SteadyResult) => [
       label,
-      `${r.deliveries.toLocaleString("en-US")} of ${r.expected.toLocaleString("en-US")} delivered (${r.changesPerSecond.toFixed(1)} changes/s); lag p50 ${ms(r.p50)}, p99 ${ms(r.p99)} (from occurred_at: ${ms(r.occurredP50)} / ${ms(r.occurredP99)}); ${r.cpuMsPerDelivery.toFixed(3)} ms CPU/delivery`,
+      `${count(r.deliveries)} of ${count(r.expected)} delivered (${r.changesPerSecond.toFixed(1)} changes/s); lag p50 ${ms(r.p50)}, p99 ${ms(r.p99)} (from occurred_at: ${ms(r.occurredP50)} / ${ms(r.occurredP99)}); CPU ${r.cpuMsPerDelivery.toFixed(3)} ms/delivery${perChange(r)}`,
       `p99 ≤ 1 s, all delivered ${mark(r.p99 <= 1000 && r.deliveries === r.expected)}`
     ]
-    const rows: Array<Array<string>> = [
-      ...fanouts.map((r, k) => [
-        `fan-out: 1 change → ${fanoutSize.toLocaleString("en-US")} subscriptions (run ${k + 1})`,
-        `${r.deliveries.toLocaleString("en-US")} delivered; lag p50 ${ms(r.p50)}, p99 ${ms(r.p99)}; last ${ms(r.max)} after the PUT's answer (from occurred_at: p50 ${ms(r.occurredP50)}, p99 ${ms(r.occurredP99)})`,
-        `all within 5 s ${mark(r.deliveries === r.expected && r.max <= 5000)}`
-      ]),
-      steadyRow(`steady: ${small} subscriptions on ${SteadyGroups} determinations, ${rate} changes/s × ${seconds} s`, steadySmall),
-      steadyRow(`steady, ${large.toLocaleString("en-US")} subscriptions in all (the same 100 active)`, steadyLarge),
-      [
-        `growth: server CPU per delivery, ${small} → ${large.toLocaleString("en-US")} subscriptions`,
-        `${steadySmall.cpuMsPerDelivery.toFixed(3)} → ${steadyLarge.cpuMsPerDelivery.toFixed(3)} ms (${growth.toFixed(2)} ×)`,
-        `≤ 1.2 × ${mark(growth <= 1.2)}`
-      ],
-      [
-        `GET /machine with ${failingSize.toLocaleString("en-US")} subscriptions failing (HTTP 500) vs without (before / after)`,
-        `${Math.round(during.requestsPerSecond).toLocaleString("en-US")} vs ${Math.round(before.requestsPerSecond).toLocaleString("en-US")} / ${Math.round(after.requestsPerSecond).toLocaleString("en-US")} req/s (${throughputRatio.toFixed(2)} ×); CPU ${during.cpuMsPerRequest.toFixed(3)} vs ${before.cpuMsPerRequest.toFixed(3)} / ${after.cpuMsPerRequest.toFixed(3)} ms/request (${cpuRatio.toFixed(2)} ×); ${attempts.toLocaleString("en-US")} failed attempts in the ${getSeconds} s`,
+    if (steadySmall !== undefined) {
+      rows.push(steadyRow(`steady: ${small} subscriptions on ${SteadyGroups} determinations, ${rate} changes/s × ${seconds} s`, steadySmall))
+    }
+
+    if (steadySmall !== undefined && alone !== undefined && only.has("growth")) {
+      // Idle rows up to the total: webhook subscriptions (owing nothing) on determinations that do not change,
+      // inserted as the service inserts them; ANALYZE as autovacuum would soon after.
+      const idle = Math.max(0, totalSubscriptions - (await subscriptionCount()))
+      log(`inserting ${idle} idle subscriptions`)
+      await admin(databaseUrl, async (c) => {
+        const { key_id } = (await c.query("SELECT key_id FROM api_keys WHERE tenant_id = 'bench' LIMIT 1")).rows[0]
+        await c.query(`
+          INSERT INTO subscriptions (subscription_id, tenant_id, key_id, public_id, after_sequence, created_at, pending_through,
+            delivered_through, webhook_url, secret)
+          SELECT 'sub_IDLE' || lpad(g::text, 22, '0'), 'bench', $1, d.public_id, d.head_sequence, now(), d.head_sequence,
+            d.head_sequence, $2 || '/idle/' || g, 'whsec_' || md5(g::text)
+          FROM generate_series(1, $3::int) g
+          JOIN determinations d ON d.public_id = 'DET-V1-BENCH-' || lpad((${IdleFrom} + g % ${IdleHosts})::text, 7, '0')`,
+        [key_id, ok.url, idle])
+        await c.query("ANALYZE subscriptions")
+      })
+      const large = await subscriptionCount()
+      log(`steady state with ${large} subscriptions`)
+      const steadyLarge = await steady(service, ok, seconds)
+      log(`  ${steadyLarge.deliveries}/${steadyLarge.expected} delivered; lag p50 ${steadyLarge.p50.toFixed(1)} ms, p99 ${steadyLarge.p99.toFixed(1)} ms; CPU ${steadyLarge.cpuMsPerDelivery.toFixed(3)} ms/delivery`)
+      const growth = steadyLarge.cpuMsPerDelivery / steadySmall.cpuMsPerDelivery
+      const net = (r: SteadyResult) => (r.cpuMsPerChange - alone!.cpuMsPerChange) / PerGroup
+      rows.push(
+        steadyRow(`steady, ${count(large)} subscriptions in all (the same 100 active)`, steadyLarge),
+        [
+          `growth: server CPU per delivery, ${small} → ${count(large)} subscriptions`,
+          `${steadySmall.cpuMsPerDelivery.toFixed(3)} → ${steadyLarge.cpuMsPerDelivery.toFixed(3)} ms (${growth.toFixed(2)} ×); net of the changes ${net(steadySmall).toFixed(3)} → ${net(steadyLarge).toFixed(3)} ms (${(net(steadyLarge) / net(steadySmall)).toFixed(2)} ×); the changes alone ${alone.cpuMsPerChange.toFixed(3)} ms CPU each`,
+          `≤ 1.2 × ${mark(growth <= 1.2)}`
+        ]
+      )
+      Object.assign(results, { steadyLarge, large })
+    }
+
+    if (only.has("failing")) {
+      // Failing receiver: GET /machine alone, with 1,000 failing subscriptions retrying, alone again.
+      const machineUrl = `${service.baseUrl}/api/v1/trust/${benchPublicId(1)}/machine`
+      await load({ url: machineUrl, connections, seconds: 3, headers: { authorization: `Bearer ${key}` } })
+      log(`${failingSize} subscriptions to the failing receiver`)
+      await subscribeMany(service, key, () => benchPublicId(FailingIndex), (i) => `${failing.url}/x/${i}`, failingSize)
+      const before: MachineResult = await machineLoad(service, machineUrl, key)
+      log(`  GET /machine without: ${before.requestsPerSecond.toFixed(0)} req/s, ${before.cpuMsPerRequest.toFixed(3)} ms CPU/request`)
+      const attemptsFrom = (await failing.poll()).length
+      await change(service, FailingIndex)
+      const during = await machineLoad(service, machineUrl, key)
+      const attempts = (await failing.poll()).length - attemptsFrom
+      log(`  GET /machine with ${failingSize} failing: ${during.requestsPerSecond.toFixed(0)} req/s, ${during.cpuMsPerRequest.toFixed(3)} ms CPU/request; ${attempts} failed attempts`)
+      await admin(databaseUrl, (c) => c.query("UPDATE subscriptions SET status = 'disabled' WHERE public_id = $1", [benchPublicId(FailingIndex)]))
+      await sleep(1_000)
+      const after = await machineLoad(service, machineUrl, key)
+      log(`  GET /machine without again: ${after.requestsPerSecond.toFixed(0)} req/s, ${after.cpuMsPerRequest.toFixed(3)} ms CPU/request`)
+      const throughputRatio = during.requestsPerSecond / ((before.requestsPerSecond + after.requestsPerSecond) / 2)
+      const cpuRatio = during.cpuMsPerRequest / ((before.cpuMsPerRequest + after.cpuMsPerRequest) / 2)
+      const extraCpuMs = (during.cpuMsPerRequest - (before.cpuMsPerRequest + after.cpuMsPerRequest) / 2) * during.total
+      rows.push([
+        `GET /machine with ${count(failingSize)} subscriptions failing (HTTP 500) vs without (before / after)`,
+        `${count(Math.round(during.requestsPerSecond))} vs ${count(Math.round(before.requestsPerSecond))} / ${count(Math.round(after.requestsPerSecond))} req/s (${throughputRatio.toFixed(2)} ×); CPU ${during.cpuMsPerRequest.toFixed(3)} vs ${before.cpuMsPerRequest.toFixed(3)} / ${after.cpuMsPerRequest.toFixed(3)} ms/request (${cpuRatio.toFixed(2)} ×); ${count(attempts)} failed attempts in the ${getSeconds} s, ≈ ${(extraCpuMs / attempts).toFixed(2)} ms CPU each`,
         `throughput ≥ 0.9 × ${mark(throughputRatio >= 0.9)}; CPU/request ≤ 1.1 × ${mark(cpuRatio <= 1.1)}`
-      ]
-    ]
+      ])
+      results.machine = { before, during, after, attempts }
+    }
+
+    const metrics = await (await fetch(`${service.baseUrl}/metrics`)).text()
+    log(`metrics: ${metrics.split("\n").filter((l) => l.startsWith("pv_webhook_deliveries_total")).join("; ")}`)
     const table = [
-      `Run ${new Date().toISOString()} · PostgreSQL · 1 service process, PV_WEBHOOK_CONCURRENCY default · node ${process.version} · ${cpus().length} × ${cpus()[0]?.model ?? "cpu"} · ${(totalmem() / 2 ** 30).toFixed(0)} GiB`,
+      `Run ${new Date().toISOString()} · PostgreSQL · 1 service process, PV_WEBHOOK_CONCURRENCY default · node ${process.version} · ${cpus().length} × ${cpus()[0]?.model ?? "cpu"} · ${(totalmem() / 2 ** 30).toFixed(0)} GiB · load average ${loadavg()[0]!.toFixed(1)} at the end`,
       "",
       "| scenario | measured | target |",
       "|---|---|---|",
       ...rows.map((r) => `| ${r.join(" | ")} |`)
     ].join("\n")
     console.log(table)
-    log(`metrics: ${counted}`)
     mkdirSync(join(root, "bench/results"), { recursive: true })
     writeFileSync(join(root, "bench/results", `webhooks-${new Date().toISOString().replace(/[:.]/g, "-")}.json`), JSON.stringify({
-      at: new Date().toISOString(), rate, seconds, fanoutSize, small, large, failingSize, warm, steadySmall, steadyLarge, fanouts,
-      machine: { before, during, after, attempts }, table
+      at: new Date().toISOString(), rate, seconds, fanoutSize, failingSize, ...results, table
     }, null, 2))
   } finally {
     await Promise.all(processes.map((p) => p.stop()))
