@@ -221,6 +221,7 @@ const collect = async (receiver: Receiver, from: number, events: ReadonlyArray<s
  */
 const steady = async (service: Process, receiver: Receiver, duration: number, first = 0, perEvent = PerGroup) => {
   const from = (await receiver.poll()).length
+  const dbBefore = await databaseCpu()
   const cpuBefore = cpuSeconds(service.child.pid!)
   const started = now()
   const puts: Array<Promise<string>> = []
@@ -234,26 +235,45 @@ const steady = async (service: Process, receiver: Receiver, duration: number, fi
   const events = await Promise.all(puts)
   const lags = await collect(receiver, from, events, perEvent, 30_000)
   const cpu = cpuSeconds(service.child.pid!) - cpuBefore
+  const db = (await databaseCpu()) - dbBefore
   return {
-    ...lags, changes: count, changesPerSecond, cpuSeconds: cpu,
-    cpuMsPerDelivery: (1000 * cpu) / lags.deliveries, cpuMsPerChange: (1000 * cpu) / count
+    ...lags, changes: count, changesPerSecond, cpuSeconds: cpu, databaseCpuSeconds: db,
+    cpuMsPerDelivery: (1000 * cpu) / lags.deliveries, cpuMsPerChange: (1000 * cpu) / count,
+    databaseMsPerDelivery: (1000 * db) / lags.deliveries, databaseMsPerChange: (1000 * db) / count
   }
 }
 
 const fanout = async (service: Process, receiver: Receiver) => {
   const from = (await receiver.poll()).length
+  const dbBefore = await databaseCpu()
+  const cpuBefore = cpuSeconds(service.child.pid!)
   const event = await change(service, FanoutIndex)
-  return collect(receiver, from, [event], fanoutSize, 30_000)
+  const lags = await collect(receiver, from, [event], fanoutSize, 30_000)
+  const cpu = cpuSeconds(service.child.pid!) - cpuBefore
+  const db = (await databaseCpu()) - dbBefore
+  return { ...lags, cpuMsPerDelivery: (1000 * cpu) / lags.deliveries, databaseMsPerDelivery: (1000 * db) / lags.deliveries }
 }
 
 /** autocannon on GET /machine, with the service's CPU per request over the same window. */
 const machineLoad = async (service: Process, url: string, key: string) => {
+  const dbBefore = await databaseCpu()
   const cpuBefore = cpuSeconds(service.child.pid!)
   const result: LoadResult = await load({ url, connections, seconds: getSeconds, headers: { authorization: `Bearer ${key}` } })
   const cpu = cpuSeconds(service.child.pid!) - cpuBefore
+  const db = (await databaseCpu()) - dbBefore
   if (result.non2xx > 0 || result.errors > 0) throw new Error(`GET /machine: ${JSON.stringify(result.statusCodes)}, ${result.errors} errors`)
-  return { ...result, cpuMsPerRequest: (1000 * cpu) / result.total }
+  return { ...result, cpuSeconds: cpu, databaseCpuSeconds: db, cpuMsPerRequest: (1000 * cpu) / result.total }
 }
+
+/**
+ * CPU time of the PostgreSQL backends serving the bench database (the service's pool and probe), when the
+ * server runs on this machine; a connection that closes within a window takes its share along (under-counts).
+ */
+const databaseCpu = () =>
+  admin(databaseUrl, async (c) => {
+    const pids = (await c.query("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")).rows
+    return pids.reduce((total: number, row: { pid: number }) => total + cpuSeconds(row.pid), 0)
+  })
 
 const subscriptionCount = () =>
   admin(databaseUrl, async (c) => Number((await c.query("SELECT count(*)::int AS n FROM subscriptions WHERE webhook_url IS NOT NULL")).rows[0].n))
@@ -294,27 +314,27 @@ const main = async () => {
       log(`  warm-up: ${warm.deliveries}/${warm.expected} delivered, p50 ${warm.p50.toFixed(1)} ms, p99 ${warm.p99.toFixed(1)} ms`)
       // What the changes alone cost (the same PUTs on determinations nobody subscribed to), to tell it apart.
       alone = await steady(service, ok, 5, FailingIndex + 1, 0)
-      log(`  changes alone: ${alone.cpuMsPerChange.toFixed(3)} ms CPU per change`)
+      log(`  changes alone: ${alone.cpuMsPerChange.toFixed(3)} ms CPU per change, database ${alone.databaseMsPerChange.toFixed(3)} ms`)
       small = await subscriptionCount()
       log(`steady state with ${small} subscriptions: ${rate} changes/s for ${seconds} s`)
       steadySmall = await steady(service, ok, seconds)
-      log(`  ${steadySmall.deliveries}/${steadySmall.expected} delivered at ${steadySmall.changesPerSecond.toFixed(1)} changes/s; lag p50 ${steadySmall.p50.toFixed(1)} ms, p99 ${steadySmall.p99.toFixed(1)} ms; CPU ${steadySmall.cpuMsPerDelivery.toFixed(3)} ms/delivery`)
+      log(`  ${steadySmall.deliveries}/${steadySmall.expected} delivered at ${steadySmall.changesPerSecond.toFixed(1)} changes/s; lag p50 ${steadySmall.p50.toFixed(1)} ms, p99 ${steadySmall.p99.toFixed(1)} ms; CPU ${steadySmall.cpuMsPerDelivery.toFixed(3)} ms/delivery, database ${steadySmall.databaseMsPerDelivery.toFixed(3)} ms/delivery`)
       Object.assign(results, { warm, alone, steadySmall, small })
     }
 
     if (only.has("fanout")) {
       log(`fan-out: ${fanoutSize} subscriptions on ${benchPublicId(FanoutIndex)}`)
       await subscribeMany(service, key, () => benchPublicId(FanoutIndex), (i) => `${ok.url}/f/${i}`, fanoutSize)
-      const fanouts: Array<Lags> = []
-      for (let run = 0; run < 2; run++) {
+      const fanouts: Array<Awaited<ReturnType<typeof fanout>>> = []
+      for (let run = 0; run < 3; run++) {
         await sleep(1_000)
         const result = await fanout(service, ok)
         fanouts.push(result)
-        log(`  run ${run + 1}: ${result.deliveries}/${result.expected} delivered, p50 ${result.p50.toFixed(0)} ms, p99 ${result.p99.toFixed(0)} ms, last ${result.max.toFixed(0)} ms`)
+        log(`  run ${run + 1}: ${result.deliveries}/${result.expected} delivered, p50 ${result.p50.toFixed(0)} ms, p99 ${result.p99.toFixed(0)} ms, last ${result.max.toFixed(0)} ms; CPU ${result.cpuMsPerDelivery.toFixed(3)} ms/delivery, database ${result.databaseMsPerDelivery.toFixed(3)} ms`)
       }
       rows.push(...fanouts.map((r, k) => [
         `fan-out: 1 change → ${count(fanoutSize)} subscriptions (run ${k + 1})`,
-        `${count(r.deliveries)} delivered; lag p50 ${ms(r.p50)}, p99 ${ms(r.p99)}; last ${ms(r.max)} after the PUT's answer (from occurred_at: p50 ${ms(r.occurredP50)}, p99 ${ms(r.occurredP99)})`,
+        `${count(r.deliveries)} delivered; lag p50 ${ms(r.p50)}, p99 ${ms(r.p99)}; last ${ms(r.max)} after the PUT's answer (from occurred_at: p50 ${ms(r.occurredP50)}, p99 ${ms(r.occurredP99)}); CPU ${r.cpuMsPerDelivery.toFixed(3)} ms/delivery (database ${r.databaseMsPerDelivery.toFixed(3)} ms)`,
         `all within 5 s ${mark(r.deliveries === r.expected && r.max <= 5000)}`
       ]))
       results.fanouts = fanouts
@@ -323,7 +343,7 @@ const main = async () => {
     const perChange = (r: SteadyResult) => alone === undefined ? "" : `, ${((r.cpuMsPerChange - alone.cpuMsPerChange) / PerGroup).toFixed(3)} ms net of the change itself`
     const steadyRow = (label: string, r: SteadyResult) => [
       label,
-      `${count(r.deliveries)} of ${count(r.expected)} delivered (${r.changesPerSecond.toFixed(1)} changes/s); lag p50 ${ms(r.p50)}, p99 ${ms(r.p99)} (from occurred_at: ${ms(r.occurredP50)} / ${ms(r.occurredP99)}); CPU ${r.cpuMsPerDelivery.toFixed(3)} ms/delivery${perChange(r)}`,
+      `${count(r.deliveries)} of ${count(r.expected)} delivered (${r.changesPerSecond.toFixed(1)} changes/s); lag p50 ${ms(r.p50)}, p99 ${ms(r.p99)} (from occurred_at: ${ms(r.occurredP50)} / ${ms(r.occurredP99)}); CPU ${r.cpuMsPerDelivery.toFixed(3)} ms/delivery${perChange(r)} (database ${r.databaseMsPerDelivery.toFixed(3)} ms/delivery)`,
       `p99 ≤ 1 s, all delivered ${mark(r.p99 <= 1000 && r.deliveries === r.expected)}`
     ]
     if (steadySmall !== undefined) {
@@ -384,9 +404,10 @@ const main = async () => {
       const throughputRatio = during.requestsPerSecond / ((before.requestsPerSecond + after.requestsPerSecond) / 2)
       const cpuRatio = during.cpuMsPerRequest / ((before.cpuMsPerRequest + after.cpuMsPerRequest) / 2)
       const extraCpuMs = (during.cpuMsPerRequest - (before.cpuMsPerRequest + after.cpuMsPerRequest) / 2) * during.total
+      const extraDatabaseMs = 1000 * (during.databaseCpuSeconds - (before.databaseCpuSeconds + after.databaseCpuSeconds) / 2)
       rows.push([
         `GET /machine with ${count(failingSize)} subscriptions failing (HTTP 500) vs without (before / after)`,
-        `${count(Math.round(during.requestsPerSecond))} vs ${count(Math.round(before.requestsPerSecond))} / ${count(Math.round(after.requestsPerSecond))} req/s (${throughputRatio.toFixed(2)} ×); CPU ${during.cpuMsPerRequest.toFixed(3)} vs ${before.cpuMsPerRequest.toFixed(3)} / ${after.cpuMsPerRequest.toFixed(3)} ms/request (${cpuRatio.toFixed(2)} ×); ${count(attempts)} failed attempts in the ${getSeconds} s, ≈ ${(extraCpuMs / attempts).toFixed(2)} ms CPU each`,
+        `${count(Math.round(during.requestsPerSecond))} vs ${count(Math.round(before.requestsPerSecond))} / ${count(Math.round(after.requestsPerSecond))} req/s (${throughputRatio.toFixed(2)} ×); CPU ${during.cpuMsPerRequest.toFixed(3)} vs ${before.cpuMsPerRequest.toFixed(3)} / ${after.cpuMsPerRequest.toFixed(3)} ms/request (${cpuRatio.toFixed(2)} ×); ${count(attempts)} failed attempts in the ${getSeconds} s, ≈ ${(extraCpuMs / attempts).toFixed(2)} ms CPU each (database ≈ ${(extraDatabaseMs / attempts).toFixed(2)} ms)`,
         `throughput ≥ 0.9 × ${mark(throughputRatio >= 0.9)}; CPU/request ≤ 1.1 × ${mark(cpuRatio <= 1.1)}`
       ])
       results.machine = { before, during, after, attempts }
