@@ -8,12 +8,16 @@
 //   3. growth: server CPU per delivery of (2) with 100 and with 10,000 subscriptions in all (the rest
 //      idle rows on determinations that do not change): within 1.2 ×;
 //   4. 1,000 subscriptions to the failing receiver retrying while GET /machine is driven with autocannon:
-//      throughput ≥ 0.9 × and server CPU per request ≤ 1.1 × the same GET without them.
+//      throughput ≥ 0.9 × and server CPU per request ≤ 1.1 × the same GET without them (before and after),
+//      in the first 8 s of the outage and again from 30 s on, when the backoff has spread the retries.
 // Lag is a delivery's arrival at the receiver minus the moment the PUT that made the event was answered
 // (both wall clocks of this machine); the event's occurred_at, the figure the service's own
-// pv_webhook_delivery_lag_seconds uses, is reported beside it. Server CPU is utime + stime from /proc.
+// pv_webhook_delivery_lag_seconds uses, is reported beside it. Server CPU is utime + stime from /proc of the
+// service process over a window (until the last delivery arrived), so CPU per delivery includes the PUTs;
+// the same PUTs on determinations nobody subscribed to are measured too ("net of the change"), and the CPU
+// of the PostgreSQL backends serving the bench database is reported beside it (when the server is local).
 //   npm run bench:webhooks [-- --only fanout,steady,growth,failing] [--seconds 20] [--rate 50] [--fanout 1000]
-//     [--total 10000] [--failing 1000] [--getSeconds 8] [--connections 32]
+//     [--total 10000] [--failing 1000] [--getSeconds 8] [--laterFrom 30] [--connections 32]
 // Uses a fresh database on DATABASE_URL's server (default postgres://postgres@127.0.0.1:5432/postgres),
 // dropped afterwards; the JSON result goes to bench/results/.
 import { execFileSync } from "node:child_process"
@@ -34,6 +38,7 @@ const { values } = parseArgs({
     total: { type: "string", default: "10000" },
     failing: { type: "string", default: "1000" },
     getSeconds: { type: "string", default: "8" },
+    laterFrom: { type: "string", default: "30" },
     connections: { type: "string", default: "32" },
     only: { type: "string", default: "fanout,steady,growth,failing" }
   }
@@ -45,6 +50,7 @@ const fanoutSize = Number(values.fanout)
 const totalSubscriptions = Number(values.total)
 const failingSize = Number(values.failing)
 const getSeconds = Number(values.getSeconds)
+const laterFrom = Number(values.laterFrom)
 const connections = Number(values.connections)
 const log = (line: string) => console.error(`[bench:webhooks] ${line}`)
 const now = () => performance.timeOrigin + performance.now()
@@ -392,25 +398,43 @@ const main = async () => {
       await subscribeMany(service, key, () => benchPublicId(FailingIndex), (i) => `${failing.url}/x/${i}`, failingSize)
       const before: MachineResult = await machineLoad(service, machineUrl, key)
       log(`  GET /machine without: ${before.requestsPerSecond.toFixed(0)} req/s, ${before.cpuMsPerRequest.toFixed(3)} ms CPU/request`)
-      const attemptsFrom = (await failing.poll()).length
+      // The outage's onset (every subscription fails at once, then after 1, 2, 4 s …), and later, once the
+      // backoff has spread the retries out (from `laterFrom` s after the first attempts).
+      let attemptsFrom = (await failing.poll()).length
+      const outageStarted = now()
       await change(service, FailingIndex)
       const during = await machineLoad(service, machineUrl, key)
       const attempts = (await failing.poll()).length - attemptsFrom
-      log(`  GET /machine with ${failingSize} failing: ${during.requestsPerSecond.toFixed(0)} req/s, ${during.cpuMsPerRequest.toFixed(3)} ms CPU/request; ${attempts} failed attempts`)
+      log(`  GET /machine with ${failingSize} failing (onset): ${during.requestsPerSecond.toFixed(0)} req/s, ${during.cpuMsPerRequest.toFixed(3)} ms CPU/request; ${attempts} failed attempts`)
+      await sleep(Math.max(0, outageStarted + laterFrom * 1000 - now()))
+      attemptsFrom = (await failing.poll()).length
+      const later = await machineLoad(service, machineUrl, key)
+      const laterAttempts = (await failing.poll()).length - attemptsFrom
+      log(`  GET /machine with ${failingSize} failing (from ${laterFrom} s on): ${later.requestsPerSecond.toFixed(0)} req/s, ${later.cpuMsPerRequest.toFixed(3)} ms CPU/request; ${laterAttempts} failed attempts`)
+      // Disabled behind the worker's back: an attempt in flight then records a failure on a disabled row and counts as `disabled`.
       await admin(databaseUrl, (c) => c.query("UPDATE subscriptions SET status = 'disabled' WHERE public_id = $1", [benchPublicId(FailingIndex)]))
       await sleep(1_000)
       const after = await machineLoad(service, machineUrl, key)
       log(`  GET /machine without again: ${after.requestsPerSecond.toFixed(0)} req/s, ${after.cpuMsPerRequest.toFixed(3)} ms CPU/request`)
-      const throughputRatio = during.requestsPerSecond / ((before.requestsPerSecond + after.requestsPerSecond) / 2)
-      const cpuRatio = during.cpuMsPerRequest / ((before.cpuMsPerRequest + after.cpuMsPerRequest) / 2)
-      const extraCpuMs = (during.cpuMsPerRequest - (before.cpuMsPerRequest + after.cpuMsPerRequest) / 2) * during.total
-      const extraDatabaseMs = 1000 * (during.databaseCpuSeconds - (before.databaseCpuSeconds + after.databaseCpuSeconds) / 2)
-      rows.push([
-        `GET /machine with ${count(failingSize)} subscriptions failing (HTTP 500) vs without (before / after)`,
-        `${count(Math.round(during.requestsPerSecond))} vs ${count(Math.round(before.requestsPerSecond))} / ${count(Math.round(after.requestsPerSecond))} req/s (${throughputRatio.toFixed(2)} ×); CPU ${during.cpuMsPerRequest.toFixed(3)} vs ${before.cpuMsPerRequest.toFixed(3)} / ${after.cpuMsPerRequest.toFixed(3)} ms/request (${cpuRatio.toFixed(2)} ×); ${count(attempts)} failed attempts in the ${getSeconds} s, ≈ ${(extraCpuMs / attempts).toFixed(2)} ms CPU each (database ≈ ${(extraDatabaseMs / attempts).toFixed(2)} ms)`,
-        `throughput ≥ 0.9 × ${mark(throughputRatio >= 0.9)}; CPU/request ≤ 1.1 × ${mark(cpuRatio <= 1.1)}`
-      ])
-      results.machine = { before, during, after, attempts }
+      const withoutRps = (before.requestsPerSecond + after.requestsPerSecond) / 2
+      const withoutCpu = (before.cpuMsPerRequest + after.cpuMsPerRequest) / 2
+      const withoutDatabase = (before.databaseCpuSeconds + after.databaseCpuSeconds) / 2
+      const failingRow = (label: string, r: MachineResult, n: number) => {
+        const throughputRatio = r.requestsPerSecond / withoutRps
+        const cpuRatio = r.cpuMsPerRequest / withoutCpu
+        const extraCpuMs = (r.cpuMsPerRequest - withoutCpu) * r.total
+        const extraDatabaseMs = 1000 * (r.databaseCpuSeconds - withoutDatabase)
+        return [
+          label,
+          `${count(Math.round(r.requestsPerSecond))} vs ${count(Math.round(before.requestsPerSecond))} / ${count(Math.round(after.requestsPerSecond))} req/s (${throughputRatio.toFixed(2)} ×); CPU ${r.cpuMsPerRequest.toFixed(3)} vs ${before.cpuMsPerRequest.toFixed(3)} / ${after.cpuMsPerRequest.toFixed(3)} ms/request (${cpuRatio.toFixed(2)} ×); ${count(n)} failed attempts in the ${getSeconds} s, ≈ ${(extraCpuMs / n).toFixed(2)} ms CPU each (database ≈ ${(extraDatabaseMs / n).toFixed(2)} ms)`,
+          `throughput ≥ 0.9 × ${mark(throughputRatio >= 0.9)}; CPU/request ≤ 1.1 × ${mark(cpuRatio <= 1.1)}`
+        ]
+      }
+      rows.push(
+        failingRow(`GET /machine with ${count(failingSize)} subscriptions failing (HTTP 500), the first ${getSeconds} s of the outage, vs without (before / after)`, during, attempts),
+        failingRow(`the same from ${laterFrom} s into the outage`, later, laterAttempts)
+      )
+      results.machine = { before, during, attempts, later, laterAttempts, after }
     }
 
     const metrics = await (await fetch(`${service.baseUrl}/metrics`)).text()
