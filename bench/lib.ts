@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from "node:child_process"
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import { readdirSync, readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 
@@ -86,6 +86,28 @@ export const peakRssMb = (pid: number): number | null => {
     return null
   }
 }
+
+/** Clock ticks per second of /proc's CPU times (USER_HZ, 100 on Linux nearly everywhere). */
+const clockTicks = (() => {
+  try {
+    return Number(execFileSync("getconf", ["CLK_TCK"]).toString().trim()) || 100
+  } catch {
+    return 100
+  }
+})()
+
+/** CPU time (user + system) a process and its descendants have used so far, in seconds; Linux only. */
+export const cpuSeconds = (pid: number): number =>
+  processTree(pid).reduce((total, p) => {
+    try {
+      // Fields after the command name (which may hold spaces): state is field 3, utime 14, stime 15.
+      const stat = readFileSync(`/proc/${p}/stat`, "utf8")
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      return total + (Number(fields[11]) + Number(fields[12])) / clockTicks
+    } catch {
+      return total
+    }
+  }, 0)
 
 export interface LoadResult {
   readonly requestsPerSecond: number

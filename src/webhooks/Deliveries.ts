@@ -38,6 +38,9 @@ const StrayLeaseRetryMs = 1_000
 /** The longest the worker sleeps with nothing due: a safety net only, every change wakes it at once. */
 const IdleWaitMs = 60_000
 
+/** Events read for delivery that are kept (events never change once appended). */
+const EventCacheSize = 256
+
 /**
  * The webhook delivery worker of one instance. The outbox is the subscriptions table (migration 0006):
  * the event append raises `pending_through` in its own transaction, and here each instance claims due
@@ -74,18 +77,43 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
   let strayLeases = false
   let stopping = false
   let statsReadAt = 0
+  /** The last claim filled every free slot (or none was free): due rows may be waiting for the next slot. */
+  let behind = false
+  /** When the sleeping claim loop wakes by itself; +Infinity while it is not asleep. */
+  let wakeAt = Number.POSITIVE_INFINITY
+
+  // A change fanned out to many subscriptions, or retried, is read from the database once.
+  const events = new Map<string, TrustEvent>()
+  const eventAt = (publicId: ClaimedRow["public_id"], sequence: number) => {
+    const key = `${publicId}#${sequence}`
+    const cached = events.get(key)
+    if (cached !== undefined) return Effect.succeed(Option.some(cached))
+    return Effect.tap(repo.eventAt(publicId, sequence), (found) =>
+      Effect.sync(() => {
+        if (Option.isNone(found)) return
+        if (events.size >= EventCacheSize) events.delete(events.keys().next().value!)
+        events.set(key, found.value)
+      }))
+  }
 
   /** Database writes after an attempt are retried briefly: a delivered event not recorded would be sent again. */
   const persist = Effect.retry({ schedule: Schedule.exponential(Duration.millis(200)), times: 5 })
 
-  /** Send the events `claimed` is owed, one at a time, for as long as each is acknowledged. */
-  const deliver = (claimed: ClaimedRow) =>
-    Effect.gen(function*() {
+  /**
+   * Send the events `claimed` is owed, one at a time, for as long as each is acknowledged. Its end wakes
+   * the claim loop only when that can matter: rows were left behind for want of a slot, or it leaves
+   * something due before the loop would wake by itself (a retry; a lease left to run out after an error).
+   * An acknowledged end leaves nothing due, and waking for it cost a claim and a look-up per delivery.
+   */
+  const deliver = (claimed: ClaimedRow) => {
+    // The local time at which what this attempt leaves behind falls due; null: nothing.
+    let leavesDueAt: number | null = 0
+    return Effect.gen(function*() {
       let sequence = claimed.delivered_through + 1
       let failures = claimed.attempts
       while (!stopping) {
-        const found = yield* repo.eventAt(claimed.public_id, sequence)
-        if (Option.isNone(found)) return
+        const found = yield* eventAt(claimed.public_id, sequence)
+        if (Option.isNone(found)) return 0
         const event = found.value
         const body = deliveryBody(claimed.subscription_id, event)
         const now = yield* Clock.currentTimeMillis
@@ -105,7 +133,7 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
           countWebhookAttempt("delivered", ((yield* Clock.currentTimeMillis) - Date.parse(event.occurred_at)) / 1000)
           const owed = yield* persist(repo.acknowledge(claimed.subscription_id, token, sequence, leaseMs))
           // Lost the lease (deleted, or taken over after it ran out), or nothing more is owed.
-          if (Option.isNone(owed) || owed.value <= sequence) return
+          if (Option.isNone(owed) || owed.value <= sequence) return null
           sequence += 1
           failures = 0
           continue
@@ -124,9 +152,11 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
           next_attempt_at: disabled || Option.isNone(failed) ? null : failed.value.next_attempt_at.toISOString(),
           disabled
         })
-        return
+        return disabled || Option.isNone(failed) ? null : Date.now() + retryMs
       }
+      return null
     }).pipe(
+      Effect.tap((dueAt) => Effect.sync(() => (leavesDueAt = dueAt))),
       // A database failure mid-delivery: the lease is given back once the database answers (the next round),
       // and the event is sent again a second later (at least once).
       Effect.catchCause((cause) =>
@@ -138,9 +168,10 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
       Effect.ensuring(Effect.sync(() => {
         inFlight -= 1
         working.delete(claimed.subscription_id)
-        signal()
+        if (strayLeases || behind || (leavesDueAt !== null && leavesDueAt < wakeAt)) signal()
       }))
     )
+  }
 
   const refreshStats = Effect.gen(function*() {
     const now = Date.now()
@@ -153,6 +184,7 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
 
   /** Claim what is due into the free slots; then sleep until woken or until the soonest retry or lease falls due. */
   const round = Effect.gen(function*() {
+    wakeAt = Number.POSITIVE_INFINITY
     // Stopping: claim nothing more (the finalizer below waits for what is in flight).
     if (stopping) return yield* Effect.never
     if (strayLeases) {
@@ -168,13 +200,21 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
         working.add(row.subscription_id)
         yield* FiberSet.run(attempts, deliver(row))
       }
-      // A full claim may have left more behind: claim again when a slot frees (an ending attempt wakes us).
-      if (claimed.length === free) return yield* Queue.take(wake)
+      // A full claim may have left more behind: claim again when a slot frees (an ending attempt wakes us),
+      // at once if one freed while the claim ran (an acknowledged attempt does not wake us unless behind).
+      if (claimed.length === free) {
+        behind = true
+        return inFlight < concurrency ? undefined : yield* Queue.take(wake)
+      }
+      behind = false
+    } else {
+      behind = true
     }
     yield* refreshStats
     const dueIn = inFlight >= concurrency ? null : yield* repo.nextDueInMs
     // Something due that was not claimable (another instance's claim in progress): look again shortly.
     const waitMs = dueIn === null ? IdleWaitMs : Math.min(IdleWaitMs, Math.max(100, Math.ceil(dueIn)))
+    wakeAt = Date.now() + waitMs
     yield* Effect.raceFirst(Queue.take(wake), Effect.sleep(Duration.millis(waitMs)))
   })
 
