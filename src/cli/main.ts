@@ -25,8 +25,10 @@ Usage:
   pv verify-events (--base-url URL --api-key KEY --public-id ID | --file FEED.json)
   pv verify-receipt BUNDLE.json [--verifier-key KEY] [--jwks JWKS.json]
                                              check a receipt's proof bundle offline, step by step
-  pv log monitor --base-url URL --state FILE [--verifier-key KEY]
+  pv log monitor --base-url URL --state FILE [--verifier-key KEY] [--witness VKEY]... [--quorum N]
                                              check the log's latest checkpoint against the last one seen
+  pv witness serve                           run a C2SP tlog-witness (PV_WITNESS_NAME, PV_WITNESS_LOGS,
+                                             PV_WITNESS_SIGNING_KEY; PORT, HOST, PV_DATA_DIR or DATABASE_URL)
 
 Environment: DATABASE_URL (PostgreSQL; unset = embedded PGlite in PV_DATA_DIR, default ./.pv-data),
 PORT, HOST, PV_OPERATOR_TOKEN. The keys and import commands talk to the database directly.`
@@ -148,7 +150,9 @@ const program = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
 }
 
 const argv = process.argv.slice(2)
-if (argv[0] === "serve") {
+if (argv[0] === "witness" && argv[1] === "serve" && argv.length === 2) {
+  void import("../witness/Launch.js").then(({ launchWitness }) => launchWitness())
+} else if (argv[0] === "serve") {
   // The server owns the process (signals, exit code), as with `npm start`.
   const { values } = parseArgs({ args: argv.slice(1), options: { workers: { type: "string" } } })
   const workers = values.workers === undefined ? workersFromEnv() : Number(values.workers)
