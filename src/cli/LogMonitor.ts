@@ -1,11 +1,11 @@
 import { readFile, rename, writeFile } from "node:fs/promises"
 import { Console, Data, Effect } from "effect"
-import { verifyCheckpointConsistency } from "../client/log.js"
+import { verifyCheckpointConsistency, witnessQuorumProblem } from "../client/log.js"
 import { openCheckpoint, peekCheckpoint } from "../log/Checkpoint.js"
 import { hexOf } from "../log/Merkle.js"
 import { parseVerifierKey } from "../log/Note.js"
 
-export type MonitorFailure = "unreachable" | "bad_key" | "bad_signature" | "rollback" | "fork" | "state"
+export type MonitorFailure = "unreachable" | "bad_key" | "bad_signature" | "witness_quorum" | "rollback" | "fork" | "state"
 
 /** `pv log monitor` found a problem (or could not check): the message says which. */
 export class LogMonitorFailed extends Data.TaggedError("LogMonitorFailed")<{ readonly failure: MonitorFailure; readonly message: string }> {}
@@ -16,6 +16,10 @@ export interface LogMonitorOptions {
   readonly state: string
   /** Pins the log's note verifier key; else the one recorded in the state file, else GET /log/key on the first run. */
   readonly verifierKey?: string | undefined
+  /** Witness cosignature/v1 verifier keys to pin (--witness, repeatable); every checkpoint accepted must carry a quorum of them. */
+  readonly witnesses?: ReadonlyArray<string> | undefined
+  /** How many of them (--quorum; default: all). */
+  readonly quorum?: number | undefined
 }
 
 /** What the state file holds between runs. */
@@ -83,7 +87,8 @@ const writeState = (file: string, state: MonitorState) =>
  * One monitoring pass over a log: fetch its latest checkpoint, check the signature with the pinned
  * key, and check it against the last checkpoint this monitor accepted (kept in the state file): a
  * smaller tree is a rollback, the same size with another root or a failing consistency proof is a
- * fork. Only a checkpoint that passes replaces the one in the state file.
+ * fork. With pinned witnesses (--witness, --quorum), the checkpoint must also carry a quorum of their
+ * valid cosignatures. Only a checkpoint that passes replaces the one in the state file.
  */
 export const logMonitorCommand = (options: LogMonitorOptions): Effect.Effect<MonitorOutcome, LogMonitorFailed> =>
   Effect.gen(function*() {
@@ -105,6 +110,12 @@ export const logMonitorCommand = (options: LogMonitorOptions): Effect.Effect<Mon
     const opened = openCheckpoint(note, parsedKey.value)
     if (!opened.ok) return yield* Effect.fail(failed("bad_signature", `the checkpoint does not verify with ${verifierKey}: ${opened.detail}`))
     const current = opened.value
+    const policy = { witnesses: options.witnesses ?? [], ...(options.quorum === undefined ? {} : { quorum: options.quorum }) }
+    if (policy.witnesses.length > 0) {
+      const quorum = witnessQuorumProblem(note, policy)
+      if (!quorum.ok) return yield* Effect.fail(failed("witness_quorum", `WITNESS QUORUM NOT MET for the checkpoint of size ${current.size}: ${quorum.detail}`))
+      yield* Console.log(`OK ${quorum.detail}`)
+    }
     let previousSize: number | undefined
     if (state !== undefined) {
       const previous = peekCheckpoint(state.checkpoint)
@@ -116,9 +127,11 @@ export const logMonitorCommand = (options: LogMonitorOptions): Effect.Effect<Mon
       const path = current.size === previous.value.size
         ? []
         : (yield* getJson(`${base}/log/proof/consistency?first=${previous.value.size}&second=${current.size}`)).consistency_path
-      const verdict = verifyCheckpointConsistency(state.checkpoint, note, path, parsedKey.value)
+      const verdict = verifyCheckpointConsistency(state.checkpoint, note, path, parsedKey.value, policy)
       if (!verdict.ok) {
-        const failure = verdict.failure === "rollback" ? "rollback" : verdict.failure === "newer_checkpoint" || verdict.failure === "older_checkpoint" ? "bad_signature" : "fork"
+        const failure = verdict.failure === "rollback" || verdict.failure === "witness_quorum"
+          ? verdict.failure
+          : verdict.failure === "newer_checkpoint" || verdict.failure === "older_checkpoint" ? "bad_signature" : "fork"
         return yield* Effect.fail(failed(failure, `${failure === "fork" ? "FORK" : failure.toUpperCase()}: ${verdict.detail}`))
       }
       yield* Console.log(`OK ${verdict.detail}`)
