@@ -5,7 +5,6 @@ import { AppConfig } from "../platform/Config.js"
 import { cosignatureLinesOf, parseCosignerKey, type CosignatureVerifier } from "./Cosignature.js"
 import { hashesFromHex } from "./Merkle.js"
 import { splitNote } from "./Note.js"
-import type { StoredCheckpoint } from "./Repo.js"
 import { TransparencyLog } from "./TransparencyLog.js"
 import { WitnessRepo } from "./WitnessRepo.js"
 
@@ -25,7 +24,20 @@ interface ConfiguredWitness {
 type Turn = "cosigned" | "idle" | "busy" | "refused" | "unreachable"
 
 /** After each kind of turn, the witness's loop waits this long before the next. */
-const pauseAfter: Record<Turn, number> = { cosigned: 20, idle: 100, busy: 1_000, refused: 5_000, unreachable: 1_000 }
+const pauseAfter: Record<Turn, number> = { cosigned: 20, idle: 100, busy: 1_000, refused: 2_000, unreachable: 1_000 }
+
+/** A refusal's words for the log line: a problem document's detail, else the body's start. */
+const answerText = (contentType: string, text: string): string => {
+  if (/^application\/problem\+json/i.test(contentType)) {
+    try {
+      const detail = (JSON.parse(text) as { detail?: unknown }).detail
+      if (typeof detail === "string") return detail
+    } catch {
+      // Not JSON after all: shown as it came.
+    }
+  }
+  return text.trim().slice(0, 300)
+}
 
 const makeLogWitnessing = Effect.gen(function*() {
   const config = yield* AppConfig
@@ -54,12 +66,12 @@ const makeLogWitnessing = Effect.gen(function*() {
       catch: (error) => error as Error
     })
 
-  const refused = (witness: ConfiguredWitness, checkpoint: StoredCheckpoint, old: number, status: number, answer: string) =>
+  const refused = (witness: ConfiguredWitness, what: string, status: number, answer: string) =>
     Effect.gen(function*() {
       countWitnessRefusal(witness.verifier.name, String(status))
       yield* Effect.logWarning(
-        `witness ${witness.verifier.name} (${witness.url}) refused to cosign the checkpoint of size ${checkpoint.size} ` +
-          `(old size ${old}): ${status} ${answer.trim().slice(0, 300)}; /log/checkpoint keeps serving the last witnessed checkpoint`
+        `witness ${witness.verifier.name} (${witness.url}) refused ${what}: ${status} ${answer}; ` +
+          "/log/checkpoint keeps serving the last witnessed checkpoint"
       )
       yield* repo.recordAnswer(witness.id, token, { status, text: answer })
       return "refused" as const
@@ -88,7 +100,7 @@ const makeLogWitnessing = Effect.gen(function*() {
         const old = held ?? 0
         if (held !== null && held >= latest.value.size) {
           if (held === latest.value.size) return "idle" as const
-          return yield* refused(witness, latest.value, old, 409, `the witness holds size ${held}, larger than the log's ${latest.value.size}`)
+          return yield* refused(witness, `the log's checkpoint of size ${latest.value.size}`, 409, `it holds size ${held}, larger than the log's tree`)
         }
         const joined = yield* repo.largestCosignedAbove(ids, held ?? -1)
         const target = Option.isSome(joined) && joined.value <= latest.value.size && joined.value > old
@@ -108,7 +120,7 @@ const makeLogWitnessing = Effect.gen(function*() {
         if (status === 200) {
           const split = splitNote(target.note)
           const lines = split.ok ? cosignatureLinesOf(text, witness.verifier, split.value.text) : split
-          if (!lines.ok) return yield* refused(witness, target, old, 200, `an answer that is not its valid cosignature: ${lines.detail}`)
+          if (!lines.ok) return yield* refused(witness, `the checkpoint of size ${target.size}`, 200, `an answer that is not its valid cosignature: ${lines.detail}`)
           yield* repo.storeCosignature(witness.id, token, target.size, lines.value.lines[0]!, new Date(lines.value.timestamp * 1000))
           known.set(witness.id, target.size)
           return "cosigned" as const
@@ -117,7 +129,9 @@ const makeLogWitnessing = Effect.gen(function*() {
           ? Number(text.trim())
           : undefined
         // The same size back means it holds a checkpoint of that size with another root: a fork.
-        if (heldNow === undefined || heldNow === old) return yield* refused(witness, target, old, status, text)
+        if (heldNow === undefined || heldNow === old) {
+          return yield* refused(witness, `the checkpoint of size ${target.size} (old size ${old})`, status, answerText(contentType, text))
+        }
         yield* repo.recordAnswer(witness.id, token, { status, text, cosignedSize: heldNow })
         held = heldNow
       }
