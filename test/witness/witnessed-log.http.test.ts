@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Effect, Exit } from "effect"
+import { SqlClient } from "effect/sql"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { logMonitorCommand } from "../../src/cli/LogMonitor.js"
 import { verifyReceiptCommand } from "../../src/cli/VerifyReceipt.js"
@@ -203,6 +204,24 @@ describe("the log under two witnesses (quorum 2)", () => {
       expect(requireQuorum((await witnessedBundle(server, receipt.receipt_id)).checkpoint, verifiers(), 2, nowSeconds()).ok).toBe(true)
     } finally {
       await forked.close()
+    }
+  })
+
+  it.runIf(process.env.PV_TEST_DB === "postgres")("two instances on one database share the witnesses through rows: both serve witnessed checkpoints", async () => {
+    const second = await startTestServer({ databaseUrl: server.databaseUrl!, config: configFor([w1, w2], 2) })
+    try {
+      const receipts = []
+      for (let i = 0; i < 6; i++) receipts.push(await createReceipt(i % 2 === 0 ? server : second, writer))
+      for (const [i, receipt] of receipts.entries()) {
+        const bundle = await witnessedBundle(i % 2 === 0 ? second : server, receipt.receipt_id)
+        expect(requireQuorum(bundle.checkpoint, verifiers(), 2, nowSeconds()).ok).toBe(true)
+      }
+      const rows = await server.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql<{ witness: string; cosigned_size: string; last_status: number }>`SELECT witness, cosigned_size::text, last_status FROM log_witnesses ORDER BY witness`))
+      expect(rows.map((row) => row.witness).sort()).toEqual([w1.verifierKey, w2.verifierKey].sort())
+      for (const row of rows) expect([row.last_status, Number(row.cosigned_size) > 0]).toEqual([200, true])
+    } finally {
+      await second.close()
     }
   })
 })
