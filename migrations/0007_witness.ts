@@ -6,8 +6,8 @@ import { Effect } from "effect"
  *
  * - `witness_checkpoints`: what `pv witness serve` holds per log origin, the latest checkpoint it
  *   cosigned (size, root, and the note as cosigned: the log's verified signature lines and the
- *   witness's own line, served to monitors). Checking a submission's old size and storing the new
- *   checkpoint happen in one transaction under a per-origin lock, so a size never rolls back.
+ *   witness's own line, served to monitors). A new checkpoint is stored only by a conditional upsert
+ *   that matches the size and root the submission was checked against, so a size never rolls back.
  * - `log_witnesses`: the service's view of each configured witness (by its verifier key): the size it
  *   last cosigned (learned from a 200 or a 409), its last answer, and a lease, so that one instance
  *   at a time submits to a witness and submissions to it are serialized across every instance.

@@ -7,7 +7,7 @@ import { decodeStdBase64, splitNote, type NoteVerifier } from "../log/Note.js"
  * The pure rules of C2SP tlog-witness `add-checkpoint` (docs/API.md, "Witnesses"): parsing the body
  * (`old <size>`, up to 63 base64 proof lines, a blank line, the signed checkpoint), checking the log's
  * signatures, and deciding the answer against the size and root the witness holds. The storage side
- * (src/witness/Witness.ts) runs `decide` under a per-origin lock and stores what it accepts.
+ * (src/witness/Witness.ts) runs `decide` and stores what it accepts with a compare-and-swap on the held row.
  */
 export const MaxProofLines = 63
 

@@ -7,7 +7,8 @@ import { countWitnessAnswer } from "../observability/Metrics.js"
 import { refusal } from "../platform/Config.js"
 import { DatabaseMode } from "../platform/Database.js"
 import { loadSigningKey } from "../platform/SigningKeys.js"
-import { checkLogSignature, decide, parseAddCheckpoint } from "./AddCheckpoint.js"
+import { emptyTreeHash } from "../log/Merkle.js"
+import { checkLogSignature, decide, parseAddCheckpoint, type HeldCheckpoint } from "./AddCheckpoint.js"
 
 /** What `pv witness serve` reads beside the service's own settings (PORT, HOST, PV_DATA_DIR, DATABASE_URL, limits). */
 export interface WitnessSettings {
@@ -40,9 +41,6 @@ export const witnessSettings: Config.Config<WitnessSettings> = Config.all({
 }))
 
 export const witnessKeyFileName = "witness-signing-key.pem"
-
-/** Per-origin transaction lock: "pvwit" in ASCII, then hashtext(origin). */
-const WitnessLockKey = 0x70767769
 
 const Int8 = Schema.Union([Schema.BigInt, Schema.Number]).pipe(
   Schema.decodeTo(Schema.Int, SchemaTransformation.transform({ decode: (n) => Number(n), encode: (n) => BigInt(n) }))
@@ -83,14 +81,26 @@ const makeWitness = Effect.gen(function*() {
     if (parsed.ok) trusted.set(parsed.value.name, [...(trusted.get(parsed.value.name) ?? []), parsed.value])
   }
 
+  /** The latest checkpoint held per origin, as this process last stored or read it: a hint, checked by every store. */
+  const heldCache = new Map<string, HeldCheckpoint | undefined>()
+  const readHeld = (origin: string) =>
+    sql`SELECT tree_size, root_hash FROM witness_checkpoints WHERE origin = ${origin}`.pipe(
+      Effect.flatMap(heldRows),
+      Effect.orDie,
+      Effect.map((rows) => {
+        const held = rows[0] === undefined ? undefined : { size: rows[0].tree_size, root: rows[0].root_hash }
+        heldCache.set(origin, held)
+        return held
+      })
+    )
+
   const answer = (status: WitnessAnswer["status"], detail: string, body = "", contentType = "text/plain; charset=utf-8"): WitnessAnswer =>
     ({ status, detail, body, contentType })
 
   /**
    * C2SP tlog-witness add-checkpoint. Parsing and the log's signature are checked first (nothing is
-   * read for them); then, in one transaction holding the origin's lock, the held checkpoint is read,
-   * the rules decided, the cosignature made and the new checkpoint stored: two submissions for one
-   * origin never interleave, so a stored size never goes back.
+   * read for them); then the rules are decided against the held checkpoint and the new one is stored
+   * with one conditional statement that succeeds only if the row is still the one decided against.
    */
   const addCheckpoint = (body: string): Effect.Effect<WitnessAnswer> =>
     Effect.gen(function*() {
@@ -109,32 +119,44 @@ const makeWitness = Effect.gen(function*() {
       if (request.value.oldSize > checkpoint.size) {
         return answer(400, `the old size ${request.value.oldSize} is above the checkpoint's size ${checkpoint.size}`)
       }
-      return yield* sql.withTransaction(Effect.gen(function*() {
-        yield* sql`SELECT pg_advisory_xact_lock(${WitnessLockKey}, hashtext(${checkpoint.origin}))`
-        const rows = yield* sql`SELECT tree_size, root_hash FROM witness_checkpoints WHERE origin = ${checkpoint.origin}`.pipe(
-          Effect.flatMap(heldRows),
-          Effect.orDie
-        )
-        const held = rows[0] === undefined ? undefined : { size: rows[0].tree_size, root: rows[0].root_hash }
+      const now = yield* Clock.currentTimeMillis
+      // Compare-and-swap, retried on a lost race: decide against the held checkpoint (this process's copy
+      // first, the row when that copy is absent, stale or refuses), then store only if the row is still
+      // exactly what was decided against. A submission that lost the race is decided again on the winner's
+      // row (a 409 with its size), so a stored size never goes back, across processes too.
+      let fromRow = false
+      for (;;) {
+        const held = fromRow || !heldCache.has(checkpoint.origin) ? yield* readHeld(checkpoint.origin) : heldCache.get(checkpoint.origin)
         const decision = decide(request.value, checkpoint, held)
-        switch (decision._tag) {
-          case "BadRequest":
-            return answer(400, decision.detail)
-          case "Conflict":
-            return answer(409, decision.detail, `${decision.heldSize}\n`, "text/x.tlog.size")
-          case "Unprocessable":
-            return answer(422, decision.detail)
+        if (decision._tag !== "Cosign") {
+          if (!fromRow) {
+            fromRow = true
+            continue
+          }
+          switch (decision._tag) {
+            case "BadRequest":
+              return answer(400, decision.detail)
+            case "Conflict":
+              return answer(409, decision.detail, `${decision.heldSize}\n`, "text/x.tlog.size")
+            case "Unprocessable":
+              return answer(422, decision.detail)
+          }
         }
-        const now = yield* Clock.currentTimeMillis
         const line = cosigner.cosign(text, Math.max(1, Math.floor(now / 1000)))
         const note = `${text}\n${logSignatureLines.map((l) => `${l}\n`).join("")}${line}`
-        yield* sql`
+        const stored = yield* sql`
           INSERT INTO witness_checkpoints (origin, tree_size, root_hash, note, updated_at)
           VALUES (${checkpoint.origin}, ${BigInt(checkpoint.size)}, ${checkpoint.root}, ${note}, ${new Date(now)})
           ON CONFLICT (origin) DO UPDATE SET tree_size = excluded.tree_size, root_hash = excluded.root_hash,
-            note = excluded.note, updated_at = excluded.updated_at`
-        return answer(200, `cosigned ${checkpoint.origin} at size ${checkpoint.size}`, line)
-      }))
+            note = excluded.note, updated_at = excluded.updated_at
+          WHERE witness_checkpoints.tree_size = ${BigInt(held?.size ?? -1)} AND witness_checkpoints.root_hash = ${held?.root ?? emptyTreeHash}
+          RETURNING origin`
+        if (stored.length === 1) {
+          heldCache.set(checkpoint.origin, { size: checkpoint.size, root: checkpoint.root })
+          return answer(200, `cosigned ${checkpoint.origin} at size ${checkpoint.size}`, line)
+        }
+        fromRow = true
+      }
     }).pipe(
       Effect.catchTag("SqlError", Effect.die),
       Effect.tap((result) => Effect.sync(() => countWitnessAnswer(result.status)))
