@@ -38,3 +38,22 @@ export const benchBody = (i: number, nowMs: number, variant = 0): DeterminationB
     engine: { name: "pv-bench", version: "1.0.0" }
   }
 }
+
+/** The headers an MCP 2026-07-28 client sends with a `tools/call` of resolve_trust (the server checks them against the body). */
+export const mcp2026Headers = { "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "resolve_trust" }
+
+/** An MCP 2026-07-28 `tools/call` of resolve_trust, with the per-request `_meta` an SDK client sends. */
+export const mcp2026Body = (publicId: string) => JSON.stringify({
+  jsonrpc: "2.0",
+  id: 1,
+  method: "tools/call",
+  params: {
+    name: "resolve_trust",
+    arguments: { public_id: publicId },
+    _meta: {
+      "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+      "io.modelcontextprotocol/clientInfo": { name: "bench", version: "1.0.0" },
+      "io.modelcontextprotocol/clientCapabilities": {}
+    }
+  }
+})

@@ -1,4 +1,4 @@
-// `npm run bench:profile -- <machine|mcp|receipts|events>`: one scenario under load against a server
+// `npm run bench:profile -- <machine|mcp|mcp2026|receipts|events>`: one scenario under load against a server
 // started with --cpu-prof, then the hottest functions and packages by self time. PostgreSQL (DATABASE_URL
 // or the local default) in a scratch database, dropped afterwards.
 import { readdirSync, readFileSync, mkdtempSync, rmSync } from "node:fs"
@@ -6,7 +6,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { generateKeyPairSync, randomBytes } from "node:crypto"
 import pg from "pg"
-import { benchPublicId, chainPublicId } from "./data.js"
+import { benchPublicId, chainPublicId, mcp2026Body, mcp2026Headers } from "./data.js"
 import { load, runScript, startProcess } from "./lib.js"
 
 const scenario = process.argv[2] ?? "machine"
@@ -71,6 +71,11 @@ const main = async () => {
       mcp: {
         url: `${service.baseUrl}/api/v1/mcp`, method: "POST", headers: { ...json, accept: "application/json, text/event-stream" },
         body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "resolve_trust", arguments: { public_id: id } } })
+      },
+      mcp2026: {
+        url: `${service.baseUrl}/api/v1/mcp`, method: "POST",
+        headers: { ...json, accept: "application/json, text/event-stream", ...mcp2026Headers },
+        body: mcp2026Body(id)
       },
       receipts: {
         url: `${service.baseUrl}/api/v1/reliance-receipts`, method: "POST", headers: json, idReplacement: true,

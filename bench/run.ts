@@ -13,7 +13,7 @@ import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { generateKeyPairSync, randomBytes } from "node:crypto"
 import pg from "pg"
-import { benchPublicId, chainPublicId } from "./data.js"
+import { benchPublicId, chainPublicId, mcp2026Body, mcp2026Headers } from "./data.js"
 import { verifyEventChain } from "../src/domain/EventVerify.js"
 import { encodeTileIndex } from "../src/log/Tiles.js"
 import { execFileSync } from "node:child_process"
@@ -236,6 +236,12 @@ const main = async () => {
       headers: { ...json, accept: "application/json, text/event-stream" },
       body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "resolve_trust", arguments: { public_id: id } } })
     })
+    // The same call in MCP 2026-07-28: per-request _meta and the three headers the server checks against it.
+    const mcp2026 = await run("MCP 2026-07-28 tools/call resolve_trust", {
+      url: `${base}/api/v1/mcp`, method: "POST",
+      headers: { ...json, accept: "application/json, text/event-stream", ...mcp2026Headers },
+      body: mcp2026Body(id)
+    })
     const events = await run("GET /events page of 100", { url: `${base}/api/v1/events?public_id=${pageChain}&after=0&limit=100`, headers: auth(key) })
     const created = await run("POST receipts (new)", { url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, body: receiptBody("p-[<id>]"), idReplacement: true })
     await fetch(`${base}/api/v1/reliance-receipts`, { method: "POST", headers: json, body: receiptBody("replay") })
@@ -358,6 +364,7 @@ const main = async () => {
       ["GET /machine, If-None-Match → 304", fmt(notModified.requestsPerSecond), `${notModified.p50} / ${notModified.p99}`, `${(notModified.requestsPerSecond / baselineB.requestsPerSecond).toFixed(2)} × (b)`],
       ["GET /human", fmt(human.requestsPerSecond), `${human.p50} / ${human.p99}`, `${(human.requestsPerSecond / baselineB.requestsPerSecond).toFixed(2)} × (b)`],
       ["MCP tools/call resolve_trust", fmt(mcp.requestsPerSecond), `${mcp.p50} / ${mcp.p99}`, ratio(mcp.requestsPerSecond / machine.requestsPerSecond, 0.7, "× GET /machine")],
+      ["MCP 2026-07-28 tools/call resolve_trust", fmt(mcp2026.requestsPerSecond), `${mcp2026.p50} / ${mcp2026.p99}`, `${ratio(mcp2026.requestsPerSecond / machine.requestsPerSecond, 0.7, "× GET /machine")}; ${(mcp2026.requestsPerSecond / mcp.requestsPerSecond).toFixed(2)} × 2025 MCP`],
       ["POST reliance-receipts (new)", fmt(created.requestsPerSecond), `${created.p50} / ${created.p99}`, ratio(created.requestsPerSecond / baselineC.rows_per_second, 0.5, "× (c)")],
       ["POST reliance-receipts (replayed)", fmt(replayed.requestsPerSecond), `${replayed.p50} / ${replayed.p99}`, ratio(replayed.requestsPerSecond / machine.requestsPerSecond, 0.7, "× GET /machine")],
       ["GET /events page of 100", fmt(events.requestsPerSecond), `${events.p50} / ${events.p99}`, `${(events.requestsPerSecond / baselineB.requestsPerSecond).toFixed(2)} × (b)`],
@@ -385,7 +392,7 @@ const main = async () => {
     ].join("\n")
     console.log(table)
     Object.assign(results, {
-      at: new Date().toISOString(), embedded, seconds, connections, baselineA, baselineB, baselineC, machine, notModified, human, mcp,
+      at: new Date().toISOString(), embedded, seconds, connections, baselineA, baselineB, baselineC, machine, notModified, human, mcp, mcp2026,
       events, created, replayed, proofs, tiles, receiptsLogging: { off: unlogged, on: logged }, log: { smallLog, largeLog, integration }, overload, drain: { ...drained, acknowledged: acknowledged.length, missing, exitCode: exited, seconds: drainSeconds }, verify: { events: feed.length, seconds: verifySeconds, perSecond: verifyRate, cliSeconds },
       workers, baselineWorkers: workers, rssAfter, rssMb: serverRss, rssTotalMb: serverRssTotal, largeRssMb: largeRss, growth: { smallMachine, largeMachine, smallEvents, largeEvents }, table
     })

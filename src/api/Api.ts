@@ -1,6 +1,7 @@
 import { HttpApi, OpenApi } from "effect/http-api"
 import { ApiKeysApi } from "../access/Api.js"
 import { EventsApi } from "../events/Api.js"
+import { SubscriptionsApi } from "../events/SubscriptionsApi.js"
 import { LogApi } from "../log/Api.js"
 import { McpApi } from "../mcp/Api.js"
 import { ReceiptsApi } from "../receipts/Api.js"
@@ -40,6 +41,7 @@ export class Api extends HttpApi.make("pv-trust")
   .add(ReceiptsApi)
   .add(McpApi)
   .add(EventsApi)
+  .add(SubscriptionsApi)
   .add(LogApi)
   .middleware(RequestGuard)
   .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error", errors: "all" })

@@ -17,6 +17,7 @@ import { LogWitnessing, LogWitnessingLive } from "../log/Witnessing.js"
 import { Mcp } from "../mcp/Mcp.js"
 import { TracingLive } from "../observability/Tracing.js"
 import { DatabaseLive } from "../platform/Database.js"
+import { DeliveriesLive } from "../webhooks/Deliveries.js"
 import { Receipts } from "../receipts/Receipts.js"
 import { Determinations, EventSweeperLive } from "../trust/Determinations.js"
 import { TrustResolver } from "../trust/TrustResolver.js"
@@ -48,7 +49,8 @@ export const ServicesLive = Layer.mergeAll(
 /**
  * The HTTP server (http/FrontDoor.ts: opens the port once the handler is installed, drains on stop) with
  * its API, docs and problem mapping (http/Server.ts), on top of the services; before the port opens, the
- * demo data (http/Startup.ts); beside it, the freshness sweeper, the log integrator and the witnessing loops. Effect's tracing
+ * demo data (http/Startup.ts); beside it, the freshness sweeper, the log integrator, the witnessing loops
+ * (log/Witnessing.ts) and the webhook deliveries (webhooks/Deliveries.ts). Effect's tracing
  * spans (one per request and per SQL statement) are exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT
  * is set, and off otherwise: they cost measurable time per request (docs/PERFORMANCE.md).
  */
@@ -57,6 +59,7 @@ export const ServerLive = HttpLive.pipe(
   Layer.provide(EventSweeperLive),
   Layer.provide(LogIntegratorLive),
   Layer.provide(LogWitnessingLive),
+  Layer.provide(DeliveriesLive),
   Layer.provideMerge(FrontDoorLive),
   Layer.provideMerge(ServicesLive),
   Layer.provide(TracingLive)

@@ -207,7 +207,8 @@ export const makeTrustClient = (options: TrustClientOptions): TrustClient => {
           public_id: query.public_id,
           ...(query.after === undefined ? {} : { after: query.after }),
           ...(query.limit === undefined ? {} : { limit: query.limit })
-        }
+        },
+        headers: {}
       })),
     eventKeys: () => runPromise(api.events.keys()),
     policy: () => runPromise(api.receipts.policy()),

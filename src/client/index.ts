@@ -4,7 +4,8 @@
  *   `makeTrustClient` (async functions) and `makeTrustHttpClient` (Effect);
  * - what a client needs to check the service's answers without trusting it: the same digest recipes the
  *   server uses (RFC 8785 JCS, SHA-256, lowercase hex), the event-chain verifier and the receipt-bundle and
- *   checkpoint-consistency verifiers of the transparency log (`./log.ts`).
+ *   checkpoint-consistency verifiers of the transparency log (`./log.ts`);
+ * - a webhook receiver's check of a delivery's Standard Webhooks signature (`./webhook.ts`).
  */
 import { digestOf } from "../domain/Canonical.js"
 import { receiptDigestOf, type ReceiptSnapshot, type RelianceReceipt } from "../domain/Receipt.js"
@@ -44,6 +45,7 @@ export { keysFromJwks, verifyEventChain } from "../domain/EventVerify.js"
 export type { ChainFailureReason, ChainVerdict, VerifyOptions } from "../domain/EventVerify.js"
 export type { EventJwks, EventPage, TrustEvent } from "../domain/TrustEvent.js"
 export * from "./log.js"
+export * from "./webhook.js"
 
 // The typed REST client (and `PolicyView`, the type it decodes GET /policy to) and the problem classes its failures are.
 export * from "./http.js"
@@ -58,6 +60,7 @@ export {
   InsufficientScope,
   Internal,
   InvalidProofRequest,
+  InvalidWebhookUrl,
   InvalidPublicId,
   MalformedJson,
   MethodNotAllowed,

@@ -153,6 +153,9 @@ export class ValidationFailed extends problem<ValidationFailed>()("ValidationFai
   { code: "validation-failed", status: 422, title: "Validation failed" }) {}
 export class ProhibitedField extends problem<ProhibitedField>()("ProhibitedField",
   { code: "prohibited-field", status: 422, title: "Prohibited field" }) {}
+/** A webhook URL the service will not send to (scheme, user information, length, or an internal address). */
+export class InvalidWebhookUrl extends problem<InvalidWebhookUrl>()("InvalidWebhookUrl",
+  { code: "invalid-webhook-url", status: 422, title: "Invalid webhook URL" }) {}
 export class UnknownPurpose extends problem<UnknownPurpose>()("UnknownPurpose",
   { code: "unknown-purpose", status: 422, title: "Unknown purpose or action" }) {}
 export class RateLimited extends problem<RateLimited>()("RateLimited",
@@ -207,7 +210,7 @@ export const problemClasses = [
   ReceiptNotFound, NotFound, MethodNotAllowed, NotAcceptable, UnsupportedProtocolVersion, IdempotencyConflict,
   PayloadTooLarge, UnsupportedMediaType, ValidationFailed, ProhibitedField, UnknownPurpose, RateLimited,
   QuotaExceeded, Internal, Unavailable, Overloaded, OriginNotAllowed, BadRequest, RequestTimeout,
-  ExpectationFailed, HeaderFieldsTooLarge, NotYetLogged, InvalidProofRequest
+  ExpectationFailed, HeaderFieldsTooLarge, NotYetLogged, InvalidProofRequest, InvalidWebhookUrl
 ] as const
 
 export type ProblemError = InstanceType<typeof problemClasses[number]>

@@ -1,18 +1,18 @@
 import { Schema, SchemaTransformation } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { ApiKeyAuth } from "../access/Auth.js"
-import { DeterminationNotFound, InsufficientScope, InvalidPublicId, Unauthorized, ValidationFailed } from "../domain/Problem.js"
+import { DeterminationNotFound, InsufficientScope, InvalidPublicId, RateLimited, Unauthorized, ValidationFailed } from "../domain/Problem.js"
 import { EventJwks, EventPage } from "../domain/TrustEvent.js"
 import { DefaultPageSize, MaxPageSize } from "./Paging.js"
 
-const MaxSequence = 2_147_483_647
+export const MaxSequence = 2_147_483_647
 
 /**
  * A query integer with one readable failure message (instead of one per parse step): plain decimal
  * digits (`0x10`, `1e3` or ` 7` are not page positions), then one check of the whole range, so a value
  * never reports two problems.
  */
-const QueryInt = (message: string, description: string, minimum: number, maximum: number) =>
+export const QueryInt = (message: string, description: string, minimum: number, maximum: number) =>
   Schema.optionalKey(
     Schema.String.check(Schema.isPattern(/^-?\d{1,20}$/u, { message })).pipe(
       Schema.decodeTo(
@@ -35,6 +35,7 @@ export class EventsApi extends HttpApiGroup.make("events")
   .add(
     HttpApiEndpoint.get("list", "/events", {
       query: EventsQuery,
+      headers: { "if-none-match": Schema.optionalKey(Schema.String) },
       success: EventPage,
       error: [InvalidPublicId, Unauthorized, InsufficientScope, DeterminationNotFound, ValidationFailed]
     })
@@ -44,7 +45,30 @@ export class EventsApi extends HttpApiGroup.make("events")
         "Events in ascending sequence after `after`. Each carries previousEventHash and eventHash " +
         "(SHA-256 of \"pv-event-v1\\n\" + JCS of the event without eventHash and signature) and an Ed25519 " +
         "signature over the raw hash bytes; keys are at /api/v1/events/keys. Follow `next_after` until it is null; " +
-        "`head` is the chain's last event, the same head the trust document reports in integrity.event_head.")
+        "`head` is the chain's last event, the same head the trust document reports in integrity.event_head. " +
+        "Each answer carries an ETag naming the head it was bounded by: send it back in If-None-Match for a 304 " +
+        "while the chain has not moved.")
+  )
+  .add(
+    HttpApiEndpoint.get("stream", "/events/stream", {
+      query: { public_id: EventsQuery.public_id, after: EventsQuery.after },
+      headers: {
+        "last-event-id": Schema.optionalKey(Schema.String.annotate({
+          description: "The id (sequence) of the last event received: resume after it (wins over `after`)"
+        }))
+      },
+      success: HttpApiSchema.StreamUint8Array({ contentType: "text/event-stream" }),
+      error: [InvalidPublicId, Unauthorized, InsufficientScope, DeterminationNotFound, ValidationFailed, RateLimited]
+    })
+      .middleware(ApiKeyAuth)
+      .annotate(OpenApi.Summary, "Live stream of a determination's events, Server-Sent Events (scope trust:read)")
+      .annotate(OpenApi.Description,
+        "Every stored event after `after` (or after the Last-Event-ID header, which wins), then each new event within a " +
+        "second of its append on any instance. Each message is `id: <sequence>`, `event: pv.trust.event`, `data: <the event " +
+        "JSON on one line>`; a comment line comes at least every 15 s. At most PV_MAX_STREAMS_PER_KEY (default 10) open " +
+        "streams per key and instance (beyond: 429 rate-limited); opening one counts once against the key's limits. A " +
+        "stopping instance ends its streams cleanly: reconnect with Last-Event-ID. Events are the same signed, chained " +
+        "events as GET /events: verify them the same way.")
   )
   .add(
     HttpApiEndpoint.get("keys", "/events/keys", { success: EventJwks })

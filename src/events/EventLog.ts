@@ -104,6 +104,8 @@ const make = Effect.gen(function*() {
         previousEventHash: head.value.eventHash
       }, signer)
       yield* repo.insertEvent(event)
+      // The webhook outbox: every webhook subscription of the chain owes this event, committed with it.
+      yield* repo.owe(publicId, event.sequence)
       // Its transparency-log entry commits with the event (contract section 10).
       if (logEnabled) {
         yield* pending.enqueue("event", event.event_id, entryBytesOf(eventEntryOf(event)))
@@ -175,13 +177,14 @@ const make = Effect.gen(function*() {
     )
 
   /**
-   * Keyset page of events after `after`, bounded by the head read first, so the page and the head
+   * Keyset page of events after `after`, bounded by `current` (a head read before), so the page and the head
    * it reports always agree and `next_after` is null exactly when the page reaches that head.
    */
-  const page = (
+  const pageAt = (
     publicId: PublicId,
+    current: EventHead,
     options: { readonly after?: number | undefined; readonly limit?: number | undefined } = {}
-  ): Effect.Effect<EventPage, DeterminationNotFound | ValidationFailed> =>
+  ): Effect.Effect<EventPage, ValidationFailed> =>
     Effect.gen(function*() {
       const after = options.after ?? 0
       const limit = options.limit ?? DefaultPageSize
@@ -189,7 +192,6 @@ const make = Effect.gen(function*() {
       if (!Number.isSafeInteger(limit) || limit < 1 || limit > MaxPageSize) {
         return yield* Effect.fail(invalidParameter("/limit", `must be an integer between 1 and ${MaxPageSize}`))
       }
-      const current = yield* head(publicId)
       const rows = yield* Effect.orDie(repo.page(publicId, after, current.sequence, limit + 1))
       const events: Array<TrustEvent> = rows.slice(0, limit)
       return {
@@ -200,6 +202,13 @@ const make = Effect.gen(function*() {
       }
     })
 
+  /** Keyset page of events after `after`, bounded by the head read first. */
+  const page = (
+    publicId: PublicId,
+    options: { readonly after?: number | undefined; readonly limit?: number | undefined } = {}
+  ): Effect.Effect<EventPage, DeterminationNotFound | ValidationFailed> =>
+    Effect.flatMap(head(publicId), (current) => pageAt(publicId, current, options))
+
   /** Every public key any instance has signed with (contract: retired keys stay published). */
   const jwks: Effect.Effect<EventJwks> = Effect.orDie(repo.keys).pipe(
     Effect.map((rows) => ({
@@ -207,7 +216,7 @@ const make = Effect.gen(function*() {
     }))
   )
 
-  return { append, recordChange, announceDue, dueForFreshness, head, page, jwks, signer } as const
+  return { append, recordChange, announceDue, dueForFreshness, head, page, pageAt, jwks, signer } as const
 })
 
 /**

@@ -1,18 +1,54 @@
 import { Effect } from "effect"
+import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { requireScope } from "../access/ApiKeys.js"
 import { Api } from "../api/Api.js"
+import { FieldError, ValidationFailed } from "../domain/Problem.js"
 import { requirePublicId } from "../domain/PublicId.js"
+import { MaxSequence } from "./Api.js"
+import { etagMatches } from "../trust/Http.js"
 import { EventLog } from "./EventLog.js"
+import { EventPages } from "./EventPages.js"
+import { LiveStreams } from "./LiveStream.js"
+
+/** Last-Event-ID as sent back by an EventSource: the decimal sequence of the last event it received. */
+const lastEventIdOf = (header: string | undefined): Effect.Effect<number | undefined, ValidationFailed> => {
+  if (header === undefined || header.trim() === "") return Effect.succeed(undefined)
+  const value = header.trim()
+  const n = Number(value)
+  if (/^\d{1,10}$/u.test(value) && n <= MaxSequence) return Effect.succeed(n)
+  const detail = `must be an event sequence, an integer from 0 to ${MaxSequence}`
+  return Effect.fail(new ValidationFailed({ detail: "The request failed validation.", errors: [new FieldError({ pointer: "/Last-Event-ID", detail })] }))
+}
 
 export const EventsHttpLive = HttpApiBuilder.group(Api, "events", (handlers) =>
   Effect.gen(function*() {
     const log = yield* EventLog
+    const streams = yield* LiveStreams
+    const pages = yield* EventPages
     return handlers
-      .handle("list", ({ query }) =>
-        requireScope("trust:read").pipe(
-          Effect.andThen(requirePublicId(query.public_id)),
-          Effect.flatMap((publicId) => log.page(publicId, { after: query.after, limit: query.limit }))
-        ))
+      // Sent from bytes encoded once per (page, head) through EventPage (events/EventPages.ts); 304 while the head stands.
+      .handle("list", ({ headers, query }) =>
+        Effect.gen(function*() {
+          yield* requireScope("trust:read")
+          const publicId = yield* requirePublicId(query.public_id)
+          const ref = yield* pages.ref(publicId, query.after, query.limit)
+          const validators = { etag: ref.etag, "cache-control": "no-cache" }
+          if (etagMatches(headers["if-none-match"], ref.etag)) return HttpServerResponse.empty({ status: 304, headers: validators })
+          const page = yield* pages.body(ref)
+          return HttpServerResponse.text(page.json, { contentType: "application/json", headers: validators })
+        }))
+      .handle("stream", ({ headers, query }) =>
+        Effect.gen(function*() {
+          const key = yield* requireScope("trust:read")
+          const publicId = yield* requirePublicId(query.public_id)
+          const resumeFrom = yield* lastEventIdOf(headers["last-event-id"])
+          const body = yield* streams.open(key.key_id, publicId, resumeFrom ?? query.after ?? 0)
+          return HttpServerResponse.stream(body, {
+            contentType: "text/event-stream",
+            // Proxies must pass each message on at once, and nobody may cache a live stream.
+            headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+          })
+        }))
       .handle("keys", () => log.jwks)
   }))

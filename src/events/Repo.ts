@@ -66,10 +66,54 @@ const SubscriptionRow = Schema.Struct({
   key_id: Schema.String,
   public_id: PublicId,
   after_sequence: Schema.Int,
-  created_at: Schema.Date
+  created_at: Schema.Date,
+  webhook_url: Schema.NullOr(Schema.String),
+  status: Schema.Literals(["active", "disabled"]),
+  pending_through: Schema.Int,
+  delivered_through: Schema.Int,
+  attempts: Schema.Int,
+  last_attempt_at: Schema.NullOr(Schema.Date),
+  last_error: Schema.NullOr(Schema.String),
+  next_attempt_at: Schema.Date
 })
 export type SubscriptionRow = typeof SubscriptionRow.Type
 const subscriptionRows = decodeRows(SubscriptionRow)
+
+/** A new subscription; a webhook one comes with its first secret. */
+export interface NewSubscription {
+  readonly subscription_id: string
+  readonly tenant_id: string
+  readonly key_id: string
+  readonly public_id: PublicId
+  readonly after_sequence: number
+  readonly created_at: Date
+  readonly webhook_url: string | null
+  readonly secret: string | null
+}
+
+/** What a delivery worker needs of a subscription it has claimed (secrets included: they never leave the worker). */
+const ClaimedRow = Schema.Struct({
+  subscription_id: Schema.String,
+  public_id: PublicId,
+  webhook_url: Schema.String,
+  secret: Schema.String,
+  previous_secret: Schema.NullOr(Schema.String),
+  previous_secret_until: Schema.NullOr(Schema.Date),
+  pending_through: Schema.Int,
+  delivered_through: Schema.Int,
+  attempts: Schema.Int
+})
+export type ClaimedRow = typeof ClaimedRow.Type
+const claimedRows = decodeRows(ClaimedRow)
+
+const AckRow = Schema.Struct({ pending_through: Schema.Int })
+const FailRow = Schema.Struct({ status: Schema.Literals(["active", "disabled"]), next_attempt_at: Schema.Date })
+const WaitRow = Schema.Struct({ wait_ms: Schema.NullOr(Schema.Number) })
+const DeliveryStatsRow = Schema.Struct({ pending: Schema.Number, disabled: Schema.Number })
+
+/** The columns a subscription is read with (never the secrets). */
+const SubscriptionColumns = `subscription_id, tenant_id, key_id, public_id, after_sequence, created_at, webhook_url, status,
+  pending_through, delivered_through, attempts, last_attempt_at, last_error, next_attempt_at`
 
 const make = Effect.gen(function*() {
   const sql = yield* PgClient.PgClient
@@ -144,23 +188,136 @@ const make = Effect.gen(function*() {
         WHERE d.public_id = ${publicId}`)
     ).pipe(Effect.map((rows) => Option.fromNullishOr(rows[0])))
 
-  const insertSubscription = (row: SubscriptionRow) =>
-    subscriptionRows(sql`
-      INSERT INTO subscriptions (subscription_id, tenant_id, key_id, public_id, after_sequence, created_at, pending_through, delivered_through)
-      VALUES (${row.subscription_id}, ${row.tenant_id}, ${row.key_id}, ${row.public_id}, ${row.after_sequence}, ${row.created_at},
-        ${row.after_sequence}, ${row.after_sequence})
-      ON CONFLICT (key_id, public_id, coalesce(webhook_url, '')) DO NOTHING
-      RETURNING *`).pipe(Effect.map((rows) => Option.fromNullishOr(rows[0])))
+  const columns = sql.literal(SubscriptionColumns)
 
-  const findSubscription = (keyId: string, publicId: PublicId) =>
-    subscriptionRows(sql`SELECT * FROM subscriptions WHERE key_id = ${keyId} AND public_id = ${publicId} AND webhook_url IS NULL`).pipe(
+  const insertSubscription = (row: NewSubscription) =>
+    subscriptionRows(sql`
+      INSERT INTO subscriptions (subscription_id, tenant_id, key_id, public_id, after_sequence, created_at, pending_through,
+        delivered_through, webhook_url, secret)
+      VALUES (${row.subscription_id}, ${row.tenant_id}, ${row.key_id}, ${row.public_id}, ${row.after_sequence}, ${row.created_at},
+        ${row.after_sequence}, ${row.after_sequence}, ${row.webhook_url}, ${row.secret})
+      ON CONFLICT (key_id, public_id, coalesce(webhook_url, '')) DO NOTHING
+      RETURNING ${columns}`).pipe(Effect.map((rows) => Option.fromNullishOr(rows[0])))
+
+  const findSubscription = (keyId: string, publicId: PublicId, webhookUrl: string | null) =>
+    subscriptionRows(sql`
+      SELECT ${columns} FROM subscriptions
+      WHERE key_id = ${keyId} AND public_id = ${publicId} AND coalesce(webhook_url, '') = ${webhookUrl ?? ""}`).pipe(
       Effect.map((rows) => Option.fromNullishOr(rows[0]))
     )
 
   const subscriptionById = (subscriptionId: string, tenantId: string) =>
-    subscriptionRows(sql`SELECT * FROM subscriptions WHERE subscription_id = ${subscriptionId} AND tenant_id = ${tenantId}`).pipe(
+    subscriptionRows(sql`SELECT ${columns} FROM subscriptions WHERE subscription_id = ${subscriptionId} AND tenant_id = ${tenantId}`).pipe(
       Effect.map((rows) => Option.fromNullishOr(rows[0]))
     )
+
+  /** A tenant's subscriptions in id (creation) order after `after`, at most `limit`. */
+  const listSubscriptions = (tenantId: string, after: string, limit: number) =>
+    subscriptionRows(sql`
+      SELECT ${columns} FROM subscriptions
+      WHERE tenant_id = ${tenantId} AND subscription_id > ${after}
+      ORDER BY subscription_id
+      LIMIT ${limit}`)
+
+  const deleteSubscription = (subscriptionId: string, tenantId: string) =>
+    sql`DELETE FROM subscriptions WHERE subscription_id = ${subscriptionId} AND tenant_id = ${tenantId} RETURNING subscription_id`.pipe(
+      Effect.map((rows) => rows.length > 0)
+    )
+
+  /** A disabled subscription becomes active, due at once, its failure record cleared; an active one is unchanged. */
+  const resumeSubscription = (subscriptionId: string, tenantId: string) =>
+    subscriptionRows(sql`
+      UPDATE subscriptions
+      SET status = 'active', attempts = 0, failing_since = NULL, next_attempt_at = now(), lease_token = NULL, lease_until = NULL
+      WHERE subscription_id = ${subscriptionId} AND tenant_id = ${tenantId} AND status = 'disabled'
+      RETURNING ${columns}`).pipe(Effect.map((rows) => Option.fromNullishOr(rows[0])))
+
+  /** A webhook subscription's new secret; the one it replaces keeps signing until `previousUntil`. */
+  const rotateSecret = (subscriptionId: string, tenantId: string, secret: string, previousUntil: Date) =>
+    subscriptionRows(sql`
+      UPDATE subscriptions
+      SET previous_secret = secret, previous_secret_until = ${previousUntil}, secret = ${secret}
+      WHERE subscription_id = ${subscriptionId} AND tenant_id = ${tenantId} AND webhook_url IS NOT NULL
+      RETURNING ${columns}`).pipe(Effect.map((rows) => Option.fromNullishOr(rows[0])))
+
+  /**
+   * Inside the append's transaction (the outbox write): every webhook subscription of the chain now owes
+   * the receiver everything through `sequence`. It commits with the event or not at all.
+   */
+  const owe = (publicId: PublicId, sequence: number) =>
+    sql`
+      UPDATE subscriptions SET pending_through = ${sequence}
+      WHERE public_id = ${publicId} AND webhook_url IS NOT NULL AND pending_through < ${sequence}`.pipe(Effect.asVoid)
+
+  /**
+   * Claim up to `limit` subscriptions with something to send, due now and not leased (or whose lease ran
+   * out: its instance died), soonest first. Rows another instance is claiming are skipped, not waited for;
+   * the lease then keeps every other instance off each row until the attempt is acknowledged or failed.
+   */
+  const claim = (limit: number, token: string, leaseMs: number) =>
+    claimedRows(sql`
+      UPDATE subscriptions s SET lease_token = ${token}, lease_until = now() + make_interval(secs => ${leaseMs / 1000})
+      FROM (
+        SELECT subscription_id FROM subscriptions
+        WHERE webhook_url IS NOT NULL AND status = 'active' AND pending_through > delivered_through
+          AND next_attempt_at <= now() AND (lease_until IS NULL OR lease_until < now())
+        ORDER BY next_attempt_at
+        LIMIT ${limit}
+        FOR UPDATE SKIP LOCKED
+      ) due
+      WHERE s.subscription_id = due.subscription_id
+      RETURNING s.subscription_id, s.public_id, s.webhook_url, s.secret, s.previous_secret, s.previous_secret_until,
+        s.pending_through, s.delivered_through, s.attempts`)
+
+  /**
+   * `sequence` was acknowledged. The lease is kept (and extended) while more is owed, so the worker goes on
+   * with the next event without a new claim; none when the lease was lost (the row was deleted, or its
+   * lease ran out and another instance has it: that instance sends the event again, at least once).
+   */
+  const acknowledge = (subscriptionId: string, token: string, sequence: number, leaseMs: number) =>
+    decodeRows(AckRow)(sql`
+      UPDATE subscriptions
+      SET delivered_through = ${sequence}, attempts = 0, failing_since = NULL, last_attempt_at = now(), last_error = NULL,
+        next_attempt_at = now(),
+        lease_token = CASE WHEN pending_through > ${sequence} THEN lease_token END,
+        lease_until = CASE WHEN pending_through > ${sequence} THEN now() + make_interval(secs => ${leaseMs / 1000}) END
+      WHERE subscription_id = ${subscriptionId} AND lease_token = ${token} AND delivered_through < ${sequence}
+      RETURNING pending_through`).pipe(Effect.map((rows) => Option.fromNullishOr(rows[0]?.pending_through)))
+
+  /**
+   * A failed attempt: the lease is given back, the same event is due again after `retryMs`, and a
+   * subscription that has been failing for `maxFailureSeconds` becomes disabled.
+   */
+  const recordFailure = (subscriptionId: string, token: string, error: string, retryMs: number, maxFailureSeconds: number) =>
+    decodeRows(FailRow)(sql`
+      UPDATE subscriptions
+      SET attempts = attempts + 1, failing_since = coalesce(failing_since, now()), last_attempt_at = now(), last_error = ${error},
+        next_attempt_at = now() + make_interval(secs => ${retryMs / 1000}), lease_token = NULL, lease_until = NULL,
+        status = CASE WHEN coalesce(failing_since, now()) <= now() - make_interval(secs => ${maxFailureSeconds}) THEN 'disabled' ELSE status END
+      WHERE subscription_id = ${subscriptionId} AND lease_token = ${token}
+      RETURNING status, next_attempt_at`).pipe(Effect.map((rows) => Option.fromNullishOr(rows[0])))
+
+  /** Give back every lease `token` holds (shutdown: the attempts not finished are due again at once). */
+  const releaseLeases = (token: string) =>
+    sql`UPDATE subscriptions SET lease_token = NULL, lease_until = NULL WHERE lease_token = ${token}`.pipe(Effect.asVoid)
+
+  /** Milliseconds until the next subscription becomes due (a retry, or a dead instance's lease running out); null when none will. */
+  const nextDueInMs = decodeRows(WaitRow)(sql`
+    SELECT (extract(epoch FROM min(greatest(next_attempt_at, coalesce(lease_until, next_attempt_at))) - now()) * 1000)::float8 AS wait_ms
+    FROM subscriptions
+    WHERE webhook_url IS NOT NULL AND status = 'active' AND pending_through > delivered_through`).pipe(
+    Effect.map((rows) => rows[0]?.wait_ms ?? null)
+  )
+
+  /** Events owed to active webhook subscriptions, and subscriptions disabled: for the gauges. */
+  const deliveryStats = decodeRows(DeliveryStatsRow)(sql`
+    SELECT coalesce(sum(pending_through - delivered_through) FILTER (WHERE status = 'active'), 0)::float8 AS pending,
+      count(*) FILTER (WHERE status = 'disabled')::float8 AS disabled
+    FROM subscriptions WHERE webhook_url IS NOT NULL`).pipe(Effect.map((rows) => rows[0] ?? { pending: 0, disabled: 0 }))
+
+  /** One stored event, or none. */
+  const eventAt = (publicId: PublicId, sequence: number) =>
+    Effect.map(page(publicId, sequence - 1, sequence, 1), (events) => Option.fromNullishOr(events[0]))
 
   return {
     recordKey,
@@ -175,6 +332,18 @@ const make = Effect.gen(function*() {
     insertSubscription,
     findSubscription,
     subscriptionById,
+    listSubscriptions,
+    deleteSubscription,
+    resumeSubscription,
+    rotateSecret,
+    owe,
+    claim,
+    acknowledge,
+    recordFailure,
+    releaseLeases,
+    nextDueInMs,
+    deliveryStats,
+    eventAt,
     withTransaction: sql.withTransaction
   } as const
 })

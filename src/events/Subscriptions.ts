@@ -1,19 +1,50 @@
-import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
-import { type DeterminationNotFound, NotFound } from "../domain/Problem.js"
+import { Clock, Context, Duration, Effect, Layer, Option, Schema } from "effect"
+import { type DeterminationNotFound, FieldError, InvalidWebhookUrl, NotFound } from "../domain/Problem.js"
 import type { PublicId } from "../domain/PublicId.js"
+import { AppConfig } from "../platform/Config.js"
 import { Ids } from "../platform/Ids.js"
+import { checkWebhookUrl, resolveWebhookUrl } from "../webhooks/Address.js"
+import { generateSecret } from "../webhooks/Signature.js"
+import { ChangeFeed } from "./ChangeFeed.js"
 import { EventLog } from "./EventLog.js"
 import { EventsRepo, type SubscriptionRow } from "./Repo.js"
 
-/** What subscribe_trust_changes answers (contract section 7). */
+const Timestamp = Schema.String.annotate({ description: "RFC 3339 UTC" })
+
+/**
+ * A subscription as every surface answers it (REST, and MCP `subscribe_trust_changes`). The secret appears
+ * only in the answer that made it (POST 201, rotate-secret); the status members tell how delivery goes.
+ */
 export const Subscription = Schema.Struct({
-  subscription_id: Schema.String,
+  subscription_id: Schema.String.annotate({ description: "sub_ + ULID" }),
   public_id: Schema.String,
-  delivery: Schema.Literal("pull"),
+  delivery: Schema.Literals(["pull", "webhook"]).annotate({
+    description: "pull: read events_url; webhook: each event is POSTed to webhook_url, signed (Standard Webhooks)"
+  }),
   after: Schema.Int.annotate({ description: "The chain head when the subscription was made: changes are the events after it" }),
-  events_url: Schema.String
+  events_url: Schema.String.annotate({ description: "Where the events stay readable (GET, scope trust:read), whatever the delivery" }),
+  webhook_url: Schema.optionalKey(Schema.String.annotate({ description: "Webhook subscriptions: where each event is POSTed" })),
+  webhook_secret: Schema.optionalKey(Schema.String.annotate({
+    description: "whsec_ + base64 of 32 random bytes: the HMAC key of webhook-signature. Only in the answer that created it; store it now"
+  })),
+  status: Schema.Literals(["active", "disabled"]).annotate({
+    description: "disabled: deliveries failed for PV_WEBHOOK_MAX_FAILURE_SECONDS and stopped; POST …/resume restarts them"
+  }),
+  created_at: Timestamp,
+  delivered_through: Schema.NullOr(Schema.Int).annotate({ description: "Webhook: the last acknowledged sequence; pull: null" }),
+  pending: Schema.NullOr(Schema.Int).annotate({ description: "Webhook: events not yet acknowledged; pull: null" }),
+  attempts: Schema.Int.annotate({ description: "Failed attempts of the event now being delivered" }),
+  last_attempt_at: Schema.NullOr(Timestamp).annotate({ description: "When the last attempt ended (RFC 3339 UTC); null before the first" }),
+  last_error: Schema.NullOr(Schema.String).annotate({ description: "The last failed attempt's status or error; null after a success" }),
+  next_attempt_at: Schema.NullOr(Timestamp).annotate({ description: "When the next attempt is due; null when nothing is owed" })
 }).annotate({ identifier: "Subscription" })
 export type Subscription = typeof Subscription.Type
+
+export const SubscriptionPage = Schema.Struct({
+  subscriptions: Schema.Array(Subscription),
+  next_after: Schema.NullOr(Schema.String).annotate({ description: "Pass as `after` for the next page; null on the last" })
+}).annotate({ identifier: "SubscriptionPage" })
+export type SubscriptionPage = typeof SubscriptionPage.Type
 
 /** The key a subscription belongs to: its id (idempotency) and its tenant (ownership). */
 export interface Subscriber {
@@ -21,58 +52,169 @@ export interface Subscriber {
   readonly tenant_id: string
 }
 
+/** What a subscribe call did: made a subscription (with its secret, for a webhook) or found the caller's own. */
+export interface Subscribed {
+  readonly subscription: Subscription
+  readonly created: boolean
+}
+
 export const eventsUrlOf = (publicId: string, after: number) =>
   `/api/v1/events?public_id=${encodeURIComponent(publicId)}&after=${after}`
 
-const toSubscription = (row: SubscriptionRow): Subscription => ({
-  subscription_id: row.subscription_id,
-  public_id: row.public_id,
-  delivery: "pull",
-  after: row.after_sequence,
-  events_url: eventsUrlOf(row.public_id, row.after_sequence)
-})
+/** How long a replaced secret keeps signing deliveries, so receivers can switch without a gap. */
+export const SecretOverlapMs = 24 * 60 * 60 * 1000
+
+/** Subscription ids are `sub_` + ULID; anything else names no subscription (and never reaches SQL). */
+const SubscriptionIdPattern = /^sub_[0-9A-HJKMNP-TV-Z]{26}$/u
+
+const toSubscription = (row: SubscriptionRow, secret?: string): Subscription => {
+  const webhook = row.webhook_url !== null
+  const pending = Math.max(0, row.pending_through - row.delivered_through)
+  return {
+    subscription_id: row.subscription_id,
+    public_id: row.public_id,
+    delivery: webhook ? "webhook" : "pull",
+    after: row.after_sequence,
+    events_url: eventsUrlOf(row.public_id, row.after_sequence),
+    ...(row.webhook_url !== null ? { webhook_url: row.webhook_url } : {}),
+    ...(secret !== undefined ? { webhook_secret: secret } : {}),
+    status: row.status,
+    created_at: row.created_at.toISOString(),
+    delivered_through: webhook ? row.delivered_through : null,
+    pending: webhook ? pending : null,
+    attempts: row.attempts,
+    last_attempt_at: row.last_attempt_at?.toISOString() ?? null,
+    last_error: row.last_error,
+    next_attempt_at: webhook && pending > 0 && row.status === "active" ? row.next_attempt_at.toISOString() : null
+  }
+}
+
+const invalidUrl = (detail: string) =>
+  new InvalidWebhookUrl({ detail, errors: [new FieldError({ pointer: "/webhook_url", detail })] })
 
 const make = Effect.gen(function*() {
   const repo = yield* EventsRepo
   const events = yield* EventLog
+  const feed = yield* ChangeFeed
   const ids = yield* Ids
+  const config = yield* AppConfig
+  const urlRules = { allowHttp: config.webhookAllowHttp, allowPrivate: config.webhookAllowPrivate }
 
-  const subscribe = (subscriber: Subscriber, publicId: PublicId): Effect.Effect<Subscription, DeterminationNotFound> =>
+  /**
+   * The URL as stored (WHATWG-normalised, so NUL bytes and lone surrogates arrive percent-encoded), after
+   * the syntax rules and a look-up of every address the host has now. Each attempt checks again, against
+   * the address it actually connects to (webhooks/Send.ts).
+   */
+  const acceptUrl = (raw: string): Effect.Effect<string, InvalidWebhookUrl> =>
     Effect.gen(function*() {
+      const checked = checkWebhookUrl(raw, urlRules)
+      if (!checked.ok) return yield* Effect.fail(invalidUrl(checked.reason))
+      // A name server that never answers must not hold the request: bounded like an attempt.
+      const resolved = yield* Effect.promise(() => resolveWebhookUrl(checked.url, urlRules)).pipe(
+        Effect.timeoutOrElse({
+          duration: Duration.seconds(5),
+          orElse: () => Effect.succeed({ ok: false as const, reason: `${checked.url.hostname} did not resolve within 5 s` })
+        })
+      )
+      if (!resolved.ok) return yield* Effect.fail(invalidUrl(resolved.reason))
+      return checked.url.href
+    })
+
+  const subscribe = (
+    subscriber: Subscriber,
+    publicId: PublicId,
+    webhookUrl?: string
+  ): Effect.Effect<Subscribed, DeterminationNotFound | InvalidWebhookUrl> =>
+    Effect.gen(function*() {
+      const url = webhookUrl === undefined ? null : yield* acceptUrl(webhookUrl)
       const head = yield* events.head(publicId)
-      const existing = yield* repo.findSubscription(subscriber.key_id, publicId)
-      if (Option.isSome(existing)) return toSubscription(existing.value)
+      const existing = yield* repo.findSubscription(subscriber.key_id, publicId, url)
+      if (Option.isSome(existing)) return { subscription: toSubscription(existing.value), created: false }
+      const secret = url === null ? null : generateSecret()
       const inserted = yield* repo.insertSubscription({
         subscription_id: yield* ids.make("sub"),
         tenant_id: subscriber.tenant_id,
         key_id: subscriber.key_id,
         public_id: publicId,
         after_sequence: head.sequence,
-        created_at: new Date(yield* Clock.currentTimeMillis)
+        created_at: new Date(yield* Clock.currentTimeMillis),
+        webhook_url: url,
+        secret
       })
-      if (Option.isSome(inserted)) return toSubscription(inserted.value)
-      // A concurrent call for the same key inserted first: answer with its subscription.
-      const winner = yield* repo.findSubscription(subscriber.key_id, publicId)
-      return toSubscription(Option.getOrThrow(winner))
+      if (Option.isSome(inserted)) return { subscription: toSubscription(inserted.value, secret ?? undefined), created: true }
+      // A concurrent call for the same key and target inserted first: answer with its subscription.
+      const winner = yield* repo.findSubscription(subscriber.key_id, publicId, url)
+      return { subscription: toSubscription(Option.getOrThrow(winner)), created: false }
     }).pipe(Effect.catchTag("SqlError", Effect.die))
 
-  /** A subscription of the caller's tenant; another tenant's is not found. */
+  const notFound = (subscriptionId: string) => new NotFound({ detail: `no subscription ${subscriptionId}` })
+
+  /** The row of a subscription of the caller's tenant; another tenant's (or a malformed id) is not found. */
+  const owned = <A, E>(
+    subscriptionId: string,
+    query: Effect.Effect<Option.Option<A>, E>
+  ): Effect.Effect<A, NotFound> =>
+    SubscriptionIdPattern.test(subscriptionId)
+      ? Effect.orDie(query).pipe(Effect.flatMap(Option.match({
+        onNone: () => Effect.fail(notFound(subscriptionId)),
+        onSome: Effect.succeed
+      })))
+      : Effect.fail(notFound(subscriptionId))
+
   const get = (tenantId: string, subscriptionId: string): Effect.Effect<Subscription, NotFound> =>
-    Effect.orDie(repo.subscriptionById(subscriptionId, tenantId)).pipe(
-      Effect.flatMap(Option.match({
-        onNone: () => Effect.fail(new NotFound({ detail: `no subscription ${subscriptionId}` })),
-        onSome: (row) => Effect.succeed(toSubscription(row))
-      }))
+    Effect.map(owned(subscriptionId, repo.subscriptionById(subscriptionId, tenantId)), (row) => toSubscription(row))
+
+  const list = (tenantId: string, options: { readonly after?: string | undefined; readonly limit: number }): Effect.Effect<SubscriptionPage> =>
+    Effect.orDie(repo.listSubscriptions(tenantId, options.after ?? "", options.limit + 1)).pipe(
+      Effect.map((rows) => {
+        const page = rows.slice(0, options.limit).map((row) => toSubscription(row))
+        return { subscriptions: page, next_after: rows.length > options.limit ? page[page.length - 1]!.subscription_id : null }
+      })
     )
 
-  return { subscribe, get } as const
+  /** Deleted: nothing is sent afterwards (an attempt in flight finds no row to acknowledge and stops). */
+  const remove = (tenantId: string, subscriptionId: string): Effect.Effect<void, NotFound> =>
+    owned(subscriptionId, Effect.map(repo.deleteSubscription(subscriptionId, tenantId), (deleted) => deleted ? Option.some(true) : Option.none()))
+      .pipe(Effect.asVoid)
+
+  /**
+   * A disabled subscription becomes active and delivery restarts at the first unacknowledged event, woken
+   * at once on every instance (the change feed); resuming an active one changes nothing.
+   */
+  const resume = (tenantId: string, subscriptionId: string): Effect.Effect<Subscription, NotFound> =>
+    Effect.gen(function*() {
+      const row = yield* owned(subscriptionId, repo.subscriptionById(subscriptionId, tenantId))
+      if (row.status === "active") return toSubscription(row)
+      const resumed = yield* Effect.orDie(repo.withTransaction(Effect.tap(
+        repo.resumeSubscription(subscriptionId, tenantId),
+        (found) => Option.isSome(found) ? feed.notify(row.public_id) : Effect.void
+      )))
+      yield* feed.committed(row.public_id)
+      return toSubscription(Option.getOrElse(resumed, () => row))
+    })
+
+  /** A new secret for a webhook subscription; the replaced one keeps signing beside it for 24 hours. */
+  const rotateSecret = (tenantId: string, subscriptionId: string): Effect.Effect<Subscription, NotFound> =>
+    Effect.gen(function*() {
+      const secret = generateSecret()
+      const until = new Date((yield* Clock.currentTimeMillis) + SecretOverlapMs)
+      const row = yield* owned(subscriptionId, repo.rotateSecret(subscriptionId, tenantId, secret, until)).pipe(
+        Effect.catchTag("NotFound", () =>
+          Effect.flatMap(get(tenantId, subscriptionId), () =>
+            Effect.fail(new NotFound({ detail: `subscription ${subscriptionId} is a pull subscription: it has no secret` }))))
+      )
+      return toSubscription(row, secret)
+    })
+
+  return { subscribe, get, list, remove, resume, rotateSecret } as const
 })
 
 /**
- * Pull subscriptions to a determination's event feed, owned by the subscribing key's tenant. One per
- * (key, determination): subscribing again returns the first subscription unchanged, racing callers included.
+ * Subscriptions to a determination's event feed, owned by the subscribing key's tenant: pull ones (read
+ * `events_url`) and webhook ones (webhooks/Deliveries.ts sends each event). One per (key, determination,
+ * webhook URL): subscribing again returns the first subscription unchanged, racing callers included.
  */
 export class Subscriptions extends Context.Service<Subscriptions, Effect.Success<typeof make>>()("pv/Subscriptions", { make }) {
   static readonly layerNoDeps = Layer.effect(Subscriptions, make)
-  static readonly layer = Subscriptions.layerNoDeps.pipe(Layer.provide([EventsRepo.layer, EventLog.layer, Ids.layer]))
+  static readonly layer = Subscriptions.layerNoDeps.pipe(Layer.provide([EventsRepo.layer, EventLog.layer, Ids.layer, ChangeFeed.layer]))
 }

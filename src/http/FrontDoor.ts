@@ -36,7 +36,17 @@ export interface FrontDoorShape {
   readonly inFlight: () => number
   /** Completes once the port is open with the handler installed. */
   readonly listening: Effect.Effect<NetAddress.SocketAddress>
+  /** Completes when a drain starts: long-lived responses (event streams) end on it. */
+  readonly stopping: Effect.Effect<void>
 }
+
+/**
+ * The live event stream: a response that lasts as long as its client wants it, so it is not "work in
+ * flight". It counts against the connection limit (PV_MAX_CONNECTIONS) and its own per-key cap, never
+ * against PV_MAX_IN_FLIGHT (open streams must not starve ordinary requests), and a drain does not wait
+ * for it: it ends when the drain starts (events/LiveStream.ts).
+ */
+export const EventStreamPath = "/api/v1/events/stream"
 
 export class FrontDoor extends Context.Service<FrontDoor, FrontDoorShape>()("pv/FrontDoor") {}
 
@@ -198,6 +208,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
     server.maxConnections = config.maxConnections
     const allowedOrigins = new Set(config.allowedOrigins)
     const listening = yield* Deferred.make<NetAddress.SocketAddress>()
+    const stopping = yield* Deferred.make<void>()
     const open = new Set<Http.ServerResponse>()
     let handler: Handler | undefined
     let draining = false
@@ -249,7 +260,9 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
       if (req.headers.host === undefined && req.httpVersionMinor >= 1) {
         return sendProblem(res, new BadRequest({ detail: "HTTP/1.1 requests must carry a Host header." }), { connection: "close" })
       }
-      if (open.size >= config.maxInFlight) {
+      const path = pathOf(req.url)
+      const streaming = path === EventStreamPath && req.method === "GET"
+      if (!streaming && open.size >= config.maxInFlight) {
         // Its body is never read: the connection closes after this answer.
         return sendProblem(res, new Overloaded({ detail: "The service is at capacity; retry shortly." }), {
           "retry-after": "1",
@@ -265,8 +278,8 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
         ;(res as FrontDoorResponse).closeIfBodyUnread = true
       }
       // Removed by requestDone, the response's `close` listener added on arrival.
-      open.add(res)
-      if (pathOf(req.url) === MetricsPath) {
+      if (!streaming) open.add(res)
+      if (path === MetricsPath) {
         record.route = MetricsPath
         return serveMetrics(req, res)
       }
@@ -307,7 +320,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
      * its connection; once the work in flight is done, stragglers get a short linger, then everything
      * still open is closed.
      */
-    const drain = Effect.callback<void>((resume) => {
+    const drain = Effect.andThen(Deferred.succeed(stopping, undefined), Effect.callback<void>((resume) => {
       draining = true
       const started = Date.now()
       Net.Server.prototype.close.call(server)
@@ -324,7 +337,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
       const graceTimer = setTimeout(finish, config.shutdownGraceMs)
       if (open.size === 0) finish()
       else onIdle = finish
-    })
+    }))
 
     const httpServer = HttpServer.make({
       address: configured,
@@ -348,7 +361,8 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
       Context.add(FrontDoor, {
         draining: () => draining,
         inFlight: () => open.size,
-        listening: Deferred.await(listening)
+        listening: Deferred.await(listening),
+        stopping: Deferred.await(stopping)
       })
     )
   })

@@ -185,7 +185,10 @@ export const RequestGuardLive = Layer.succeed(RequestGuard, (httpEffect, { endpo
     Effect.Services<typeof httpEffect> | HttpServerRequest.HttpServerRequest
   >((fiber) => {
     const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
-    if (hasJsonBody(request.method)) {
+    // An operation that takes no payload (POST …/resume) may come without a body, and so without a type.
+    const bodiless = endpoint.payload.size === 0 && request.headers["transfer-encoding"] === undefined &&
+      Number(request.headers["content-length"] ?? "0") === 0
+    if (hasJsonBody(request.method) && !bodiless) {
       const length = Number(request.headers["content-length"] ?? "0")
       if (length > MaxBodyBytes) return Effect.andThen(closeAfterAnswer, Effect.fail(tooLarge()))
       // JSON-RPC answers its own parse errors and media types, reading its body itself (mcp/Http.ts).

@@ -5,6 +5,9 @@ import { ApiKeyAuthLive, OperatorAuthLive } from "../access/AuthLive.js"
 import { ApiKeysHttpLive } from "../access/Http.js"
 import { Api } from "../api/Api.js"
 import { EventsHttpLive } from "../events/Http.js"
+import { EventPages } from "../events/EventPages.js"
+import { LiveStreams } from "../events/LiveStream.js"
+import { SubscriptionsHttpLive } from "../events/SubscriptionsHttp.js"
 import { LogHttpLive } from "../log/Http.js"
 import { McpHttpLive } from "../mcp/Http.js"
 import { ObserveRoutesLive } from "../observability/Routes.js"
@@ -24,8 +27,9 @@ const HandlersLive = Layer.mergeAll(
   ReceiptsHttpLive,
   McpHttpLive,
   EventsHttpLive,
+  SubscriptionsHttpLive,
   LogHttpLive
-).pipe(Layer.provide([ApiKeyAuthLive, OperatorAuthLive, RequestGuardLive]))
+).pipe(Layer.provide([ApiKeyAuthLive, OperatorAuthLive, RequestGuardLive, LiveStreams.layer, EventPages.layer]))
 
 /**
  * The routes: the HttpApi (with /openapi.json), its docs at /docs and the page for people, each noting

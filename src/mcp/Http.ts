@@ -51,7 +51,7 @@ export const McpHttpLive = HttpApiBuilder.group(Api, "mcp", (handlers) =>
           yield* requireScope("mcp:call")
           const refused = transportProblem(request.headers)
           if (Option.isSome(refused)) return yield* Effect.fail(refused.value)
-          const reply = yield* mcp.answer(yield* readBody(request))
+          const reply = yield* mcp.answer(yield* readBody(request), request.headers)
           return reply._tag === "Accepted"
             ? HttpServerResponse.empty({ status: 202 })
             : HttpServerResponse.text(reply.body, { status: reply.status, contentType: "application/json" })

@@ -1,4 +1,5 @@
 import { Data, Effect, Schema } from "effect"
+import { findDuplicateMember } from "../domain/Json.js"
 import { JsonRpcResponse } from "./Api.js"
 
 /**
@@ -20,8 +21,12 @@ export const ErrorCode = {
   MethodNotFound: -32601,
   InvalidParams: -32602,
   InternalError: -32603,
-  /** Implementation-defined server error: a tool's domain failure, with the problem document as data. */
-  ToolFailure: -32000
+  /** Implementation-defined server error: a tool's domain failure, with the problem document as data (2025 revisions). */
+  ToolFailure: -32000,
+  /** MCP 2026-07-28: the HTTP headers do not match the body, or a required header is missing or malformed. */
+  HeaderMismatch: -32020,
+  /** MCP 2026-07-28: the request's protocol version is not served here; data lists the supported ones. */
+  UnsupportedProtocolVersion: -32022
 } as const
 
 export interface ErrorObject {
@@ -48,7 +53,8 @@ export type Message =
 
 /** A whole POST body, classified. */
 export type Envelope =
-  | { readonly _tag: "Unparseable" }
+  /** Not JSON, or JSON that repeats a member name (`duplicate` is the JSON pointer of the second occurrence). */
+  | { readonly _tag: "Unparseable"; readonly duplicate?: string }
   | { readonly _tag: "Single"; readonly message: Message }
   | { readonly _tag: "Batch"; readonly messages: ReadonlyArray<Message> }
   | { readonly _tag: "EmptyBatch" }
@@ -98,7 +104,11 @@ const classifyWithin = (limits: Limits) => (value: unknown): Message => {
     : invalid(isRecord(value) && has(value, "id") && isRequestId(value.id) ? value.id : null, refused)
 }
 
-/** The POST body → its envelope. An array is a batch; an empty array is an invalid request. */
+/**
+ * The POST body → its envelope. An array is a batch; an empty array is an invalid request. A body that
+ * repeats a member name in one object, at any depth, is refused like malformed JSON (I-JSON, RFC 7493):
+ * parsers disagree on which value wins, so a gateway and this server could read different requests.
+ */
 export const parse = (text: string, limits: Limits = {}): Envelope => {
   let value: unknown
   try {
@@ -106,6 +116,8 @@ export const parse = (text: string, limits: Limits = {}): Envelope => {
   } catch {
     return { _tag: "Unparseable" }
   }
+  const duplicate = findDuplicateMember(text)
+  if (duplicate !== undefined) return { _tag: "Unparseable", duplicate }
   const classifyOne = classifyWithin(limits)
   if (!Array.isArray(value)) return { _tag: "Single", message: classifyOne(value) }
   return value.length === 0 ? { _tag: "EmptyBatch" } : { _tag: "Batch", messages: value.map(classifyOne) }
@@ -116,6 +128,21 @@ export const success = (id: RequestId | null, result: unknown): Response => ({ j
 export const failure = (id: RequestId | null, error: ErrorObject): Response => ({ jsonrpc: JsonRpcVersion, id, error })
 
 export const parseError = failure(null, { code: ErrorCode.ParseError, message: "Parse error: the body is not valid JSON." })
+
+/** -32700 for a repeated member name; `data.pointer` is the JSON pointer of the repeated member. */
+export const duplicateMemberError = (pointer: string): Response =>
+  failure(null, {
+    code: ErrorCode.ParseError,
+    message: `Parse error: the body repeats the member name at ${JSON.stringify(pointer).slice(0, 200)} (I-JSON, RFC 7493).`,
+    data: { pointer }
+  })
+
+/** The reply to a body that is not (acceptable) JSON. */
+export const unparseable = (envelope: { readonly duplicate?: string }): Reply => ({
+  _tag: "Answer",
+  status: 400,
+  body: encodeResponse(envelope.duplicate === undefined ? parseError : duplicateMemberError(envelope.duplicate))
+})
 
 export const invalidRequest = (id: RequestId | null, detail: string): Response =>
   failure(id, { code: ErrorCode.InvalidRequest, message: `Invalid Request: ${detail}` })
@@ -128,7 +155,7 @@ export const internalError = (id: RequestId | null): Response =>
 
 /** What the transport sends: JSON-RPC text with a status, or 202 with no body. */
 export type Reply =
-  | { readonly _tag: "Answer"; readonly status: 200 | 400; readonly body: string }
+  | { readonly _tag: "Answer"; readonly status: 200 | 400 | 404; readonly body: string }
   | { readonly _tag: "Accepted" }
 
 export interface Handlers<R> {
@@ -171,7 +198,7 @@ export const encodeResponse = (response: Response): string => {
 }
 
 /** One message → its response, or none for notifications and client responses. Never fails. */
-const answerMessage = <R>(message: Message, handlers: Handlers<R>): Effect.Effect<Response | undefined, never, R> => {
+export const answerMessage = <R>(message: Message, handlers: Handlers<R>): Effect.Effect<Response | undefined, never, R> => {
   switch (message._tag) {
     case "Invalid":
       return Effect.succeed(invalidRequest(message.id, message.detail))
@@ -197,11 +224,14 @@ const answerMessage = <R>(message: Message, handlers: Handlers<R>): Effect.Effec
  * is not JSON-RPC) answer HTTP 400 with the JSON-RPC error; a request answers 200; a body holding only
  * notifications and responses is accepted with 202 and no body. Batch elements run in order.
  */
-export const answer = <R>(text: string, handlers: Handlers<R>, limits: Limits = {}): Effect.Effect<Reply, never, R> => {
-  const envelope = parse(text, limits)
+export const answer = <R>(text: string, handlers: Handlers<R>, limits: Limits = {}): Effect.Effect<Reply, never, R> =>
+  answerEnvelope(parse(text, limits), handlers)
+
+/** `answer` for a body already parsed (the MCP layer looks at the envelope first to pick the protocol era). */
+export const answerEnvelope = <R>(envelope: Envelope, handlers: Handlers<R>): Effect.Effect<Reply, never, R> => {
   switch (envelope._tag) {
     case "Unparseable":
-      return Effect.succeed({ _tag: "Answer", status: 400, body: encodeResponse(parseError) })
+      return Effect.succeed(unparseable(envelope))
     case "EmptyBatch":
       return Effect.succeed({
         _tag: "Answer",

@@ -1,31 +1,32 @@
-import { Context, Effect, Layer, Option, Result, Schema } from "effect"
+import { Clock, Context, Effect, Layer, Option, Result, Schema } from "effect"
 import type { Caller } from "../access/ApiKeys.js"
+import { nextFreshnessBoundary } from "../domain/Freshness.js"
 import { exceedsDepth, MaxJsonDepth } from "../domain/Json.js"
 import {
   NotAcceptable,
+  type ProblemDocument,
   type ProblemError,
   toProblemDocument,
   UnsupportedMediaType,
-  UnsupportedProtocolVersion,
   ValidationFailed
 } from "../domain/Problem.js"
 import { Subscriptions } from "../events/Subscriptions.js"
 import { Receipts } from "../receipts/Receipts.js"
 import { Determinations } from "../trust/Determinations.js"
 import { TrustResolver } from "../trust/TrustResolver.js"
+import * as Era from "./Era.js"
 import * as JsonRpc from "./JsonRpc.js"
-import { type EncodedResults, fieldErrorsOf, type Tool, tools, type ToolServices } from "./Tools.js"
+import { type EncodedResult, type EncodedResults, fieldErrorsOf, type Tool, tools, type ToolServices } from "./Tools.js"
 
-/** Newest first: initialize echoes the client's version when listed here, else offers the newest. */
-export const SupportedProtocolVersions = ["2025-11-25", "2025-06-18", "2025-03-26"] as const
-export type ProtocolVersion = typeof SupportedProtocolVersions[number]
-export const LatestProtocolVersion: ProtocolVersion = SupportedProtocolVersions[0]
-
-export const isSupportedProtocolVersion = (version: unknown): version is ProtocolVersion =>
-  (SupportedProtocolVersions as ReadonlyArray<unknown>).includes(version)
-
-export const negotiateProtocolVersion = (requested: unknown): ProtocolVersion =>
-  isSupportedProtocolVersion(requested) ? requested : LatestProtocolVersion
+export {
+  isSupportedProtocolVersion,
+  LatestProtocolVersion,
+  ModernProtocolVersion,
+  negotiateProtocolVersion,
+  type ProtocolVersion,
+  ServedProtocolVersions,
+  SupportedProtocolVersions
+} from "./Era.js"
 
 export const serverInfo = {
   name: "pv-trust",
@@ -33,15 +34,26 @@ export const serverInfo = {
   version: "1.0.0"
 } as const
 
-export const serverInstructions =
+const instructionsBase =
   "Tools over canonical trust documents (pv.machine-trust.v1) and durable reliance receipts (pv-reliance-receipt-v1). " +
   "Credential issuance is NOT_AUTHORIZED: issuance_authorized is false, no credential has been issued and none may be " +
   "inferred from any result. A successful resolution is not permission to rely: before relying, check that " +
   "freshness.state is CURRENT, that lifecycle.state fits the intended use, the authority state and the disclosed " +
   "claim scope (evaluate_actionability does all of this against the policy), then record the reliance with " +
   "create_reliance_receipt and act only on decision ACTIONABLE. Use compare_current to learn whether the trust state " +
-  "moved since a resolution or a receipt. Tool failures are JSON-RPC errors: -32602 for arguments that do not match " +
+  "moved since a resolution or a receipt. "
+
+/** The instructions `initialize` returns (2025 revisions): tool failures are JSON-RPC errors there. */
+export const serverInstructions = instructionsBase +
+  "Tool failures are JSON-RPC errors: -32602 for arguments that do not match " +
   "the inputSchema, -32000 with error.data holding the same RFC 9457 problem object the REST API returns."
+
+/** The instructions `server/discover` returns (2026-07-28): tool failures are results the model can read. */
+export const modernServerInstructions = instructionsBase +
+  "A tool that fails answers a result with isError true whose text is the same RFC 9457 problem object the REST API " +
+  "returns (arguments that do not match the inputSchema: validation-failed, with a JSON pointer per error); an unknown " +
+  "tool name is JSON-RPC error -32602. A resolve_trust or resolve_lifecycle result carries ttlMs: it may be cached " +
+  "that long, until the document's next freshness boundary, and never across callers (cacheScope private)."
 
 // ---- Streamable HTTP transport rules (stateless, JSON responses only) ----
 
@@ -67,23 +79,18 @@ export const acceptsJson = (accept: string | undefined): boolean => {
 /**
  * The transport's refusals, checked before the body is read: a body that is not JSON (415), an Accept
  * header that rules out application/json (406; the spec asks clients for both application/json and
- * text/event-stream, and this server always answers JSON), an unsupported MCP-Protocol-Version (400).
+ * text/event-stream, and this server always answers JSON). The protocol version is checked with the
+ * body (Era.ts), since revision 2026-07-28 answers an unsupported one with a JSON-RPC error for the request's id.
  */
 export const transportProblem = (
   headers: Readonly<Record<string, string | undefined>>
-): Option.Option<UnsupportedMediaType | NotAcceptable | UnsupportedProtocolVersion> => {
+): Option.Option<UnsupportedMediaType | NotAcceptable> => {
   if (!isJsonMediaType(headers["content-type"])) {
     return Option.some(new UnsupportedMediaType({ detail: "Send JSON-RPC messages as application/json." }))
   }
   if (!acceptsJson(headers["accept"])) {
     return Option.some(new NotAcceptable({
       detail: "This MCP endpoint answers with application/json only (no SSE); send Accept: application/json, text/event-stream."
-    }))
-  }
-  const version = headers["mcp-protocol-version"]
-  if (version !== undefined && !isSupportedProtocolVersion(version)) {
-    return Option.some(new UnsupportedProtocolVersion({
-      detail: `MCP-Protocol-Version ${version.slice(0, 40)} is not supported; use one of ${SupportedProtocolVersions.join(", ")}.`
     }))
   }
   return Option.none()
@@ -139,12 +146,75 @@ const describeTool = (tool: Tool) => ({
   annotations: tool.annotations
 })
 
+/** The result `_meta` every 2026-07-28 result carries: who answered. */
+const modernMeta = { [Era.MetaKeys.serverInfo]: serverInfo }
+const modernMetaJson = JSON.stringify(modernMeta)
+
+/**
+ * How long a list or a discovery result may be cached (`ttlMs`, 2026-07-28 caching): the tools and the
+ * served revisions change only with a deployment, and are the same for every caller (`public`).
+ */
+export const StaticResultTtlMs = 3_600_000
+
+/**
+ * The cache hint of a tool result that carries a trust document's freshness (resolve_trust,
+ * resolve_lifecycle): fresh until the document's next
+ * freshness boundary (where `freshness.state` moves), private to the caller's API key. A later write to
+ * the determination may change the document sooner: ttlMs is a hint, as the revision defines it.
+ */
+export const trustCacheHint = (value: unknown, nowMs: number): string => {
+  const freshness = typeof value === "object" && value !== null ? (value as { freshness?: unknown }).freshness : undefined
+  if (typeof freshness !== "object" || freshness === null) return ""
+  const { as_of, valid_until } = freshness as { as_of?: unknown; valid_until?: unknown }
+  if (typeof as_of !== "string" || typeof valid_until !== "string") return ""
+  const boundary = nextFreshnessBoundary(nowMs, Date.parse(as_of), Date.parse(valid_until))
+  const ttlMs = boundary === null || !Number.isFinite(boundary) ? 0 : Math.max(0, boundary - nowMs)
+  return `,"ttlMs":${ttlMs},"cacheScope":"private"`
+}
+
+/** A `tools/call` result of revision 2026-07-28 around a tool's encoded `{ content, structuredContent }`. */
+const modernCallResult = (result: EncodedResult, nowMs: number) =>
+  new JsonRpc.PreEncoded(
+    `{"resultType":"complete",${result.callResultJson.slice(1, -1)}${trustCacheHint(result.value, nowMs)},"_meta":${modernMetaJson}}`
+  )
+
+/**
+ * A tool execution error (2026-07-28): a result with isError, so the model sees what to correct. The text
+ * is the REST problem object (for bad arguments: validation-failed with a pointer per error).
+ */
+export const toolErrorResult = (problem: ProblemDocument) => ({
+  resultType: "complete",
+  content: [{ type: "text", text: JSON.stringify(problem) }],
+  isError: true,
+  _meta: modernMeta
+})
+
 const make = Effect.gen(function*() {
   const services = yield* Effect.context<ToolServices>()
   const byName = new Map(tools.map((tool) => [tool.name, tool]))
+  // Declaration order (Tools.ts), the same on every request: clients and prompt caches may rely on it.
   const toolList = { tools: tools.map(describeTool) }
+  const modernToolList = new JsonRpc.PreEncoded(JSON.stringify({
+    resultType: "complete",
+    ...toolList,
+    ttlMs: StaticResultTtlMs,
+    cacheScope: "public",
+    _meta: modernMeta
+  }))
+  const discovery = new JsonRpc.PreEncoded(JSON.stringify({
+    resultType: "complete",
+    supportedVersions: Era.ServedProtocolVersions,
+    capabilities: { tools: { listChanged: false } },
+    instructions: modernServerInstructions,
+    ttlMs: StaticResultTtlMs,
+    cacheScope: "public",
+    _meta: modernMeta
+  }))
   // Each tool's already-encoded results, for as long as this service lives.
   const encoded = new Map(tools.map((tool): [string, EncodedResults] => [tool.name, new WeakMap()]))
+
+  const runTool = (tool: Tool, args: Record<string, unknown> | undefined) =>
+    tool.call(args ?? {}, encoded.get(tool.name)!).pipe(Effect.provideContext(services))
 
   const callTool = (params: JsonRpc.Params | undefined) =>
     Effect.gen(function*() {
@@ -156,8 +226,7 @@ const make = Effect.gen(function*() {
           message: `Unknown tool: ${name.slice(0, 100)}. tools/list names the ${tools.length} tools.`
         }))
       }
-      const result = yield* tool.call(args ?? {}, encoded.get(name)!).pipe(
-        Effect.provideContext(services),
+      const result = yield* runTool(tool, args).pipe(
         Effect.mapError((error) =>
           error._tag === "InvalidArguments"
             ? new JsonRpc.RpcFailure({
@@ -171,11 +240,29 @@ const make = Effect.gen(function*() {
       return new JsonRpc.PreEncoded(result.callResultJson)
     })
 
+  /** tools/call of revision 2026-07-28: an unknown tool is -32602, a failing tool an isError result. */
+  const callToolModern = (params: JsonRpc.Params | undefined) =>
+    Effect.gen(function*() {
+      const { name, arguments: args } = yield* decodeParams("tools/call", CallToolParams, params)
+      const tool = byName.get(name)
+      if (tool === undefined) {
+        return yield* Effect.fail(new JsonRpc.RpcFailure({
+          code: JsonRpc.ErrorCode.InvalidParams,
+          message: `Unknown tool: ${name.slice(0, 100)}. tools/list names the ${tools.length} tools.`
+        }))
+      }
+      const nowMs = yield* Clock.currentTimeMillis
+      return yield* runTool(tool, args).pipe(Effect.match({
+        onFailure: (error): unknown => toolErrorResult(toProblemDocument(error._tag === "InvalidArguments" ? error.problem : error)),
+        onSuccess: (result): unknown => modernCallResult(result, nowMs)
+      }))
+    })
+
   const request = (method: string, params: JsonRpc.Params | undefined): Effect.Effect<unknown, JsonRpc.RpcFailure, Caller> => {
     switch (method) {
       case "initialize":
         return Effect.map(decodeParams(method, InitializeParams, params), ({ protocolVersion }) => ({
-          protocolVersion: negotiateProtocolVersion(protocolVersion),
+          protocolVersion: Era.negotiateProtocolVersion(protocolVersion),
           capabilities: { tools: { listChanged: false } },
           serverInfo,
           instructions: serverInstructions
@@ -191,21 +278,74 @@ const make = Effect.gen(function*() {
     }
   }
 
-  /** One POST body → the reply; defects are logged here and answered -32603 with no detail. */
-  const answer = (body: string): Effect.Effect<JsonRpc.Reply, never, Caller> =>
-    JsonRpc.answer(body, {
-      request: (method, params) =>
-        request(method, params).pipe(Effect.tapDefect((defect) => Effect.logError(`MCP ${method.slice(0, 100)} failed`, defect))),
-      // Stateless: notifications/initialized, cancelled and the rest change nothing here.
-      notification: () => Effect.void
-    }, messageLimits)
+  /**
+   * The methods of revision 2026-07-28 for a tools server. `initialize` and `ping` are gone from it;
+   * `subscriptions/listen` is not offered (docs/API.md says why), so it is an unknown method like any other.
+   */
+  const modernRequest = (method: string, params: JsonRpc.Params | undefined): Effect.Effect<unknown, JsonRpc.RpcFailure, Caller> => {
+    switch (method) {
+      case "server/discover":
+        return Effect.succeed(discovery)
+      case "tools/list":
+        return Effect.succeed(modernToolList)
+      case "tools/call":
+        return callToolModern(params)
+      default:
+        return Effect.fail(JsonRpc.methodNotFound(method))
+    }
+  }
+
+  const logged = <A, R>(method: string, effect: Effect.Effect<A, JsonRpc.RpcFailure, R>) =>
+    effect.pipe(Effect.tapDefect((defect) => Effect.logError(`MCP ${method.slice(0, 100)} failed`, defect)))
+
+  const legacyHandlers: JsonRpc.Handlers<Caller> = {
+    request: (method, params) => logged(method, request(method, params)),
+    // Stateless: notifications/initialized, cancelled and the rest change nothing here.
+    notification: () => Effect.void
+  }
+
+  /** A 2026-07-28 request → its reply: -32601 answers HTTP 404 (the revision's rule), every other answer 200. */
+  const answerModern = (routed: Extract<Era.Route, { _tag: "Modern" }>): Effect.Effect<JsonRpc.Reply, never, Caller> =>
+    Effect.map(
+      JsonRpc.answerMessage({ _tag: "Request", id: routed.id, method: routed.method, params: routed.params }, {
+        request: (method, params) => logged(method, modernRequest(method, params)),
+        notification: () => Effect.void
+      }),
+      (response): JsonRpc.Reply => ({
+        _tag: "Answer",
+        status: response !== undefined && "error" in response && response.error.code === JsonRpc.ErrorCode.MethodNotFound ? 404 : 200,
+        body: JsonRpc.encodeResponse(response!)
+      })
+    )
+
+  /**
+   * One POST body and its headers → the reply; defects are logged here and answered -32603 with no
+   * detail. The headers matter only to the era rules (Era.ts): a 2025 request is answered exactly as
+   * before this server spoke 2026-07-28. `Mcp-Session-Id` and `Last-Event-ID` are never read.
+   */
+  const answer = (body: string, headers: Era.Headers = {}): Effect.Effect<JsonRpc.Reply, never, Caller> => {
+    const envelope = JsonRpc.parse(body, messageLimits)
+    const routed = Era.route(envelope, headers)
+    switch (routed._tag) {
+      case "Legacy":
+        return JsonRpc.answerEnvelope(envelope, legacyHandlers)
+      case "ModernNotification":
+        return Effect.succeed({ _tag: "Accepted" })
+      case "Refused":
+        return Effect.succeed({ _tag: "Answer", status: routed.status, body: JsonRpc.encodeResponse(routed.response) })
+      case "Modern":
+        return answerModern(routed)
+    }
+  }
 
   return { answer, toolList } as const
 })
 
 /**
- * MCP over JSON-RPC: initialize, ping, tools/list and tools/call, statelessly (no session: every POST
- * stands alone, so tools/call needs no earlier initialize). Tools run as the calling API key (`Caller`).
+ * MCP over JSON-RPC, statelessly in both eras (no session: every POST stands alone). The 2025 revisions:
+ * initialize, ping, tools/list and tools/call (tools/call needs no earlier initialize). Revision
+ * 2026-07-28: server/discover, tools/list and tools/call with per-request metadata. Tools run as the
+ * calling API key (`Caller`).
  */
 export class Mcp extends Context.Service<Mcp, Effect.Success<typeof make>>()("pv/Mcp", { make }) {
   static readonly layerNoDeps = Layer.effect(this, make)

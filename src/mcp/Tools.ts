@@ -399,18 +399,28 @@ const subscribeTrustChanges = defineTool({
   name: "subscribe_trust_changes",
   title: "Subscribe to trust changes",
   description:
-    "Subscribe to changes of one determination (public_id). Delivery is pull: the answer names events_url " +
-    "(GET /api/v1/events?public_id=…&after=…, scope trust:read) and `after`, the chain head when you subscribed; " +
-    "poll it and follow next_after for signed, hash-chained events (recorded, updated, lifecycle and freshness " +
-    "changes). Subscribing again with the same API key returns the same subscription. An event is news, not " +
-    "permission: resolve and evaluate again before relying on a changed determination. Scope: subscription:write.",
+    "Subscribe to changes of one determination (public_id). Without webhook_url delivery is pull: the answer names " +
+    "events_url (GET /api/v1/events?public_id=…&after=…, scope trust:read) and `after`, the chain head when you " +
+    "subscribed; poll it and follow next_after for signed, hash-chained events (recorded, updated, lifecycle and " +
+    "freshness changes). With webhook_url (https, a public address) each new event is POSTed there in order, signed " +
+    "with the Standard Webhooks headers; the answer carries webhook_secret once, the first time. Subscribing again " +
+    "with the same API key (and URL) returns the same subscription. An event is news, not permission: resolve and " +
+    "evaluate again before relying on a changed determination. Scope: subscription:write.",
   scope: "subscription:write",
-  annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
-  input: PublicIdArgument,
+  annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
+  input: Schema.Struct({
+    public_id: PublicId,
+    webhook_url: Schema.optionalKey(NonEmptyText.check(Schema.isMaxLength(4096)).annotate({
+      description: "https:// URL to POST each event to (at most 2,048 characters, no user information, a public address)"
+    }))
+  }),
   output: Subscription,
-  run: ({ public_id }, caller) =>
+  run: ({ public_id, webhook_url }, caller) =>
     Subscriptions.use((subscriptions) =>
-      subscriptions.subscribe({ key_id: caller.key_id, tenant_id: caller.tenant_id }, public_id))
+      Effect.map(
+        subscriptions.subscribe({ key_id: caller.key_id, tenant_id: caller.tenant_id }, public_id, webhook_url),
+        (subscribed) => subscribed.subscription
+      ))
 })
 
 /** The registry: each tool declared once; tools/list and tools/call both read it. */

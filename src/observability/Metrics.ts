@@ -186,6 +186,28 @@ export const countWitnessRefusal = (witness: string, answer: string): void => wi
 /** Size of the newest checkpoint this instance found with a quorum of cosignatures (-1: none yet, or no witnesses). */
 export const witnessState = { witnessedSize: -1, latestSize: -1 }
 
+// ---- Webhook deliveries and event streams ----------------------------------------------------------
+
+const webhookDeliveries = labelled(Metric.counter("pv_webhook_deliveries_total", {
+  description: "Webhook attempts, by outcome: delivered (2xx), failed (retried later), disabled (the failure that disabled the subscription).",
+  incremental: true
+}))
+const webhookLag = Metric.histogram("pv_webhook_delivery_lag_seconds", {
+  description: "Time from an event's append to the receiver's 2xx, in seconds.",
+  boundaries: Metric.boundariesFromIterable([0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600])
+})
+
+export const countWebhookAttempt = (outcome: "delivered" | "failed" | "disabled", lagSeconds?: number): void => {
+  webhookDeliveries({ outcome }).updateUnsafe(1, registry)
+  if (lagSeconds !== undefined) webhookLag.updateUnsafe(Math.max(0, lagSeconds), registry)
+}
+
+/** What the delivery worker last read of the outbox (every instance reads the same, shared table); -1 before its first read. */
+export const deliveryState = { pending: -1, disabled: -1 }
+
+/** Event streams this process has open. */
+export const streamState = { open: 0 }
+
 // ---- Database pools --------------------------------------------------------------------------------
 
 /** What the pool gauges read at scrape time. */
@@ -228,6 +250,13 @@ const witnessedSize = Metric.gauge("pv_log_witnessed_size", {
 const witnessLag = Metric.gauge("pv_log_witness_lag_entries", {
   description: "Entries in the latest checkpoint that no witnessed checkpoint covers yet (0 when witnessing keeps up)."
 })
+const webhookPending = Metric.gauge("pv_webhook_pending_deliveries", {
+  description: "Events owed to active webhook subscriptions and not yet acknowledged (all instances; as of this instance's last look)."
+})
+const webhookDisabled = Metric.gauge("pv_webhook_disabled_subscriptions", {
+  description: "Webhook subscriptions disabled after failing for PV_WEBHOOK_MAX_FAILURE_SECONDS (all instances)."
+})
+const streamsOpen = Metric.gauge("pv_event_streams_open", { description: "Event streams (GET /api/v1/events/stream) open on this process." })
 const memory = labelled(Metric.gauge("pv_process_memory_bytes", { description: "Process memory (process.memoryUsage()), by type." }))
 
 /** Sets every gauge from its source (pools, circuit breaker, transparency log, process memory): called before each scrape. */
@@ -252,6 +281,11 @@ export const observeGauges = (): void => {
     witnessedSize.updateUnsafe(Math.max(0, witnessState.witnessedSize), registry)
     witnessLag.updateUnsafe(Math.max(0, witnessState.latestSize - Math.max(0, witnessState.witnessedSize)), registry)
   }
+  if (deliveryState.pending >= 0) {
+    webhookPending.updateUnsafe(deliveryState.pending, registry)
+    webhookDisabled.updateUnsafe(deliveryState.disabled, registry)
+  }
+  streamsOpen.updateUnsafe(streamState.open, registry)
   const usage = process.memoryUsage()
   memory({ type: "rss" }).updateUnsafe(usage.rss, registry)
   memory({ type: "heap_total" }).updateUnsafe(usage.heapTotal, registry)

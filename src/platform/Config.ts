@@ -77,6 +77,20 @@ export interface AppConfigShape {
   readonly otlpEndpoint: Option.Option<string>
   /** `service.name` of exported spans (OTEL_SERVICE_NAME). */
   readonly otelServiceName: string
+  /** Webhook URLs may be `http://` (PV_WEBHOOK_ALLOW_HTTP; local development and tests only). */
+  readonly webhookAllowHttp: boolean
+  /** Webhook URLs may reach loopback, private and other internal addresses (PV_WEBHOOK_ALLOW_PRIVATE; development and tests only). */
+  readonly webhookAllowPrivate: boolean
+  /** Webhook attempts one process has in flight at once (PV_WEBHOOK_CONCURRENCY). */
+  readonly webhookConcurrency: number
+  /** A subscription failing for this long becomes `disabled` (PV_WEBHOOK_MAX_FAILURE_SECONDS). */
+  readonly webhookMaxFailureSeconds: number
+  /** One attempt's time limit: connect, answer and the part of its body read (10 s; tests shorten it). */
+  readonly webhookTimeoutMs: number
+  /** Open event streams one API key may hold on one instance (PV_MAX_STREAMS_PER_KEY). */
+  readonly maxStreamsPerKey: number
+  /** How often an open event stream sends a comment line when nothing else is sent (15 s; tests shorten it). */
+  readonly streamHeartbeatMs: number
 }
 
 /** One configured witness: where to POST add-checkpoint, and its cosignature/v1 verifier key. */
@@ -223,7 +237,16 @@ const settings: Config.Config<AppConfigShape> = Config.all({
     )),
     "OTEL_EXPORTER_OTLP_ENDPOINT"
   ).pipe(Config.option),
-  otelServiceName: Config.String("OTEL_SERVICE_NAME").pipe(Config.withDefault("pv-trust-service"))
+  otelServiceName: Config.String("OTEL_SERVICE_NAME").pipe(Config.withDefault("pv-trust-service")),
+  webhookAllowHttp: Config.Boolean("PV_WEBHOOK_ALLOW_HTTP").pipe(Config.withDefault(false)),
+  webhookAllowPrivate: Config.Boolean("PV_WEBHOOK_ALLOW_PRIVATE").pipe(Config.withDefault(false)),
+  webhookConcurrency: positive("PV_WEBHOOK_CONCURRENCY", 32),
+  webhookMaxFailureSeconds: positive("PV_WEBHOOK_MAX_FAILURE_SECONDS", 86_400),
+  webhookTimeoutMs: integer("PV_WEBHOOK_TIMEOUT_MS", "PV_WEBHOOK_TIMEOUT_MS must be an integer from 100 to 10000", (n) => n >= 100 && n <= 10_000)
+    .pipe(Config.withDefault(10_000)),
+  maxStreamsPerKey: positive("PV_MAX_STREAMS_PER_KEY", 10),
+  streamHeartbeatMs: integer("PV_STREAM_HEARTBEAT_MS", "PV_STREAM_HEARTBEAT_MS must be an integer from 100 to 15000", (n) => n >= 100 && n <= 15_000)
+    .pipe(Config.withDefault(15_000))
 })
 
 /**

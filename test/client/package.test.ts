@@ -73,6 +73,7 @@ describe.concurrent("the packed package", () => {
       "package/dist/src/client/index.d.ts",
       "package/dist/src/client/http.d.ts",
       "package/dist/src/client/log.d.ts",
+      "package/dist/src/client/webhook.d.ts",
       "package/dist/src/main.js",
       "package/dist/policy/policy.v1.json",
       "package/bin/pv.js"
@@ -88,7 +89,7 @@ describe.concurrent("the packed package", () => {
     expect((await putDetermination(server, subject, determinationBody(Date.now() - DAY_MS))).status).toBe(201)
     const key = (await createKey(server, ["trust:read", "receipt:write", "receipt:read"])).api_key
     writeFileSync(join(consumer, "consumer.mjs"), `
-import { createHash } from "node:crypto"
+import { createHash, createHmac } from "node:crypto"
 import * as client from "${packageSpecifier}"
 
 // RFC 8785 for what this vector holds (ASCII strings, integers, nesting): members sorted, no whitespace.
@@ -97,6 +98,12 @@ const jcs = (v) => Array.isArray(v) ? "[" + v.map(jcs).join(",") + "]"
   : JSON.stringify(v)
 const snapshot = { schema: "pv-reliance-receipt-v1", receipt_id: "rr_vector", decision: "ACTIONABLE", verdicts: [{ check: "tier", pass: true }], n: 3 }
 const digest = createHash("sha256").update(jcs(snapshot)).digest("hex")
+
+// A webhook delivery as a receiver gets it, signed here with the Standard Webhooks recipe.
+const secret = "whsec_" + Buffer.alloc(32, 7).toString("base64")
+const hook = { id: "msg_package", timestamp: String(Math.floor(Date.now() / 1000)), body: JSON.stringify({ type: "test" }) }
+const hookSignature = "v1," + createHmac("sha256", Buffer.alloc(32, 7)).update(hook.id + "." + hook.timestamp + "." + hook.body).digest("base64")
+const hookHeaders = { "webhook-id": hook.id, "webhook-timestamp": hook.timestamp, "webhook-signature": hookSignature }
 
 const pv = client.makeTrustClient({ baseUrl: process.env.PV_URL, apiKey: process.env.PV_KEY })
 const receipt = await pv.createReceipt({
@@ -111,7 +118,9 @@ console.log(JSON.stringify({
   tampered: client.verifyReceiptDigest({ snapshot_payload: { ...snapshot, decision: "NOT_ACTIONABLE" }, receipt_digest: digest }),
   served: client.verifyReceiptDigest(receipt) && client.verifyReceipt(await pv.getReceipt(receipt.receipt_id)),
   tier: (await pv.machineTrust("${subject}")).determination.tier,
-  missing: missing instanceof client.DeterminationNotFound ? missing._tag : String(missing)
+  missing: missing instanceof client.DeterminationNotFound ? missing._tag : String(missing),
+  webhook: client.verifyWebhook(secret, hookHeaders, hook.body),
+  webhookTampered: client.verifyWebhook(secret, hookHeaders, hook.body + " ").reason
 }))
 `)
     const { stdout } = await run(process.execPath, ["consumer.mjs"], consumer, { PV_URL: server.baseUrl, PV_KEY: key })
@@ -121,7 +130,9 @@ console.log(JSON.stringify({
       tampered: false,
       served: true,
       tier: "T2",
-      missing: "DeterminationNotFound"
+      missing: "DeterminationNotFound",
+      webhook: { ok: true, payload: { type: "test" }, id: "msg_package", timestamp: expect.any(Number) },
+      webhookTampered: "no-matching-signature"
     })
   }, 120_000)
 

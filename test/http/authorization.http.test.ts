@@ -4,6 +4,7 @@ import { keyWithWrongChecksum, malformedBearer, neverIssuedKey } from "../suppor
 import { type AuthKind, definedEndpoints, endpointKey } from "../support/authz/endpoints.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
 import { asOperator, createKey, expectProblem, putDetermination, type Reply, request } from "../support/http.js"
+import { isolatedConfig } from "../support/testConfig.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 
 /**
@@ -30,6 +31,11 @@ interface Ctx {
   /** The key of a single, unrelated scope: enough for "any scope" endpoints. */
   onlySubscription: string
   receiptId: string
+  /** A webhook subscription of the all-scopes key's tenant. */
+  subscriptionId: string
+  /** Subscriptions the DELETE row removes (valid) or must leave in place (denied). */
+  validVictimSubscriptionId: string
+  deniedVictimSubscriptionId: string
   deniedVictimKeyId: string
   deniedVictimKey: string
   validVictimKeyId: string
@@ -115,6 +121,35 @@ const table: Readonly<Record<string, Row>> = {
   },
   "GET /api/v1/events": {
     auth: "api-key", scope: "trust:read", success: [200], call: () => ({ path: `/api/v1/events?public_id=${publicId}` })
+  },
+  // A live stream: the first message is read, then the request is aborted (support/http.ts).
+  "GET /api/v1/events/stream": {
+    auth: "api-key", scope: "trust:read", success: [200], call: () => ({ path: `/api/v1/events/stream?public_id=${publicId}` })
+  },
+
+  // Subscriptions and webhooks (third round): scope subscription:write, tenant-owned.
+  "POST /api/v1/subscriptions": {
+    auth: "api-key", scope: "subscription:write", success: [200, 201],
+    call: () => ({ path: "/api/v1/subscriptions", body: { public_id: publicId } })
+  },
+  "GET /api/v1/subscriptions": {
+    auth: "api-key", scope: "subscription:write", success: [200], call: () => ({ path: "/api/v1/subscriptions" })
+  },
+  "GET /api/v1/subscriptions/{}": {
+    auth: "api-key", scope: "subscription:write", success: [200], otherTenant: { status: 404, code: "not-found" },
+    call: () => ({ path: `/api/v1/subscriptions/${ctx.subscriptionId}` })
+  },
+  "DELETE /api/v1/subscriptions/{}": {
+    auth: "api-key", scope: "subscription:write", success: [204], otherTenant: { status: 404, code: "not-found" },
+    call: (use) => ({ path: `/api/v1/subscriptions/${use === "valid" ? ctx.validVictimSubscriptionId : ctx.deniedVictimSubscriptionId}` })
+  },
+  "POST /api/v1/subscriptions/{}/resume": {
+    auth: "api-key", scope: "subscription:write", success: [200], otherTenant: { status: 404, code: "not-found" },
+    call: () => ({ path: `/api/v1/subscriptions/${ctx.subscriptionId}/resume` })
+  },
+  "POST /api/v1/subscriptions/{}/rotate-secret": {
+    auth: "api-key", scope: "subscription:write", success: [200], otherTenant: { status: 404, code: "not-found" },
+    call: () => ({ path: `/api/v1/subscriptions/${ctx.subscriptionId}/rotate-secret` })
   },
 
   // contract section 4: operator
@@ -270,7 +305,7 @@ const waitUntilRefused = async (key: string) => {
 }
 
 beforeAll(async () => {
-  server = await startTestServer()
+  server = await startTestServer({ config: isolatedConfig({ PV_WEBHOOK_ALLOW_HTTP: "true", PV_WEBHOOK_ALLOW_PRIVATE: "true" }) })
   detBody = determinationBody(Date.now() - DAY_MS)
   expect((await putDetermination(server, publicId, detBody)).status).toBe(201)
 
@@ -302,6 +337,19 @@ beforeAll(async () => {
   const receipt = await request(server, "POST", "/api/v1/reliance-receipts", { bearer: ctx.allScopes, body: receiptBody("authz:setup") })
   expect(receipt.status, receipt.text).toBe(201)
   ctx.receiptId = receipt.body.receipt_id
+
+  // Webhook subscriptions to a loopback port nobody listens on (the development allowances are on for this server).
+  const subscribe = async (path: string) => {
+    const reply = await request(server, "POST", "/api/v1/subscriptions", {
+      bearer: ctx.allScopes,
+      body: { public_id: publicId, webhook_url: `http://127.0.0.1:9${path}` }
+    })
+    expect(reply.status, reply.text).toBe(201)
+    return reply.body.subscription_id as string
+  }
+  ctx.subscriptionId = await subscribe("/authz")
+  ctx.validVictimSubscriptionId = await subscribe("/authz-valid-victim")
+  ctx.deniedVictimSubscriptionId = await subscribe("/authz-denied-victim")
 })
 afterAll(() => server?.close())
 

@@ -151,6 +151,34 @@ describe(`event feed (${testDatabaseKind()})`, () => {
     expect(verdict).toMatchObject({ ok: true, count: total, head: byDefault.head })
   })
 
+  it("serves a page with an ETag naming its head: 304 while the chain stands, a new page once it moves", async () => {
+    const id = "DET-V1-EVENTS-ETAG"
+    for (let i = 0; i < 3; i++) {
+      expect([200, 201]).toContain((await putDetermination(server, id, determinationBody(asOf, { tier: (["T1", "T2", "T3"] as const)[i]! }))).status)
+    }
+    const first = await feedPage(id, "&limit=2")
+    expect(first.status).toBe(200)
+    const etag = first.headers.get("etag")!
+    expect(etag).toMatch(/^"[^"]+"$/)
+    expect(first.headers.get("cache-control")).toBe("no-cache")
+    const again = await feedPage(id, "&limit=2")
+    expect(again.text).toBe(first.text)
+    expect(again.headers.get("etag")).toBe(etag)
+    const revalidated = await request(server, "GET", `/api/v1/events?public_id=${id}&limit=2`, { bearer: reader.api_key, headers: { "if-none-match": etag } })
+    expect(revalidated.status).toBe(304)
+    expect(revalidated.text).toBe("")
+    expect(revalidated.headers.get("etag")).toBe(etag)
+    // Another page (other `after` or `limit`) has another tag.
+    expect((await feedPage(id, "&limit=3")).headers.get("etag")).not.toBe(etag)
+    // The chain moves: the old tag no longer matches, and the new page reports the new head.
+    expect((await putDetermination(server, id, determinationBody(asOf, { tier: "T4" }))).status).toBe(200)
+    const moved = await request(server, "GET", `/api/v1/events?public_id=${id}&limit=2`, { bearer: reader.api_key, headers: { "if-none-match": etag } })
+    expect(moved.status).toBe(200)
+    expect(moved.body.head.sequence).toBe(4)
+    expect(moved.body.events).toEqual(first.body.events)
+    expect(moved.headers.get("etag")).not.toBe(etag)
+  })
+
   it("checks its parameters, key and scope; the JWKS needs no key", async () => {
     const id = "DET-V1-EVENTS-0001"
     expect((await feedPage(id, "&limit=1000")).status).toBe(200)
@@ -183,7 +211,7 @@ describe(`event feed (${testDatabaseKind()})`, () => {
     const subscriber = { key_id: reader.key_id, tenant_id: reader.tenant_id }
     // Decoded at the edge as the HTTP handler does; the service takes a PublicId.
     const subscribing = (who: typeof subscriber, publicId = id) =>
-      Effect.flatMap(requirePublicId(publicId), (decoded) => Effect.flatMap(Subscriptions, (s) => s.subscribe(who, decoded)))
+      Effect.flatMap(requirePublicId(publicId), (decoded) => Effect.flatMap(Subscriptions, (s) => Effect.map(s.subscribe(who, decoded), (made) => made.subscription)))
     const subscribe = (who: typeof subscriber, publicId = id) => server.run(subscribing(who, publicId))
     const head = (await feedPage(id)).body.head
 
@@ -193,7 +221,16 @@ describe(`event feed (${testDatabaseKind()})`, () => {
       public_id: id,
       delivery: "pull",
       after: head.sequence,
-      events_url: `/api/v1/events?public_id=${id}&after=${head.sequence}`
+      events_url: `/api/v1/events?public_id=${id}&after=${head.sequence}`,
+      status: "active",
+      created_at: expect.stringMatching(/Z$/),
+      // A pull subscription has nothing acknowledged or owed: the reader keeps its own place.
+      delivered_through: null,
+      pending: null,
+      attempts: 0,
+      last_attempt_at: null,
+      last_error: null,
+      next_attempt_at: null
     })
     const racing = await Promise.all(Array.from({ length: 5 }, () => subscribe(subscriber)))
     expect(racing).toEqual(Array(5).fill(first))

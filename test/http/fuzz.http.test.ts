@@ -1,6 +1,7 @@
 import * as fc from "fast-check"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Scopes } from "../../src/domain/ApiKey.js"
+import { findDuplicateMember } from "../../src/domain/Json.js"
 import {
   checkExchange,
   describeInput,
@@ -583,6 +584,8 @@ const checkJsonRpc = (findings: Findings, text: string, reply: Reply & { readonl
   } catch {
     parseable = false
   }
+  // A member name repeated in one object is refused like malformed JSON (docs/API.md section 12.1).
+  if (parseable && findDuplicateMember(text) !== undefined) parseable = false
   const elements = parseable && Array.isArray(parsed) ? parsed : [parsed]
   const kinds = parseable ? elements.map(kindOf) : []
   const expectedAnswers = !parseable ? 1 : Array.isArray(parsed) && parsed.length === 0 ? 1

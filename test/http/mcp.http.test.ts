@@ -406,8 +406,15 @@ describe(`MCP transport and JSON-RPC over raw HTTP (${process.env.PV_TEST_DB ?? 
     }
   })
 
-  it("checks MCP-Protocol-Version: an unsupported value is 400, a supported one is served", async () => {
-    expectHttpProblem(await post(rpc(1, "ping"), { headers: { "mcp-protocol-version": "1999-01-01" } }), 400, "unsupported-protocol-version")
+  it("checks MCP-Protocol-Version: an unsupported value is 400 with -32022 and the served versions, a supported one is served", async () => {
+    const refused = await post(rpc(1, "ping"), { headers: { "mcp-protocol-version": "1999-01-01" } })
+    expect(refused.status).toBe(400)
+    expect(refused.headers.get("content-type")).toMatch(/^application\/json/)
+    expect(refused.body).toMatchObject({
+      jsonrpc: "2.0",
+      id: 1,
+      error: { code: -32022, data: { supported: ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"], requested: "1999-01-01" } }
+    })
     for (const version of ["2025-11-25", "2025-06-18", "2025-03-26"]) {
       expect((await post(rpc(1, "ping"), { headers: { "mcp-protocol-version": version } })).status).toBe(200)
     }

@@ -306,7 +306,8 @@ describe(`service documents (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
     }
     for (const [path, example] of [
       ["/api/v1/reliance-receipts", { principal: "alice", purpose_id: "supplier-onboarding" }],
-      ["/api/v1/api-keys", { tenant_id: "demo" }]
+      ["/api/v1/api-keys", { tenant_id: "demo" }],
+      ["/api/v1/subscriptions", { public_id: "DET-V1-ACME-0001" }]
     ] as const) {
       const body = spec.paths[path].post.requestBody.content["application/json"].schema
       const resolved = body.$ref === undefined ? body : schemaOf(body.$ref)

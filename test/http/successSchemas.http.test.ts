@@ -51,6 +51,8 @@ type Case =
   | { readonly calls: () => Promise<ReadonlyArray<Call>> }
   /** The endpoint declares no success body and never succeeds: it answers `status` (checked). */
   | { readonly neverSucceeds: Call }
+  /** A live stream (text/event-stream, never ending): its status, type and first message are checked. */
+  | { readonly streams: () => Call }
 
 const publicId = "DET-V1-SUCCESS-SCHEMAS-0001"
 let server: TestServer
@@ -111,6 +113,21 @@ const cases: Readonly<Record<string, Case>> = {
   "GET /api/v1/mcp": { neverSucceeds: { path: "/api/v1/mcp", options: { bearer: key }, status: 405 } },
   "GET /api/v1/events": {
     calls: async () => [{ path: `/api/v1/events?public_id=${publicId}`, options: { bearer: key }, status: 200 }]
+  },
+  "GET /api/v1/events/stream": {
+    streams: () => ({ path: `/api/v1/events/stream?public_id=${publicId}`, options: { bearer: key }, status: 200 })
+  },
+  "GET /api/v1/subscriptions": {
+    calls: async () => [
+      { path: "/api/v1/subscriptions", options: { bearer: key }, status: 200 },
+      { path: "/api/v1/subscriptions?limit=1", options: { bearer: key }, status: 200 }
+    ]
+  },
+  "GET /api/v1/subscriptions/{}": {
+    calls: async () => {
+      const made = await request(server, "POST", "/api/v1/subscriptions", { bearer: key, body: { public_id: publicId } })
+      return [{ path: `/api/v1/subscriptions/${made.body.subscription_id}`, options: { bearer: key }, status: 200 }]
+    }
   },
   "GET /api/v1/events/keys": { calls: async () => [{ path: "/api/v1/events/keys", status: 200 }] },
   "GET /api/v1/log/checkpoint": { calls: async () => [{ path: "/api/v1/log/checkpoint", status: 200 }] },
@@ -188,6 +205,15 @@ describe(`success bodies decode with their declared schemas (${process.env.PV_TE
         expect([...endpoint.successes.keys()], name).toEqual([204])
         const reply = await request(server, test.neverSucceeds.method ?? "GET", test.neverSucceeds.path, test.neverSucceeds.options)
         expect(reply.status, `${name}: ${reply.text.slice(0, 300)}`).toBe(test.neverSucceeds.status)
+        return
+      }
+      if ("streams" in test) {
+        const call = test.streams()
+        const reply = await request(server, "GET", call.path, call.options)
+        expect(reply.status, `${name}: ${reply.text.slice(0, 300)}`).toBe(call.status)
+        expect(reply.headers.get("content-type")).toMatch(/^text\/event-stream/)
+        // The first message of a stream is its comment line; events follow as `id`, `event` and `data` lines.
+        expect(reply.text).toMatch(/^: /)
         return
       }
       for (const call of await test.calls()) {

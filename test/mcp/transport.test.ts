@@ -39,9 +39,8 @@ describe("Streamable HTTP transport rules", () => {
     }
   })
 
-  it("refuses an unsupported MCP-Protocol-Version with 400, after the media types", () => {
-    expect(refusal({ ...sdkHeaders, "mcp-protocol-version": "2024-11-05" })).toBe("UnsupportedProtocolVersion")
-    expect(refusal({ ...sdkHeaders, "mcp-protocol-version": "" })).toBe("UnsupportedProtocolVersion")
+  it("leaves the protocol version to the JSON-RPC layer (-32022 for the request's id, test/mcp/era.test.ts)", () => {
+    expect(refusal({ ...sdkHeaders, "mcp-protocol-version": "2024-11-05" })).toBeNull()
     expect(refusal({ "content-type": "text/plain", accept: "text/html", "mcp-protocol-version": "x" })).toBe("UnsupportedMediaType")
   })
 

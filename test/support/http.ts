@@ -16,6 +16,24 @@ export interface RequestOptions {
   readonly headers?: Record<string, string>
 }
 
+/**
+ * The body as text; of a live event stream (which never ends) only its first message, then the request is
+ * aborted, so a table of endpoints can treat the stream like any other answer.
+ */
+const textOf = async (response: Response, abort: AbortController): Promise<string> => {
+  if (!(response.headers.get("content-type") ?? "").startsWith("text/event-stream") || response.body === null) return response.text()
+  const reader = response.body.getReader()
+  const decoder = new TextDecoder()
+  let text = ""
+  while (!text.includes("\n\n")) {
+    const { done, value } = await reader.read()
+    if (done) break
+    text += decoder.decode(value, { stream: true })
+  }
+  abort.abort()
+  return text
+}
+
 /** fetch against the test server; JSON bodies parsed when present. */
 export const request = async (server: TestServer, method: string, path: string, options: RequestOptions = {}): Promise<Reply> => {
   const headers: Record<string, string> = { ...options.headers }
@@ -26,8 +44,9 @@ export const request = async (server: TestServer, method: string, path: string, 
     body = JSON.stringify(options.body)
     headers["content-type"] ??= "application/json"
   }
-  const response = await fetch(server.baseUrl + path, { method, headers, ...(body === undefined ? {} : { body }) })
-  const text = await response.text()
+  const abort = new AbortController()
+  const response = await fetch(server.baseUrl + path, { method, headers, signal: abort.signal, ...(body === undefined ? {} : { body }) })
+  const text = await textOf(response, abort)
   let parsed: unknown = undefined
   if (text.length > 0) {
     try {

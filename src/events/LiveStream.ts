@@ -1,0 +1,100 @@
+import { Context, Effect, Layer, Stream } from "effect"
+import { type DeterminationNotFound, RateLimited } from "../domain/Problem.js"
+import type { PublicId } from "../domain/PublicId.js"
+import type { TrustEvent } from "../domain/TrustEvent.js"
+import { FrontDoor } from "../http/FrontDoor.js"
+import { streamState } from "../observability/Metrics.js"
+import { AppConfig } from "../platform/Config.js"
+import { ChangeFeed } from "./ChangeFeed.js"
+import { EventLog } from "./EventLog.js"
+
+/** The SSE event name of every message. */
+export const StreamEventName = "pv.trust.event"
+
+/** Events read per page while catching up: a long backlog is sent in bounded steps. */
+const BacklogPageSize = 100
+
+/** One event as a Server-Sent Events message: its sequence as the id (what Last-Event-ID resumes from), the JSON on one line. */
+export const sseMessageOf = (event: TrustEvent): string => `id: ${event.sequence}\nevent: ${StreamEventName}\ndata: ${JSON.stringify(event)}\n\n`
+
+export const HeartbeatComment = ": keep-alive\n\n"
+
+export interface LiveStreamsShape {
+  /**
+   * The stream of `publicId`'s events after `after`: the stored ones first, then each new one as it is
+   * appended on any instance (the change feed), with a comment line whenever nothing else was sent for the
+   * heartbeat interval; it ends when this instance starts to stop. Refused with 429 when the key already
+   * has its maximum of open streams here. Opening it is the one request counted against the key's limits.
+   */
+  readonly open: (
+    keyId: string,
+    publicId: PublicId,
+    after: number
+  ) => Effect.Effect<Stream.Stream<Uint8Array>, DeterminationNotFound | RateLimited>
+}
+
+const make = Effect.gen(function*() {
+  const log = yield* EventLog
+  const feed = yield* ChangeFeed
+  const frontDoor = yield* FrontDoor
+  const config = yield* AppConfig
+  const openByKey = new Map<string, number>()
+  const encoder = new TextEncoder()
+
+  const release = (keyId: string) =>
+    Effect.sync(() => {
+      const left = (openByKey.get(keyId) ?? 1) - 1
+      if (left <= 0) openByKey.delete(keyId)
+      else openByKey.set(keyId, left)
+      streamState.open -= 1
+    })
+
+  const open = (keyId: string, publicId: PublicId, after: number) =>
+    Effect.gen(function*() {
+      // An unknown determination is a 404 before anything is streamed.
+      yield* log.head(publicId)
+      const held = openByKey.get(keyId) ?? 0
+      if (held >= config.maxStreamsPerKey) {
+        return yield* Effect.fail(new RateLimited({
+          detail: `This key may hold ${config.maxStreamsPerKey} open event streams at once; close one first.`,
+          retry_after: 5
+        }))
+      }
+      openByKey.set(keyId, held + 1)
+      streamState.open += 1
+
+      const events = Stream.unwrap(Effect.gen(function*() {
+        // Watch first, then read: a change committed while the backlog is read still wakes the loop.
+        const changes = yield* feed.watch((id) => id === publicId)
+        let cursor = after
+        /** The next messages: stored events after the cursor, or (caught up) a wait for the next change. */
+        const next = Effect.gen(function*() {
+          const page = yield* log.page(publicId, { after: cursor, limit: BacklogPageSize })
+          if (page.events.length === 0) {
+            yield* changes.next
+            return []
+          }
+          cursor = page.events[page.events.length - 1]!.sequence
+          return page.events.map(sseMessageOf)
+        })
+        return Stream.fromEffectRepeat(next).pipe(Stream.flattenIterable)
+      }))
+      const heartbeats = Stream.tick(config.streamHeartbeatMs).pipe(Stream.drop(1), Stream.map((): string => HeartbeatComment))
+      const body = Stream.concat(Stream.succeed(`: ${publicId} after ${after}\n\n`), Stream.merge(events, heartbeats)).pipe(
+        // A drain (SIGTERM) ends every stream cleanly; the client resumes elsewhere with Last-Event-ID.
+        Stream.interruptWhen(frontDoor.stopping),
+        // A database error mid-stream ends it too: the client reconnects and resumes with Last-Event-ID.
+        Stream.catchCause(() => Stream.empty),
+        Stream.map((text) => encoder.encode(text)),
+        Stream.ensuring(release(keyId))
+      )
+      return body
+    }).pipe(Effect.withSpan("LiveStreams.open"))
+
+  return { open } satisfies LiveStreamsShape
+})
+
+/** Live event streams (GET /api/v1/events/stream) of this instance, with the per-key cap. */
+export class LiveStreams extends Context.Service<LiveStreams, LiveStreamsShape>()("pv/LiveStreams") {
+  static readonly layer = Layer.effect(LiveStreams, make)
+}

@@ -1,0 +1,107 @@
+import { Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import { ApiKeyAuth } from "../access/Auth.js"
+import {
+  DeterminationNotFound,
+  InsufficientScope,
+  InvalidPublicId,
+  InvalidWebhookUrl,
+  NotFound,
+  Unauthorized,
+  ValidationFailed
+} from "../domain/Problem.js"
+import { QueryInt } from "./Api.js"
+import { Subscription, SubscriptionPage } from "./Subscriptions.js"
+
+export const MaxSubscriptionPage = 100
+
+export const SubscribeRequest = Schema.Struct({
+  public_id: Schema.String.annotate({ description: "DET-V1-* or QUAL-V1-*" }),
+  webhook_url: Schema.optionalKey(Schema.String.annotate({
+    description: "https:// URL (at most 2,048 characters, no user information, a public address) to POST each event to; " +
+      "absent: a pull subscription"
+  }))
+}).annotate({
+  identifier: "SubscribeRequest",
+  examples: [{ public_id: "DET-V1-ACME-0001", webhook_url: "https://hooks.example.com/pv-trust" }]
+})
+
+const SubscriptionPath = { subscriptionId: Schema.String.annotate({ description: "sub_ + ULID" }) }
+
+// Every endpoint needs an API key with scope subscription:write and sees only its own tenant's subscriptions.
+const KeyErrors = [Unauthorized, InsufficientScope] as const
+
+export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
+  .add(
+    HttpApiEndpoint.post("create", "/subscriptions", {
+      payload: SubscribeRequest,
+      success: [Subscription.pipe(HttpApiSchema.status(201)), Subscription.pipe(HttpApiSchema.status(200))],
+      error: [InvalidPublicId, DeterminationNotFound, InvalidWebhookUrl, ValidationFailed, ...KeyErrors]
+    })
+      .annotate(OpenApi.Summary, "Subscribe to a determination's trust changes (scope subscription:write)")
+      .annotate(OpenApi.Description,
+        "Without webhook_url: a pull subscription (read events_url). With it: every event after `after` is POSTed to the URL, " +
+        "in sequence order, one at a time, signed with the Standard Webhooks headers (webhook-id = event_id, webhook-timestamp, " +
+        "webhook-signature = v1,base64(HMAC-SHA256(secret, id.timestamp.body))). 201 with webhook_secret (only here); the same key, " +
+        "public id and URL again → 200 with the existing subscription and no secret. A URL that is not https, carries user " +
+        "information, is longer than 2,048 characters or resolves to an internal address → 422 invalid-webhook-url.")
+  )
+  .add(
+    HttpApiEndpoint.get("list", "/subscriptions", {
+      query: {
+        after: Schema.optionalKey(Schema.String.annotate({ description: "A subscription_id: return those created after it (next_after)" })),
+        limit: QueryInt(`must be an integer between 1 and ${MaxSubscriptionPage}`, `Page size, default 50, at most ${MaxSubscriptionPage}`,
+          1, MaxSubscriptionPage)
+      },
+      success: SubscriptionPage,
+      error: [ValidationFailed, ...KeyErrors]
+    })
+      .annotate(OpenApi.Summary, "The tenant's subscriptions, oldest first (scope subscription:write)")
+      .annotate(OpenApi.Description,
+        "Every subscription of the key's tenant, pull and webhook, with the same members as GET one. Follow next_after " +
+        "(pass it as `after`) until it is null.")
+  )
+  .add(
+    HttpApiEndpoint.get("get", "/subscriptions/:subscriptionId", {
+      params: SubscriptionPath,
+      success: Subscription,
+      error: [NotFound, ...KeyErrors]
+    })
+      .annotate(OpenApi.Summary, "A subscription and how its delivery goes (scope subscription:write)")
+      .annotate(OpenApi.Description,
+        "delivered_through (last acknowledged sequence), pending, attempts, last_attempt_at, last_error, next_attempt_at. " +
+        "Another tenant's subscription is 404 not-found.")
+  )
+  .add(
+    HttpApiEndpoint.delete("delete", "/subscriptions/:subscriptionId", {
+      params: SubscriptionPath,
+      success: HttpApiSchema.NoContent,
+      error: [NotFound, ...KeyErrors]
+    })
+      .annotate(OpenApi.Summary, "Delete a subscription: nothing is sent afterwards (scope subscription:write)")
+      .annotate(OpenApi.Description,
+        "An attempt already in flight may still arrive; no further one is made. The events stay readable at events_url.")
+  )
+  .add(
+    HttpApiEndpoint.post("resume", "/subscriptions/:subscriptionId/resume", {
+      params: SubscriptionPath,
+      success: Subscription,
+      error: [NotFound, ...KeyErrors]
+    })
+      .annotate(OpenApi.Summary, "Resume a disabled subscription (scope subscription:write)")
+      .annotate(OpenApi.Description, "Delivery restarts at the first unacknowledged event; an active subscription is returned unchanged.")
+  )
+  .add(
+    HttpApiEndpoint.post("rotateSecret", "/subscriptions/:subscriptionId/rotate-secret", {
+      params: SubscriptionPath,
+      success: Subscription,
+      error: [NotFound, ...KeyErrors]
+    })
+      .annotate(OpenApi.Summary, "A new webhook secret (scope subscription:write)")
+      .annotate(OpenApi.Description,
+        "Returns the new webhook_secret (only here). For 24 hours both secrets sign every delivery: webhook-signature carries " +
+        "two v1 signatures separated by a space, so a receiver can switch without a gap.")
+  )
+  .middleware(ApiKeyAuth)
+  .prefix("/api/v1")
+  .annotate(OpenApi.Title, "Subscriptions and webhooks") {}

@@ -1,0 +1,179 @@
+import { randomUUID } from "node:crypto"
+import { Clock, Duration, Effect, FiberSet, Layer, Option, Queue, Schedule } from "effect"
+import type { TrustEvent } from "../domain/TrustEvent.js"
+import { ChangeFeed } from "../events/ChangeFeed.js"
+import { EventsRepo, type ClaimedRow } from "../events/Repo.js"
+import { countWebhookAttempt, deliveryState } from "../observability/Metrics.js"
+import { AppConfig } from "../platform/Config.js"
+import { retryDelayMs } from "./Backoff.js"
+import { sendWebhook } from "./Send.js"
+import { webhookHeaders } from "./Signature.js"
+
+/** The body type every delivery carries. */
+export const DeliveryType = "pv.trust.event.v1"
+
+/** At most this much of a receiver's answer is read. */
+export const MaxResponseBytes = 64 * 1024
+
+/** A delivery's body: the event exactly as GET /api/v1/events returns it, and the subscription it is for. */
+export const deliveryBody = (subscriptionId: string, event: TrustEvent): string =>
+  JSON.stringify({ type: DeliveryType, subscription_id: subscriptionId, event })
+
+/** The secrets that sign now: the current one, and the one it replaced while its 24 hours last. */
+export const signingSecrets = (row: ClaimedRow, now: number): ReadonlyArray<string> =>
+  row.previous_secret !== null && row.previous_secret_until !== null && row.previous_secret_until.getTime() > now
+    ? [row.secret, row.previous_secret]
+    : [row.secret]
+
+/** One JSON line per failed attempt: what failed and when it is tried again; never a secret or a signature. */
+const logFailure = (fields: Record<string, unknown>) =>
+  Effect.sync(() => process.stdout.write(JSON.stringify({ time: new Date().toISOString(), level: "warn", msg: "webhook attempt failed", ...fields }) + "\n"))
+
+/** How often the gauges' numbers are read from the outbox at most. */
+const StatsIntervalMs = 5_000
+
+/** The longest the worker sleeps with nothing due: a safety net only, every change wakes it at once. */
+const IdleWaitMs = 60_000
+
+/**
+ * The webhook delivery worker of one instance. The outbox is the subscriptions table (migration 0006):
+ * the event append raises `pending_through` in its own transaction, and here each instance claims due
+ * subscriptions with `FOR UPDATE SKIP LOCKED` and a lease, sends the next owed event, and on a 2xx moves
+ * `delivered_through` on (keeping the lease while more is owed), or on a failure schedules the retry
+ * (webhooks/Backoff.ts) and gives the lease back. So each subscription has at most one attempt in flight
+ * across all instances, in sequence order, and a dead instance's work is taken over when its lease runs out.
+ *
+ * It wakes on the change feed (this instance's commits at once; other instances' by LISTEN/NOTIFY on
+ * PostgreSQL), when an attempt ends, and when the soonest retry or lease falls due: never by polling at a
+ * fixed period. At most PV_WEBHOOK_CONCURRENCY attempts run at once, each bounded by its 10 s time-out, so
+ * a slow, hanging or failing receiver holds one slot and delays no other subscription. On stop it claims
+ * nothing more, lets attempts in flight end within the grace period, then interrupts the rest and gives
+ * their leases back (due again at once, for any instance). A database outage pauses it; it resumes alone.
+ */
+const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
+  const repo = yield* EventsRepo
+  const feed = yield* ChangeFeed
+  const config = yield* AppConfig
+  const token = randomUUID()
+  const leaseMs = config.webhookTimeoutMs + 10_000
+  const concurrency = config.webhookConcurrency
+  const wake = yield* Queue.sliding<void>(1)
+  const signal = () => Queue.offerUnsafe(wake, undefined)
+  const attempts = yield* FiberSet.make<void>()
+  let inFlight = 0
+  let stopping = false
+  let statsReadAt = 0
+
+  /** Database writes after an attempt are retried briefly: a delivered event not recorded would be sent again. */
+  const persist = Effect.retry({ schedule: Schedule.exponential(Duration.millis(200)), times: 5 })
+
+  /** Send the events `claimed` is owed, one at a time, for as long as each is acknowledged. */
+  const deliver = (claimed: ClaimedRow) =>
+    Effect.gen(function*() {
+      let sequence = claimed.delivered_through + 1
+      let failures = claimed.attempts
+      while (!stopping) {
+        const found = yield* repo.eventAt(claimed.public_id, sequence)
+        if (Option.isNone(found)) return
+        const event = found.value
+        const body = deliveryBody(claimed.subscription_id, event)
+        const now = yield* Clock.currentTimeMillis
+        const headers = webhookHeaders(signingSecrets(claimed, now), event.event_id, Math.floor(now / 1000), body)
+        const outcome = yield* Effect.promise((abort) =>
+          sendWebhook({
+            url: claimed.webhook_url,
+            headers,
+            body,
+            timeoutMs: config.webhookTimeoutMs,
+            maxResponseBytes: MaxResponseBytes,
+            allowPrivate: config.webhookAllowPrivate,
+            signal: abort
+          })
+        )
+        if (outcome.kind === "delivered") {
+          countWebhookAttempt("delivered", ((yield* Clock.currentTimeMillis) - Date.parse(event.occurred_at)) / 1000)
+          const owed = yield* persist(repo.acknowledge(claimed.subscription_id, token, sequence, leaseMs))
+          // Lost the lease (deleted, or taken over after it ran out), or nothing more is owed.
+          if (Option.isNone(owed) || owed.value <= sequence) return
+          sequence += 1
+          failures = 0
+          continue
+        }
+        failures += 1
+        const retryMs = retryDelayMs(failures, Math.random())
+        const failed = yield* persist(repo.recordFailure(claimed.subscription_id, token, outcome.error, retryMs, config.webhookMaxFailureSeconds))
+        const disabled = Option.isSome(failed) && failed.value.status === "disabled"
+        countWebhookAttempt(disabled ? "disabled" : "failed")
+        yield* logFailure({
+          subscription_id: claimed.subscription_id,
+          event_id: event.event_id,
+          sequence,
+          status: outcome.status ?? null,
+          error: outcome.error,
+          next_attempt_at: disabled || Option.isNone(failed) ? null : failed.value.next_attempt_at.toISOString(),
+          disabled
+        })
+        return
+      }
+    }).pipe(
+      // A database failure mid-delivery: the lease runs out and the event is sent again (at least once).
+      Effect.catchCause((cause) => Effect.logWarning(`webhook delivery of ${claimed.subscription_id} failed; it is retried`, cause)),
+      Effect.ensuring(Effect.sync(() => {
+        inFlight -= 1
+        signal()
+      }))
+    )
+
+  const refreshStats = Effect.gen(function*() {
+    const now = Date.now()
+    if (now - statsReadAt < StatsIntervalMs) return
+    statsReadAt = now
+    const stats = yield* repo.deliveryStats
+    deliveryState.pending = stats.pending
+    deliveryState.disabled = stats.disabled
+  })
+
+  /** Claim what is due into the free slots; then sleep until woken or until the soonest retry or lease falls due. */
+  const round = Effect.gen(function*() {
+    // Stopping: claim nothing more (the finalizer below waits for what is in flight).
+    if (stopping) return yield* Effect.never
+    const free = concurrency - inFlight
+    if (free > 0) {
+      const claimed = yield* repo.claim(free, token, leaseMs)
+      for (const row of claimed) {
+        inFlight += 1
+        yield* FiberSet.run(attempts, deliver(row))
+      }
+      // A full claim may have left more behind: claim again when a slot frees (an ending attempt wakes us).
+      if (claimed.length === free) return yield* Queue.take(wake)
+    }
+    yield* refreshStats
+    const dueIn = inFlight >= concurrency ? null : yield* repo.nextDueInMs
+    // Something due that was not claimable (another instance's claim in progress): look again shortly.
+    const waitMs = dueIn === null ? IdleWaitMs : Math.min(IdleWaitMs, Math.max(100, Math.ceil(dueIn)))
+    yield* Effect.raceFirst(Queue.take(wake), Effect.sleep(Duration.millis(waitMs)))
+  })
+
+  const worker = Effect.forever(round.pipe(
+    Effect.catchCause((cause) =>
+      Effect.andThen(Effect.logWarning("webhook deliveries paused: the database did not answer; retrying", cause), Effect.sleep(Duration.seconds(1)))
+    )
+  ))
+
+  const changes = yield* feed.watch()
+  yield* Effect.forkScoped(Effect.forever(Effect.andThen(changes.next, Effect.sync(signal))))
+  yield* Effect.forkScoped(worker)
+
+  // Added after the FiberSet, so it runs before the set interrupts what is left.
+  yield* Effect.addFinalizer(() =>
+    Effect.gen(function*() {
+      stopping = true
+      const deadline = Date.now() + Math.max(0, config.shutdownGraceMs - 500)
+      while (inFlight > 0 && Date.now() < deadline) yield* Effect.sleep(Duration.millis(50))
+      yield* FiberSet.clear(attempts)
+      yield* Effect.ignore(repo.releaseLeases(token))
+    })
+  )
+}))
+
+export const DeliveriesLive = DeliveriesWorker.pipe(Layer.provide(EventsRepo.layer))
