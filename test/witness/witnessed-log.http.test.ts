@@ -144,6 +144,44 @@ describe("the log under two witnesses (quorum 2)", () => {
     expect(second.size).toBeGreaterThan(first.size)
     const refused = await Effect.runPromiseExit(logMonitorCommand({ baseUrl: server.baseUrl, state, verifierKey: logVerifierKey, witnesses: [w1.verifierKey, strangerKey] }))
     expect(Exit.isFailure(refused) && JSON.stringify(refused.cause)).toMatch(/witness_quorum/)
+    // Given their URLs, it also asks each witness for the checkpoint it last cosigned, and checks it against the log's.
+    const asked = await Effect.runPromise(logMonitorCommand({
+      baseUrl: server.baseUrl,
+      state,
+      verifierKey: logVerifierKey,
+      witnesses: [`${w1.baseUrl}=${w1.verifierKey}`, `${w2.baseUrl}=${w2.verifierKey}`]
+    }))
+    expect(asked.size).toBeGreaterThanOrEqual(second.size)
+  })
+
+  it("pv log monitor catches a witness that was shown another history (a split view) through the witness's monitoring checkpoint", async () => {
+    const w3 = await startTestWitness([logVerifierKey], { PV_WITNESS_NAME: "witness.test/w3" })
+    const forked = await startTestServer({ config: configFor([w3], 1) })
+    try {
+      const forkWriter = (await createKey(forked, ["receipt:write", "receipt:read", "trust:read"], { rate_limit_per_minute: 1_000_000 })).api_key
+      expect((await putDetermination(forked, subject, determinationBody(Date.now() - 3 * DAY_MS))).status).toBe(201)
+      const receipt = await createReceipt(forked, forkWriter)
+      const deadline = Date.now() + 5_000
+      // Wait until w3 cosigned the forked history.
+      for (;;) {
+        const reply = await request(forked, "GET", `/api/v1/reliance-receipts/${receipt.receipt_id}/proof`, { bearer: forkWriter })
+        if (reply.status === 200) break
+        if (Date.now() > deadline) throw new Error("the forked log was not witnessed by w3")
+        await new Promise((resolve) => setTimeout(resolve, 25))
+      }
+      const state = join(scratch, "monitor-split.json")
+      const outcome = await Effect.runPromiseExit(logMonitorCommand({
+        baseUrl: server.baseUrl,
+        state,
+        verifierKey: logVerifierKey,
+        witnesses: [`${w1.baseUrl}=${w1.verifierKey}`, `${w2.baseUrl}=${w2.verifierKey}`, `${w3.baseUrl}=${w3.verifierKey}`],
+        quorum: 2
+      }))
+      expect(Exit.isFailure(outcome) && JSON.stringify(outcome.cause)).toMatch(/FORK: .*witness http:\/\/127\.0\.0\.1:\d+/)
+    } finally {
+      await forked.close()
+      await w3.close()
+    }
   })
 
   it("a cosignature dated more than 60 s ahead is refused by the verifiers", async () => {
