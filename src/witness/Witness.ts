@@ -4,7 +4,7 @@ import { Clock, Config, Context, Effect, Layer, Option, Redacted, Schema, Schema
 import { cosignerFromPrivateKey, type Cosigner } from "../log/Cosignature.js"
 import { isValidKeyName, parseVerifierKey, type NoteVerifier } from "../log/Note.js"
 import { countWitnessAnswer } from "../observability/Metrics.js"
-import { refusal } from "../platform/Config.js"
+import { AppConfig, refusal } from "../platform/Config.js"
 import { DatabaseMode } from "../platform/Database.js"
 import { loadSigningKey } from "../platform/SigningKeys.js"
 import { emptyTreeHash } from "../log/Merkle.js"
@@ -69,7 +69,7 @@ const makeWitness = Effect.gen(function*() {
     configured: settings.signingKey,
     fileName: witnessKeyFileName,
     signs: "cosignatures",
-    devEphemeralKeys: false
+    devEphemeralKeys: (yield* AppConfig).devEphemeralKeys
   }, mode)
   const cosigner: Cosigner = yield* Effect.try({
     try: () => cosignerFromPrivateKey(settings.name, key),
