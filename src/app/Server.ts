@@ -13,6 +13,7 @@ import { StartupLive } from "../http/Startup.js"
 import { LogIntegrator, LogIntegratorLive } from "../log/Integrator.js"
 import { LogNudge } from "../log/LogNudge.js"
 import { TransparencyLog } from "../log/TransparencyLog.js"
+import { LogWitnessing, LogWitnessingLive } from "../log/Witnessing.js"
 import { Mcp } from "../mcp/Mcp.js"
 import { TracingLive } from "../observability/Tracing.js"
 import { DatabaseLive } from "../platform/Database.js"
@@ -41,14 +42,15 @@ export const ServicesLive = Layer.mergeAll(
   Mcp.layer,
   LogNudge.layer,
   TransparencyLog.layer,
-  LogIntegrator.layer
+  LogIntegrator.layer,
+  LogWitnessing.layer
 ).pipe(Layer.provideMerge(DatabaseLive))
 
 /**
  * The HTTP server (http/FrontDoor.ts: opens the port once the handler is installed, drains on stop) with
  * its API, docs and problem mapping (http/Server.ts), on top of the services; before the port opens, the
- * demo data (http/Startup.ts); beside it, the freshness sweeper, the log integrator and the webhook
- * deliveries (webhooks/Deliveries.ts). Effect's tracing
+ * demo data (http/Startup.ts); beside it, the freshness sweeper, the log integrator, the witnessing loops
+ * (log/Witnessing.ts) and the webhook deliveries (webhooks/Deliveries.ts). Effect's tracing
  * spans (one per request and per SQL statement) are exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT
  * is set, and off otherwise: they cost measurable time per request (docs/PERFORMANCE.md).
  */
@@ -56,6 +58,7 @@ export const ServerLive = HttpLive.pipe(
   Layer.provideMerge(StartupLive),
   Layer.provide(EventSweeperLive),
   Layer.provide(LogIntegratorLive),
+  Layer.provide(LogWitnessingLive),
   Layer.provide(DeliveriesLive),
   Layer.provideMerge(FrontDoorLive),
   Layer.provideMerge(ServicesLive),

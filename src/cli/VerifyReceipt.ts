@@ -12,6 +12,10 @@ export interface VerifyReceiptOptions {
   readonly verifierKey?: string | undefined
   /** The receipt-signing keys to pin: a saved GET /events/keys document. */
   readonly jwks?: string | undefined
+  /** Witness cosignature/v1 verifier keys to pin (--witness, repeatable). */
+  readonly witnesses?: ReadonlyArray<string> | undefined
+  /** How many of them must have cosigned the checkpoint (--quorum; default: all). */
+  readonly quorum?: number | undefined
 }
 
 const failed = (message: string) => new VerifyReceiptFailed({ message })
@@ -26,7 +30,7 @@ const mark = (step: BundleVerdict["steps"][number]) => (!step.checked ? "-" : st
 
 /**
  * Checks a receipt's proof bundle offline, step by step (digest → entry → leaf → inclusion →
- * checkpoint signature → receipt signature), prints each step, and fails naming the first failing
+ * checkpoint signature → [witness cosignatures, with --witness] → receipt signature), prints each step, and fails naming the first failing
  * step. Without pinned keys the bundle's own are used, which proves only that it agrees with itself.
  */
 export const verifyReceiptCommand = (options: VerifyReceiptOptions): Effect.Effect<BundleVerdict, VerifyReceiptFailed> =>
@@ -38,10 +42,15 @@ export const verifyReceiptCommand = (options: VerifyReceiptOptions): Effect.Effe
     }
     const verdict = verifyReceiptBundle(bundle, {
       ...(options.verifierKey === undefined ? {} : { verifierKey: options.verifierKey }),
-      ...(jwks === undefined ? {} : { receiptKeys: jwks as { keys: ReadonlyArray<unknown> } })
+      ...(jwks === undefined ? {} : { receiptKeys: jwks as { keys: ReadonlyArray<unknown> } }),
+      ...(options.witnesses === undefined ? {} : { witnesses: options.witnesses }),
+      ...(options.quorum === undefined ? {} : { quorum: options.quorum })
     })
     for (const step of verdict.steps) yield* Console.log(`${mark(step)} ${step.step}: ${step.detail}`)
     if (verdict.keys.verifier_key === "bundle") yield* Console.log("note: the log key was not pinned (--verifier-key): the bundle vouched for itself")
+    if (options.witnesses === undefined || options.witnesses.length === 0) {
+      yield* Console.log("note: no witness was pinned (--witness): nothing shows that others saw the same checkpoint")
+    }
     if (verdict.keys.receipt_key === "bundle") yield* Console.log("note: the receipt key was not pinned (--jwks): the bundle vouched for itself")
     if (verdict.failed_step !== undefined) {
       const first = verdict.steps.find((step) => step.step === verdict.failed_step)!

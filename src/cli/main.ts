@@ -23,10 +23,12 @@ Usage:
   pv keys revoke KEY_ID
   pv import FILE.ndjson                      store determinations, one {"public_id", …PUT body} per line
   pv verify-events (--base-url URL --api-key KEY --public-id ID | --file FEED.json)
-  pv verify-receipt BUNDLE.json [--verifier-key KEY] [--jwks JWKS.json]
+  pv verify-receipt BUNDLE.json [--verifier-key KEY] [--jwks JWKS.json] [--witness VKEY]... [--quorum N]
                                              check a receipt's proof bundle offline, step by step
-  pv log monitor --base-url URL --state FILE [--verifier-key KEY]
+  pv log monitor --base-url URL --state FILE [--verifier-key KEY] [--witness VKEY]... [--quorum N]
                                              check the log's latest checkpoint against the last one seen
+  pv witness serve                           run a C2SP tlog-witness (PV_WITNESS_NAME, PV_WITNESS_LOGS,
+                                             PV_WITNESS_SIGNING_KEY; PORT, HOST, PV_DATA_DIR or DATABASE_URL)
 
 Environment: DATABASE_URL (PostgreSQL; unset = embedded PGlite in PV_DATA_DIR, default ./.pv-data),
 PORT, HOST, PV_OPERATOR_TOKEN. The keys and import commands talk to the database directly.`
@@ -82,6 +84,10 @@ const keysCommand = (args: ReadonlyArray<string>) => {
   }
 }
 
+/** `--quorum N`: a positive integer, or unset. */
+const quorumOf = (value: string | undefined): number | undefined | "invalid" =>
+  value === undefined ? undefined : /^[1-9][0-9]{0,5}$/.test(value) ? Number(value) : "invalid"
+
 const program = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
   const [command, ...args] = argv
   switch (command) {
@@ -121,21 +127,42 @@ const program = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
       const { values, positionals } = parseArgs({
         args: args as Array<string>,
         allowPositionals: true,
-        options: { "verifier-key": { type: "string" }, jwks: { type: "string" } }
+        options: {
+          "verifier-key": { type: "string" },
+          jwks: { type: "string" },
+          witness: { type: "string", multiple: true },
+          quorum: { type: "string" }
+        }
       })
+      const quorum = quorumOf(values.quorum)
+      if (quorum === "invalid") return fail("--quorum must be a positive integer")
       return positionals[0] === undefined
-        ? fail("usage: pv verify-receipt BUNDLE.json [--verifier-key KEY] [--jwks JWKS.json]")
-        : verifyReceiptCommand({ file: positionals[0], verifierKey: values["verifier-key"], jwks: values.jwks }).pipe(Effect.asVoid)
+        ? fail("usage: pv verify-receipt BUNDLE.json [--verifier-key KEY] [--jwks JWKS.json] [--witness VKEY]... [--quorum N]")
+        : verifyReceiptCommand({ file: positionals[0], verifierKey: values["verifier-key"], jwks: values.jwks, witnesses: values.witness, quorum }).pipe(Effect.asVoid)
     }
     case "log": {
       const [sub, ...rest] = args
       const { values } = parseArgs({
         args: rest as Array<string>,
-        options: { "base-url": { type: "string" }, state: { type: "string" }, "verifier-key": { type: "string" } }
+        options: {
+          "base-url": { type: "string" },
+          state: { type: "string" },
+          "verifier-key": { type: "string" },
+          witness: { type: "string", multiple: true },
+          quorum: { type: "string" }
+        }
       })
+      const quorum = quorumOf(values.quorum)
+      if (quorum === "invalid") return fail("--quorum must be a positive integer")
       return sub !== "monitor" || values["base-url"] === undefined || values.state === undefined
-        ? fail("usage: pv log monitor --base-url URL --state FILE [--verifier-key KEY]")
-        : logMonitorCommand({ baseUrl: values["base-url"], state: values.state, verifierKey: values["verifier-key"] }).pipe(Effect.asVoid)
+        ? fail("usage: pv log monitor --base-url URL --state FILE [--verifier-key KEY] [--witness VKEY]... [--quorum N]")
+        : logMonitorCommand({
+          baseUrl: values["base-url"],
+          state: values.state,
+          verifierKey: values["verifier-key"],
+          witnesses: values.witness,
+          quorum
+        }).pipe(Effect.asVoid)
     }
     case undefined:
     case "help":
@@ -148,7 +175,9 @@ const program = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
 }
 
 const argv = process.argv.slice(2)
-if (argv[0] === "serve") {
+if (argv[0] === "witness" && argv[1] === "serve" && argv.length === 2) {
+  void import("../witness/Launch.js").then(({ launchWitness }) => launchWitness())
+} else if (argv[0] === "serve") {
   // The server owns the process (signals, exit code), as with `npm start`.
   const { values } = parseArgs({ args: argv.slice(1), options: { workers: { type: "string" } } })
   const workers = values.workers === undefined ? workersFromEnv() : Number(values.workers)

@@ -8,6 +8,7 @@ import { canonicalJson, digestOf } from "../domain/Canonical.js"
 import { kidOf } from "../domain/EventChain.js"
 import { keysFromJwks } from "../domain/EventVerify.js"
 import { openCheckpoint, peekCheckpoint } from "../log/Checkpoint.js"
+import { parseCosignerKey, requireQuorum, type CosignatureVerifier } from "../log/Cosignature.js"
 import { parseLogEntry, ReceiptEntryType, verifyReceiptSignature } from "../log/Entries.js"
 import { hashesFromHex, hashEquals, hexOf, leafHash, verifyConsistency, verifyInclusion, type Hash } from "../log/Merkle.js"
 import { parseVerifierKey, publicKeyFromRaw, type NoteVerifier } from "../log/Note.js"
@@ -16,7 +17,7 @@ import { MaxEntrySize } from "../log/Tiles.js"
 export type { ReceiptProofBundle, SignedRelianceReceipt } from "../log/ReceiptProof.js"
 export type { ConsistencyProof, InclusionProof } from "../log/Merkle.js"
 
-export type BundleStep = "digest" | "entry" | "leaf" | "inclusion" | "checkpoint_signature" | "receipt_signature"
+export type BundleStep = "digest" | "entry" | "leaf" | "inclusion" | "checkpoint_signature" | "witness_cosignatures" | "receipt_signature"
 
 export interface BundleStepResult {
   readonly step: BundleStep
@@ -30,7 +31,10 @@ export interface BundleStepResult {
 export interface BundleVerdict {
   /** Every step ran and passed. */
   readonly ok: boolean
-  /** All six steps, in order; each runs even when an earlier one failed. */
+  /**
+   * All six steps, in order (seven with pinned witnesses: witness_cosignatures after
+   * checkpoint_signature); each runs even when an earlier one failed.
+   */
   readonly steps: ReadonlyArray<BundleStepResult>
   /** The first step that ran and failed. */
   readonly failed_step?: BundleStep
@@ -45,7 +49,19 @@ export interface BundleVerdict {
 /** Receipt-signing public keys: the JWKS of GET /events/keys, or one raw 32-byte Ed25519 key. */
 export type ReceiptKeys = { readonly keys: ReadonlyArray<unknown> } | Uint8Array
 
-export interface BundleVerifyOptions {
+/**
+ * Witnesses a relying party pins (docs/API.md, "Witnesses"): their cosignature/v1 verifier keys
+ * (`<name>+<key ID>+base64(0x04 ‖ key)`, GET /witness/key of each), and how many of them must have
+ * cosigned the checkpoint (default: all).
+ */
+export interface WitnessPolicy {
+  readonly witnesses?: ReadonlyArray<string | CosignatureVerifier>
+  readonly quorum?: number
+  /** The verifier's time in POSIX seconds (default: now): a cosignature more than 60 s after it is refused. */
+  readonly nowSeconds?: number
+}
+
+export interface BundleVerifyOptions extends WitnessPolicy {
   readonly receiptKeys?: ReceiptKeys
   /** The log's note verifier key the relying party pins; without it the bundle's own is used. */
   readonly verifierKey?: string | NoteVerifier
@@ -161,6 +177,35 @@ const checkpointStep = (
   return stepOf("checkpoint_signature", true, `checkpoint of ${opened.value.origin} at size ${opened.value.size} is signed by ${source}`)
 }
 
+const hasWitnesses = (policy: WitnessPolicy) => policy.witnesses !== undefined && policy.witnesses.length > 0
+
+/** Whether a quorum of the pinned witnesses validly cosigned a checkpoint note, and the detail either way. */
+export const witnessQuorumProblem = (note: unknown, policy: WitnessPolicy): { readonly ok: true; readonly detail: string } | { readonly ok: false; readonly detail: string } => {
+  const verifiers: Array<CosignatureVerifier> = []
+  for (const witness of policy.witnesses ?? []) {
+    if (typeof witness !== "string") {
+      verifiers.push(witness)
+      continue
+    }
+    const parsed = parseCosignerKey(witness)
+    if (!parsed.ok) return { ok: false, detail: `the witness key ${witness} is not usable: ${parsed.detail}` }
+    verifiers.push(parsed.value)
+  }
+  const quorum = policy.quorum ?? verifiers.length
+  if (!Number.isSafeInteger(quorum) || quorum < 1 || quorum > verifiers.length) {
+    return { ok: false, detail: `the quorum ${shown(policy.quorum)} is not between 1 and the ${verifiers.length} pinned witness(es)` }
+  }
+  const nowSeconds = policy.nowSeconds ?? Math.floor(Date.now() / 1000)
+  const checked = requireQuorum(note, verifiers, quorum, nowSeconds)
+  if (!checked.ok) return checked
+  return { ok: true, detail: `${checked.value.length} of ${verifiers.length} pinned witnesses cosigned the checkpoint (${checked.value.map((w) => w.name).join(", ")}); the quorum is ${quorum}` }
+}
+
+const witnessStep = (bundle: Record<string, unknown>, policy: WitnessPolicy): BundleStepResult => {
+  const verdict = witnessQuorumProblem(bundle.checkpoint, policy)
+  return stepOf("witness_cosignatures", verdict.ok, verdict.detail)
+}
+
 const receiptSignatureStep = (
   receipt: unknown,
   keys: ReceiptKeys | undefined,
@@ -197,10 +242,18 @@ export const verifyReceiptBundle = (bundle: unknown, options: BundleVerifyOption
       leaf.result,
       inclusionStep(record, leaf.leaf),
       checkpointStep(record, options.verifierKey),
+      ...(hasWitnesses(options) ? [witnessStep(record, options)] : []),
       receiptSignatureStep(receipt, options.receiptKeys ?? bundleKey, receiptKeySource)
     ]
-    : (["digest", "entry", "leaf", "inclusion", "checkpoint_signature", "receipt_signature"] as const).map((step) =>
-      stepOf(step, false, "the bundle is not an object"))
+    : ([
+      "digest",
+      "entry",
+      "leaf",
+      "inclusion",
+      "checkpoint_signature",
+      ...(hasWitnesses(options) ? ["witness_cosignatures" as const] : []),
+      "receipt_signature"
+    ] as const).map((step) => stepOf(step, false, "the bundle is not an object"))
   const failed = steps.find((step) => step.checked && !step.ok)
   const notChecked = steps.filter((step) => !step.checked).map((step) => step.step)
   return {
@@ -212,7 +265,7 @@ export const verifyReceiptBundle = (bundle: unknown, options: BundleVerifyOption
   }
 }
 
-export type ConsistencyFailure = "older_checkpoint" | "newer_checkpoint" | "rollback" | "fork" | "malformed_proof" | "inconsistent"
+export type ConsistencyFailure = "older_checkpoint" | "newer_checkpoint" | "witness_quorum" | "rollback" | "fork" | "malformed_proof" | "inconsistent"
 
 export type ConsistencyVerdict =
   | {
@@ -226,19 +279,25 @@ export type ConsistencyVerdict =
 /**
  * A monitor's check of two checkpoints of one log: both signed by the pinned key, the newer no
  * smaller (else a rollback), equal sizes with equal roots (else a fork), and the consistency path
- * proving the newer tree extends the older one.
+ * proving the newer tree extends the older one. With pinned witnesses, the newer checkpoint must also
+ * carry a quorum of their cosignatures (the older one was checked when it was accepted).
  */
 export const verifyCheckpointConsistency = (
   older: unknown,
   newer: unknown,
   consistencyPath: unknown,
-  verifierKey: string | NoteVerifier
+  verifierKey: string | NoteVerifier,
+  witnesses: WitnessPolicy = {}
 ): ConsistencyVerdict => {
   const fail = (failure: ConsistencyFailure, detail: string): ConsistencyVerdict => ({ ok: false, failure, detail })
   const first = openCheckpoint(older, verifierKey)
   if (!first.ok) return fail("older_checkpoint", `the older checkpoint: ${first.detail}`)
   const second = openCheckpoint(newer, verifierKey)
   if (!second.ok) return fail("newer_checkpoint", `the newer checkpoint: ${second.detail}`)
+  if (hasWitnesses(witnesses)) {
+    const quorum = witnessQuorumProblem(newer, witnesses)
+    if (!quorum.ok) return fail("witness_quorum", `the newer checkpoint: ${quorum.detail}`)
+  }
   const a = first.value
   const b = second.value
   if (b.size < a.size) return fail("rollback", `the newer checkpoint's size ${b.size} is below the older's ${a.size}`)

@@ -47,7 +47,7 @@ export const isValidKeyName = (name: string): boolean =>
 export const noteKeyId = (name: string, rawPublicKey: Uint8Array): Uint8Array =>
   createHash("sha256").update(name, "utf8").update(Uint8Array.of(0x0a, Ed25519SignatureType)).update(rawPublicKey).digest().subarray(0, 4)
 
-const rawPublicKeyOf = (privateKey: KeyObject): Buffer =>
+export const rawPublicKeyOf = (privateKey: KeyObject): Buffer =>
   Buffer.from(createPublicKey(privateKey).export({ format: "jwk" }).x as string, "base64url")
 
 export const publicKeyFromRaw = (raw: Uint8Array): KeyObject => {

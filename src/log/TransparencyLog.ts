@@ -1,12 +1,17 @@
 import { Clock, Context, Effect, Layer, Option } from "effect"
+import { witnessState } from "../observability/Metrics.js"
+import { AppConfig } from "../platform/Config.js"
 import { FieldError, InvalidProofRequest, NotFound, NotYetLogged } from "../domain/Problem.js"
 import type { EventJwk } from "../domain/TrustEvent.js"
 import { consistencyProof, HashSize, inclusionPath, inclusionProof, type ConsistencyProof, type InclusionProof, type SubtreeHash } from "./Merkle.js"
+import { appendSignatureLines, cosignatureLinesOf, parseCosignerKey, type CosignatureVerifier } from "./Cosignature.js"
 import { LogKey } from "./LogKey.js"
+import { splitNote } from "./Note.js"
 import { receiptProofBundle, type ReceiptProofBundle, type SignedRelianceReceipt } from "./ReceiptProof.js"
 import { LogRepo, type HashRange, type StoredCheckpoint } from "./Repo.js"
 import { encodeEntryBundle, parseEntryBundlePath, parseTilePath, TileWidth, type EntryBundle, type Tile } from "./Tiles.js"
 import { subtreeHashesFromTileTrees, tilesRead, tileTreeOf, type TileTree } from "./TileTree.js"
+import { WitnessRepo, type WitnessedCheckpoint } from "./WitnessRepo.js"
 
 /** A checkpoint read from the database is used for this long before it is read again (another instance may have integrated). */
 const CheckpointFreshMs = 200
@@ -72,6 +77,14 @@ const outsideTree = (pointer: string, detail: string) =>
 const makeTransparencyLog = Effect.gen(function*() {
   const repo = yield* LogRepo
   const key = yield* LogKey
+  const config = yield* AppConfig
+  const witnessRepo = yield* WitnessRepo
+  const witnesses: ReadonlyArray<{ readonly id: string; readonly verifier: CosignatureVerifier }> = config.logWitnesses.flatMap((w) => {
+    const parsed = parseCosignerKey(w.verifierKey)
+    return parsed.ok ? [{ id: w.verifierKey, verifier: parsed.value }] : []
+  })
+  const witnessIds = witnesses.map((w) => w.id)
+  const quorum = config.logWitnessQuorum
   const fullTrees = lru<TileTree>(CachedTileTrees)
   const partialTrees = lru<{ readonly tree: TileTree; readonly readAt: number }>(CachedPartialTileTrees)
   const bundles = lru<Uint8Array>(CachedBundles)
@@ -81,6 +94,7 @@ const makeTransparencyLog = Effect.gen(function*() {
   const published = (checkpoint: StoredCheckpoint) =>
     Clock.currentTimeMillis.pipe(Effect.map((now) => {
       if (latest === undefined || checkpoint.size >= latest.checkpoint.size) latest = { checkpoint, readAt: now }
+      if (witnesses.length > 0) witnessState.latestSize = latest.checkpoint.size
     }))
 
   const refresh = Effect.gen(function*() {
@@ -96,10 +110,53 @@ const makeTransparencyLog = Effect.gen(function*() {
         ? Effect.succeed(Option.some(latest.checkpoint))
         : refresh)
 
+  let witnessed: { readonly checkpoint: StoredCheckpoint; readonly readAt: number } | undefined
+
+  /**
+   * The log's note with the witnesses' lines after its own signature, in the configured order. A line
+   * that no longer verifies on the stored note (the note was signed again under another origin) is
+   * left out; without a quorum of lines left, the checkpoint is not served as witnessed.
+   */
+  const assemble = (found: WitnessedCheckpoint): StoredCheckpoint | undefined => {
+    const split = splitNote(found.note)
+    if (!split.ok) return undefined
+    const lines = witnesses.flatMap(({ id, verifier }) => {
+      const row = found.lines.find((l) => l.witness === id)
+      const checked = row === undefined ? undefined : cosignatureLinesOf(`${row.line}\n`, verifier, split.value.text)
+      return checked?.ok === true ? checked.value.lines : []
+    })
+    return lines.length >= quorum ? { size: found.size, root: found.root, note: appendSignatureLines(found.note, lines) } : undefined
+  }
+
+  const refreshWitnessed = Effect.gen(function*() {
+    const found = yield* Effect.orDie(witnessRepo.newestWitnessed(witnessIds, quorum, witnessed?.checkpoint.size ?? 0))
+    const now = yield* Clock.currentTimeMillis
+    const assembled = Option.isSome(found) ? assemble(found.value) : undefined
+    if (assembled !== undefined && (witnessed === undefined || assembled.size >= witnessed.checkpoint.size)) witnessed = { checkpoint: assembled, readAt: now }
+    else if (witnessed !== undefined) witnessed = { checkpoint: witnessed.checkpoint, readAt: now }
+    if (witnessed !== undefined) witnessState.witnessedSize = witnessed.checkpoint.size
+    return Option.fromUndefinedOr(witnessed?.checkpoint)
+  })
+
+  /**
+   * The checkpoint clients are served (/log/checkpoint, receipt bundles): without witnesses the latest;
+   * with them, the newest that a quorum of them cosigned (docs/API.md, "Witnesses").
+   */
+  const served = (atLeast = 0): Effect.Effect<Option.Option<StoredCheckpoint>> =>
+    witnesses.length === 0
+      ? current(atLeast)
+      : Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        witnessed !== undefined && now - witnessed.readAt < CheckpointFreshMs && witnessed.checkpoint.size >= atLeast
+          ? Effect.succeed(Option.some(witnessed.checkpoint))
+          : refreshWitnessed)
+
   const sizeNow = (atLeast = 0) => Effect.map(current(atLeast), Option.match({ onNone: () => 0, onSome: (c) => c.size }))
 
-  const checkpoint: Effect.Effect<string, NotFound> = Effect.flatMap(current(), Option.match({
-    onNone: () => Effect.fail(new NotFound({ detail: "The log has not published a checkpoint yet." })),
+  const checkpoint: Effect.Effect<string, NotFound> = Effect.flatMap(served(), Option.match({
+    onNone: () =>
+      Effect.fail(new NotFound({
+        detail: witnesses.length === 0 ? "The log has not published a checkpoint yet." : "The log has no checkpoint cosigned by a quorum of its witnesses yet."
+      })),
     onSome: (c) => Effect.succeed(c.note)
   }))
 
@@ -193,7 +250,11 @@ const makeTransparencyLog = Effect.gen(function*() {
       if (named === undefined) return yield* Effect.fail(noTile())
       const needed = named.index * TileWidth ** (level + 1) + named.width * TileWidth ** level
       const exists = (size: number) => widthIn(size, level, named.index) === named.width
-      if (!exists(yield* sizeNow()) && !exists(yield* sizeNow(needed))) return yield* Effect.fail(noTile())
+      // The served (witnessed) checkpoint may be smaller than the latest: its partial tiles are served too.
+      const witnessedSize = witnesses.length === 0 ? -1 : Option.match(yield* served(), { onNone: () => -1, onSome: (c) => c.size })
+      if (!exists(yield* sizeNow()) && !exists(yield* sizeNow(needed)) && !(witnessedSize >= 0 && exists(witnessedSize))) {
+        return yield* Effect.fail(noTile())
+      }
       return yield* (bundle !== undefined ? entryBundle(bundle) : hashTile(hashes!))
     })
 
@@ -231,7 +292,7 @@ const makeTransparencyLog = Effect.gen(function*() {
       const notYet = new NotYetLogged({ detail: `Receipt ${receipt.receipt_id} is not in a published checkpoint yet; retry shortly.`, retry_after: 1 })
       const index = yield* Effect.orDie(repo.indexOf("receipt", receipt.receipt_id))
       if (Option.isNone(index)) return yield* Effect.fail(notYet)
-      const published = yield* current(index.value + 1)
+      const published = yield* served(index.value + 1)
       if (Option.isNone(published) || published.value.size <= index.value) return yield* Effect.fail(notYet)
       const { size, note } = published.value
       const subtree = yield* subtreeFor(size, (s) => {
@@ -251,6 +312,7 @@ const makeTransparencyLog = Effect.gen(function*() {
   return {
     checkpoint,
     current,
+    served,
     published,
     tile,
     inclusion,
@@ -271,5 +333,5 @@ export class TransparencyLog extends Context.Service<TransparencyLog, Effect.Suc
   make: makeTransparencyLog
 }) {
   static readonly layerNoDeps = Layer.effect(this, makeTransparencyLog)
-  static readonly layer = this.layerNoDeps.pipe(Layer.provide([LogRepo.layer, LogKey.layer]))
+  static readonly layer = this.layerNoDeps.pipe(Layer.provide([LogRepo.layer, LogKey.layer, WitnessRepo.layer]))
 }

@@ -159,6 +159,33 @@ export const logRoundEnded = (
 export const logIntegrationLagSeconds = (): number =>
   logState.oldestWaiting === undefined ? 0 : (performance.now() - logState.oldestWaiting) / 1000
 
+// ---- Witnesses -------------------------------------------------------------------------------------
+
+const witnessAnswers = labelled(Metric.counter("pv_witness_add_checkpoint_total", {
+  description: "add-checkpoint answers of `pv witness serve`, by status (200 cosigned; 400, 403, 404, 409, 422 refused).",
+  incremental: true
+}))
+
+export const countWitnessAnswer = (status: number): void => witnessAnswers({ status: String(status) }).updateUnsafe(1, registry)
+
+const witnessSubmissions = labelled(Metric.counter("pv_log_witness_submissions_total", {
+  description: "Checkpoints the log submitted to each witness, by witness name and answer (HTTP status, or \"error\" when none came).",
+  incremental: true
+}))
+
+const witnessRefusals = labelled(Metric.counter("pv_log_witness_refusals_total", {
+  description: "Checkpoints a witness refused to cosign (403, 404, 422, a 409 for the same size, or an answer that does not verify), by witness and answer.",
+  incremental: true
+}))
+
+export const countWitnessSubmission = (witness: string, answer: string): void =>
+  witnessSubmissions({ witness, answer }).updateUnsafe(1, registry)
+
+export const countWitnessRefusal = (witness: string, answer: string): void => witnessRefusals({ witness, answer }).updateUnsafe(1, registry)
+
+/** Size of the newest checkpoint this instance found with a quorum of cosignatures (-1: none yet, or no witnesses). */
+export const witnessState = { witnessedSize: -1, latestSize: -1 }
+
 // ---- Webhook deliveries and event streams ----------------------------------------------------------
 
 const webhookDeliveries = labelled(Metric.counter("pv_webhook_deliveries_total", {
@@ -220,6 +247,12 @@ const logSize = Metric.gauge("pv_log_size", { description: "Entries in the trans
 const logLag = Metric.gauge("pv_log_integration_lag_seconds", {
   description: "How long the oldest log entry written by this instance has waited for a checkpoint (0: none waiting)."
 })
+const witnessedSize = Metric.gauge("pv_log_witnessed_size", {
+  description: "Entries covered by the checkpoint /log/checkpoint serves: the newest with a quorum of witness cosignatures."
+})
+const witnessLag = Metric.gauge("pv_log_witness_lag_entries", {
+  description: "Entries in the latest checkpoint that no witnessed checkpoint covers yet (0 when witnessing keeps up)."
+})
 const webhookPending = Metric.gauge("pv_webhook_pending_deliveries", {
   description: "Events owed to active webhook subscriptions and not yet acknowledged (all instances; as of this instance's last look)."
 })
@@ -249,6 +282,10 @@ export const observeGauges = (): void => {
   if (logState.size >= 0) {
     logSize.updateUnsafe(logState.size, registry)
     logLag.updateUnsafe(logIntegrationLagSeconds(), registry)
+  }
+  if (witnessState.witnessedSize >= 0 || witnessState.latestSize >= 0) {
+    witnessedSize.updateUnsafe(Math.max(0, witnessState.witnessedSize), registry)
+    witnessLag.updateUnsafe(Math.max(0, witnessState.latestSize - Math.max(0, witnessState.witnessedSize)), registry)
   }
   if (deliveryState.pending >= 0) {
     webhookPending.updateUnsafe(deliveryState.pending, registry)

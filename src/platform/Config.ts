@@ -1,5 +1,6 @@
 import { isIP } from "node:net"
 import { Config, ConfigProvider, Context, Effect, Layer, Option, Redacted, Schema, SchemaIssue } from "effect"
+import { parseCosignerKey } from "../log/Cosignature.js"
 import { isValidKeyName } from "../log/Note.js"
 
 /**
@@ -64,6 +65,13 @@ export interface AppConfigShape {
   readonly logEnabled: boolean
   /** How often this instance's integrator looks for pending entries; 0 = never (another instance or an explicit call integrates). */
   readonly logIntegrationIntervalMs: number
+  /**
+   * Witnesses the log submits each new checkpoint to (PV_LOG_WITNESSES: comma-separated
+   * `<submission URL prefix>=<witness verifier key>`); none = checkpoints are served unwitnessed.
+   */
+  readonly logWitnesses: ReadonlyArray<LogWitnessSetting>
+  /** Valid cosignatures a checkpoint needs before /log/checkpoint serves it (PV_LOG_WITNESS_QUORUM; default: every witness). */
+  readonly logWitnessQuorum: number
   /** `json`: one JSON line per request on stdout (PV_LOG_FORMAT); `text`: no per-request lines. */
   readonly logFormat: "json" | "text"
   /** When set, GET /metrics requires `Authorization: Bearer <token>` (PV_METRICS_TOKEN). */
@@ -88,8 +96,23 @@ export interface AppConfigShape {
   readonly streamHeartbeatMs: number
 }
 
+/** One configured witness: where to POST add-checkpoint, and its cosignature/v1 verifier key. */
+export interface LogWitnessSetting {
+  readonly url: string
+  readonly verifierKey: string
+}
+
+/** `<URL prefix>=<vkey>`: split at the first `=` (a vkey's base64 may end in `=`; a submission prefix has no query). */
+export const parseLogWitness = (entry: string): LogWitnessSetting | undefined => {
+  const at = entry.indexOf("=")
+  if (at <= 0) return undefined
+  const url = entry.slice(0, at).replace(/\/+$/, "")
+  const verifierKey = entry.slice(at + 1)
+  return isHttpUrl(url) && parseCosignerKey(verifierKey).ok ? { url, verifierKey } : undefined
+}
+
 /** A refusal naming `variable`, in the same shape as Config's own (`… at ["VARIABLE"]`). */
-const refusal = (variable: string, message: string): Config.ConfigError =>
+export const refusal = (variable: string, message: string): Config.ConfigError =>
   new Config.ConfigError(new Schema.SchemaError(new SchemaIssue.Pointer([variable], new SchemaIssue.InvalidValue({ message }))))
 
 /** `value` when `ok(value)`, else the refusal. */
@@ -198,6 +221,15 @@ const settings: Config.Config<AppConfigShape> = Config.all({
     "PV_LOG_INTEGRATION_INTERVAL_MS must be an integer ≥ 0 (0: this instance never integrates)",
     (n) => n >= 0
   ).pipe(Config.withDefault(250)),
+  logWitnesses: list(
+    "PV_LOG_WITNESSES",
+    "PV_LOG_WITNESSES must be a comma-separated list of <submission URL prefix>=<witness verifier key> " +
+      "(e.g. https://witness.example/w1=witness.example/w1+1a2b3c4d+BASE64 from the witness's GET /witness/key)",
+    (entry) => parseLogWitness(entry) !== undefined
+  ).pipe(Config.map((entries) => entries.map((entry) => parseLogWitness(entry)!))),
+  logWitnessQuorum: integer("PV_LOG_WITNESS_QUORUM", "PV_LOG_WITNESS_QUORUM must be a positive integer", (n) => n > 0).pipe(
+    Config.withDefault(0)
+  ),
   logFormat: Config.Literals(["json", "text"], "PV_LOG_FORMAT").pipe(Config.withDefault("text" as const)),
   metricsToken: secret("PV_METRICS_TOKEN", "PV_METRICS_TOKEN must be at least 16 characters", (token) => token.length >= 16).pipe(
     Config.option
@@ -233,7 +265,20 @@ const requiredKey = (variable: string, signs: string) =>
       "PV_DEV_EPHEMERAL_KEYS=true allows a throw-away key per process in development"
   )
 
-export const appConfig: Config.Config<AppConfigShape> = settings.pipe(Config.mapEffect((config) => {
+/** The quorum defaults to every witness, and cannot ask for more witnesses than there are. */
+const withQuorum = (config: AppConfigShape): Effect.Effect<AppConfigShape, Config.ConfigError> => {
+  const count = config.logWitnesses.length
+  if (config.logWitnessQuorum === 0) return Effect.succeed({ ...config, logWitnessQuorum: count })
+  if (config.logWitnessQuorum > count) {
+    return Effect.fail(refusal("PV_LOG_WITNESS_QUORUM", `PV_LOG_WITNESS_QUORUM (${config.logWitnessQuorum}) is more than the ${count} witness(es) in PV_LOG_WITNESSES`))
+  }
+  return Effect.succeed(config)
+}
+
+/** The settings without the rules on signing keys: `pv witness serve` reads these (it signs with its own key). */
+export const baseAppConfig: Config.Config<AppConfigShape> = settings.pipe(Config.mapEffect(withQuorum))
+
+export const appConfig: Config.Config<AppConfigShape> = baseAppConfig.pipe(Config.mapEffect((config) => {
   if (Option.isNone(config.databaseUrl) || config.devEphemeralKeys) return Effect.succeed(config)
   if (Option.isNone(config.eventSigningKey)) return Effect.fail(requiredKey("PV_EVENT_SIGNING_KEY", "events and receipts"))
   if (Option.isNone(config.logSigningKey)) return Effect.fail(requiredKey("PV_LOG_SIGNING_KEY", "log checkpoints"))

@@ -2,6 +2,7 @@ import type { Browser, BrowserContext, Page } from "playwright-core"
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { privateKeyFromSeed, testSigningSeed, signerFromPrivateKey } from "../../src/events/Signer.js"
 import { signCheckpoint } from "../../src/log/Checkpoint.js"
+import { cosignerFromPrivateKey } from "../../src/log/Cosignature.js"
 import { entryBytesOf, eventEntryOf, receiptEntryOf } from "../../src/log/Entries.js"
 import { testLogSigningSeed } from "../../src/log/LogKey.js"
 import { leafHash, rootOf, subtreeHashesOf } from "../../src/log/Merkle.js"
@@ -332,6 +333,24 @@ describe("the page at / (chromium)", () => {
         ? "B" + receiptSig.receipt.signature.sig.slice(1)
         : "A" + receiptSig.receipt.signature.sig.slice(1)
       await expect((await verify(receiptSig)).getAttribute("data-failed-step")).resolves.toBe("receipt_signature")
+    })
+
+    it("with witness keys typed in, requires their cosignatures: a checkpoint they did not cosign fails at the witness step", async () => {
+      const witnessKey = cosignerFromPrivateKey("witness.test/w1", privateKeyFromSeed(Buffer.alloc(32, 51))).verifierKey
+      await page.fill("#witness-keys", witnessKey)
+      await page.fill("#witness-quorum", "1")
+      try {
+        const verdict = await verify(bundle)
+        await expect(verdict.getAttribute("data-failed-step")).resolves.toBe("witness_cosignatures")
+        expect(await verdict.textContent()).toContain("0 of the 1 pinned witnesses cosigned the checkpoint (none); the quorum is 1")
+        await expect(stepStates()).resolves.toEqual([
+          ["digest", "true"], ["entry", "true"], ["leaf", "true"], ["inclusion", "true"], ["checkpoint_signature", "true"],
+          ["witness_cosignatures", "false"], ["receipt_signature", "true"]
+        ])
+      } finally {
+        await page.fill("#witness-keys", "")
+        await page.fill("#witness-quorum", "")
+      }
     })
 
     it("with the bundle's own keys says so, and shows a bundle without a receipt key as not verified", async () => {

@@ -6,6 +6,8 @@ import { EventTypes, type TrustEvent } from "../../src/domain/TrustEvent.js"
 import { eventHashOf } from "../../src/domain/EventChain.js"
 import { verifyEventChain, type ChainVerdict, type VerifyOptions } from "../../src/domain/EventVerify.js"
 import { signCheckpoint } from "../../src/log/Checkpoint.js"
+import { appendSignatureLines, cosignerFromPrivateKey } from "../../src/log/Cosignature.js"
+import { privateKeyFromSeed } from "../../src/events/Signer.js"
 import { signReceiptDigest } from "../../src/log/Entries.js"
 import { noteSignerFromPrivateKey, verifierKeyOfSigner } from "../../src/log/Note.js"
 import { rootOf } from "../../src/log/Merkle.js"
@@ -28,7 +30,10 @@ interface WebVerify {
   readonly digestOf: (value: unknown) => Promise<string>
   readonly eventHashOf: (event: Record<string, unknown>) => Promise<string>
   readonly verifyEventChain: (events: ReadonlyArray<unknown>, jwks: unknown, options?: VerifyOptions) => Promise<ChainVerdict & WebChainReport>
-  readonly verifyReceiptBundle: (bundle: unknown, options?: { readonly receiptKeys?: unknown; readonly verifierKey?: string }) => Promise<BundleVerdict>
+  readonly verifyReceiptBundle: (
+    bundle: unknown,
+    options?: { readonly receiptKeys?: unknown; readonly verifierKey?: string; readonly witnesses?: ReadonlyArray<string>; readonly quorum?: number; readonly nowSeconds?: number }
+  ) => Promise<BundleVerdict>
 }
 
 // A specifier TypeScript does not resolve: the module is browser JavaScript, typed by the interface above.
@@ -218,5 +223,58 @@ describe("the page's bundle verdicts agree with src/client/log.ts", () => {
       }),
       { numRuns: 200 }
     )
+  })
+})
+
+describe("the page's witness checks agree with src/client/log.ts", () => {
+  const w1 = cosignerFromPrivateKey("witness.test/w1", privateKeyFromSeed(Buffer.alloc(32, 41)))
+  const w2 = cosignerFromPrivateKey("witness.test/w2", privateKeyFromSeed(Buffer.alloc(32, 42)))
+  const stranger = cosignerFromPrivateKey("witness.test/w3", privateKeyFromSeed(Buffer.alloc(32, 43)))
+  const now = 1_800_000_000
+  const keyLists: ReadonlyArray<ReadonlyArray<string>> = [
+    [w1.verifierKey, w2.verifierKey],
+    [w1.verifierKey],
+    [w2.verifierKey, stranger.verifierKey],
+    [w1.verifierKey, "witness.test/w1+00000000+BAAA"],
+    [logVerifierKey]
+  ]
+
+  it("same verdict, step and detail for cosigned, future-dated, corrupted and missing cosignatures (property)", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 20 }),
+        fc.subarray([0, 1]),
+        fc.integer({ min: -120, max: 120 }),
+        fc.boolean(),
+        fc.integer({ min: 0, max: keyLists.length - 1 }),
+        fc.option(fc.integer({ min: 0, max: 3 }), { nil: undefined }),
+        async (size, signers, skew, corrupt, keysAt, quorum) => {
+          const log = buildLog(size)
+          const indexes = [...log.receipts.keys()]
+          const bundle = overTheWire(bundleFor(log, indexes[0]!, true))
+          const text = bundle.checkpoint.slice(0, bundle.checkpoint.indexOf("\n\n") + 1)
+          let lines = signers.map((i) => [w1, w2][i]!.cosign(text, now + skew + i))
+          if (corrupt && lines.length > 0) lines = [lines[0]!.replace(/[A-Za-z0-9+/]{12}(?=[A-Za-z0-9+/=]*\n$)/, (run) => run.split("").reverse().join("")), ...lines.slice(1)]
+          bundle.checkpoint = appendSignatureLines(bundle.checkpoint, lines)
+          const options = { receiptKeys: receiptJwks, verifierKey: logVerifierKey, witnesses: keyLists[keysAt]!, nowSeconds: now, ...(quorum === undefined ? {} : { quorum }) }
+          const expected = verifyReceiptBundle(bundle, options)
+          expect(await web.verifyReceiptBundle(bundle, options)).toEqual(expected)
+          expect(expected.steps.map((s) => s.step)).toContain("witness_cosignatures")
+        }
+      ),
+      { numRuns: 200 }
+    )
+  })
+
+  it("a bundle with both witnesses' valid lines passes; without pinned witnesses the step is absent", async () => {
+    const log = buildLog(5)
+    const bundle = overTheWire(bundleFor(log, [...log.receipts.keys()][0]!, true))
+    const text = bundle.checkpoint.slice(0, bundle.checkpoint.indexOf("\n\n") + 1)
+    bundle.checkpoint = appendSignatureLines(bundle.checkpoint, [w1.cosign(text, now), w2.cosign(text, now)])
+    const options = { receiptKeys: receiptJwks, verifierKey: logVerifierKey, witnesses: [w1.verifierKey, w2.verifierKey], nowSeconds: now }
+    const verdict = await web.verifyReceiptBundle(bundle, options)
+    expect(verdict.ok).toBe(true)
+    expect(verdict.steps.map((s) => s.step)).toEqual(["digest", "entry", "leaf", "inclusion", "checkpoint_signature", "witness_cosignatures", "receipt_signature"])
+    expect((await web.verifyReceiptBundle(bundle, { receiptKeys: receiptJwks, verifierKey: logVerifierKey })).steps).toHaveLength(6)
   })
 })

@@ -615,6 +615,7 @@ const stepTitles = {
   leaf: "Merkle leaf: SHA-256(0x00 ‖ entry)",
   inclusion: "Inclusion: the path leads from the leaf to the checkpoint's root (RFC 9162)",
   checkpoint_signature: "Checkpoint signature: the log's signed note verifies",
+  witness_cosignatures: "Witnesses: a quorum of the pinned witnesses cosigned this checkpoint (C2SP cosignature/v1)",
   receipt_signature: "Receipt signature: Ed25519 over \"pv-receipt-v1\\n\" + receipt_digest"
 }
 
@@ -667,13 +668,22 @@ const verifyBundle = async () => {
     return show(target, problemBox("Not JSON", `The pasted bundle does not parse: ${error instanceof Error ? error.message : String(error)}`))
   }
   const choice = /** @type {HTMLInputElement | null} */ (document.querySelector("input[name=bundle-keys]:checked"))
+  // Witness keys are typed in, one per line: the page never takes them from the service it checks.
+  const witnesses = inputById("witness-keys").value.split("\n").map((line) => line.trim()).filter((line) => line.length > 0)
+  const quorumText = inputById("witness-quorum").value.trim()
+  const quorum = quorumText === "" ? undefined : Number(quorumText)
+  const witnessPolicy = witnesses.length === 0 ? {} : { witnesses, ...(quorum === undefined ? {} : { quorum }) }
   show(target, working("Verifying the bundle…"))
   if (choice?.value === "bundle") {
-    return show(target, bundleView(await verifyReceiptBundle(bundle), "the bundle's own verifier_key and receipt_key (not pinned): this proves only that the bundle agrees with itself"))
+    return show(target, bundleView(await verifyReceiptBundle(bundle, witnessPolicy), "the bundle's own verifier_key and receipt_key (not pinned): this proves only that the bundle agrees with itself"))
   }
   const pins = await servicePins()
   if (!pins.ok) return show(target, pins.problem)
-  const verdict = await verifyReceiptBundle(bundle, { receiptKeys: pins.receiptKeys, ...(pins.verifierKey === undefined ? {} : { verifierKey: pins.verifierKey }) })
+  const verdict = await verifyReceiptBundle(bundle, {
+    receiptKeys: pins.receiptKeys,
+    ...(pins.verifierKey === undefined ? {} : { verifierKey: pins.verifierKey }),
+    ...witnessPolicy
+  })
   show(target, bundleView(verdict, pins.note))
 }
 

@@ -37,7 +37,7 @@
 /**
  * @typedef {{ readonly publicId?: string, readonly anchor?: ChainHead, readonly head?: ChainHead }} ChainOptions
  */
-/** @typedef {"digest" | "entry" | "leaf" | "inclusion" | "checkpoint_signature" | "receipt_signature"} BundleStep */
+/** @typedef {"digest" | "entry" | "leaf" | "inclusion" | "checkpoint_signature" | "witness_cosignatures" | "receipt_signature"} BundleStep */
 /** @typedef {{ readonly step: BundleStep, readonly ok: boolean, readonly checked: boolean, readonly detail: string }} BundleStepResult */
 /**
  * @typedef {{
@@ -49,7 +49,12 @@
  * }} BundleVerdict
  */
 /** @typedef {{ readonly keys: ReadonlyArray<unknown> } | Uint8Array} ReceiptKeys */
-/** @typedef {{ readonly receiptKeys?: ReceiptKeys, readonly verifierKey?: string }} BundleOptions */
+/**
+ * Witness cosignature/v1 verifier keys to pin and how many of them must have cosigned (default: all);
+ * `nowSeconds` is the verifier's clock (default: now).
+ * @typedef {{ readonly witnesses?: ReadonlyArray<string>, readonly quorum?: number, readonly nowSeconds?: number }} WitnessPolicy
+ */
+/** @typedef {{ readonly receiptKeys?: ReceiptKeys, readonly verifierKey?: string } & WitnessPolicy} BundleOptions */
 /**
  * @template A
  * @typedef {{ readonly ok: true, readonly value: A } | { readonly ok: false, readonly detail: string }} Checked
@@ -57,7 +62,8 @@
 /** @typedef {{ readonly name: string, readonly keyId: Uint8Array, readonly publicKey: Uint8Array }} NoteVerifier */
 /** @typedef {{ readonly origin: string, readonly size: number, readonly root: Uint8Array, readonly extensions: ReadonlyArray<string> }} Checkpoint */
 
-export const BundleSteps = /** @type {const} */ (["digest", "entry", "leaf", "inclusion", "checkpoint_signature", "receipt_signature"])
+/** Every step, in order; `witness_cosignatures` only runs with pinned witnesses. */
+export const BundleSteps = /** @type {const} */ (["digest", "entry", "leaf", "inclusion", "checkpoint_signature", "witness_cosignatures", "receipt_signature"])
 
 /** @returns {SubtleCrypto} */
 const subtle = () => {
@@ -553,6 +559,105 @@ const parseCheckpoint = (text) => {
   return accept({ origin, size: Number(size), root: hash, extensions })
 }
 
+// ---------------------------------------------------------------------------------------------------
+// C2SP tlog-cosignature, Ed25519 cosignature/v1 (src/log/Cosignature.ts): witnesses' lines on a checkpoint.
+
+const CosignatureV1Type = 0x04
+const MaxFutureSkewSeconds = 60
+
+/** Key ID = SHA-256(name ‖ 0x0A ‖ 0x04 ‖ public key)[:4]. @param {string} name @param {Uint8Array} raw */
+const cosignatureKeyId = async (name, raw) => (await sha256(concat(utf8(name), Uint8Array.of(0x0a, CosignatureV1Type), raw))).subarray(0, 4)
+
+/**
+ * `<name>+<8 hex key ID>+<base64(0x04 ‖ public key)>`, checked as parseVerifierKey checks a log key.
+ * @param {unknown} verifierKey
+ * @returns {Promise<Checked<NoteVerifier>>}
+ */
+export const parseCosignerKey = async (verifierKey) => {
+  if (typeof verifierKey !== "string") return refuse("the witness key is not a string")
+  const first = verifierKey.indexOf("+")
+  const second = verifierKey.indexOf("+", first + 1)
+  if (first < 0 || second < 0) return refuse("a witness key is <name>+<key ID>+<base64 key>")
+  const name = verifierKey.slice(0, first)
+  const id = verifierKey.slice(first + 1, second)
+  const key = verifierKey.slice(second + 1)
+  if (!isValidKeyName(name)) return refuse(`${JSON.stringify(name)} is not a valid key name`)
+  if (!/^[0-9a-f]{8}$/.test(id)) return refuse("the key ID is not 8 lowercase hex characters")
+  const typed = decodeStdBase64(key)
+  if (typed === undefined) return refuse("the key is not standard base64")
+  if (typed[0] !== CosignatureV1Type) return refuse(`signature type ${typed[0] ?? "(none)"} is not an Ed25519 cosignature/v1 key (4)`)
+  if (typed.length !== 33) return refuse("an Ed25519 witness key holds 32 bytes after its type")
+  const raw = typed.subarray(1)
+  const keyId = await cosignatureKeyId(name, raw)
+  if (hexOf(keyId) !== id) return refuse(`key ID ${id} is not the ID of this name and key`)
+  if ((await ed25519Key(raw)) === null) return refuse("the key is not a usable Ed25519 public key")
+  return accept({ name, keyId, publicKey: raw })
+}
+
+/**
+ * A quorum of pinned witnesses must have a valid cosignature on the note; a pinned witness's line that
+ * does not verify, or is dated more than 60 s after `nowSeconds`, fails the check. Lines by other keys
+ * are ignored.
+ * @param {unknown} note
+ * @param {WitnessPolicy} policy
+ * @returns {Promise<{ readonly ok: boolean, readonly detail: string }>}
+ */
+export const checkWitnessQuorum = async (note, policy) => {
+  /** @type {Array<NoteVerifier>} */
+  const verifiers = []
+  for (const witness of policy.witnesses ?? []) {
+    const parsed = await parseCosignerKey(witness)
+    if (!parsed.ok) return { ok: false, detail: `the witness key ${witness} is not usable: ${parsed.detail}` }
+    verifiers.push(parsed.value)
+  }
+  const quorum = policy.quorum ?? verifiers.length
+  if (!isSafeInteger(quorum) || quorum < 1 || quorum > verifiers.length) {
+    return { ok: false, detail: `the quorum ${shown(policy.quorum)} is not between 1 and the ${verifiers.length} pinned witness(es)` }
+  }
+  const nowSeconds = policy.nowSeconds ?? Math.floor(Date.now() / 1000)
+  const split = splitNote(note)
+  if (!split.ok) return { ok: false, detail: split.detail }
+  const { text, signatures } = split.value
+  /** @type {Array<string>} */
+  const valid = []
+  /** @type {Array<string>} */
+  const refused = []
+  for (const witness of verifiers) {
+    const label = `${witness.name}+${hexOf(witness.keyId)}`
+    const key = await ed25519Key(witness.publicKey)
+    let good = false
+    for (const line of signatures.filter((s) => s.name === witness.name && bytesEqual(s.keyId, witness.keyId))) {
+      if (line.signature.length !== 72) {
+        refused.push(`the cosignature by ${label} is malformed: a cosignature/v1 holds 8 timestamp bytes and 64 signature bytes, not ${line.signature.length}`)
+        continue
+      }
+      const stamp = new DataView(line.signature.buffer, line.signature.byteOffset, 8).getBigUint64(0)
+      if (stamp > BigInt(Number.MAX_SAFE_INTEGER)) {
+        refused.push(`the cosignature by ${label} is malformed: the cosignature's timestamp ${stamp} is out of range`)
+        continue
+      }
+      const timestamp = Number(stamp)
+      const message = utf8(`cosignature/v1\ntime ${timestamp}\n${text}`)
+      if (key === null || !(await ed25519Verify(key, line.signature.subarray(8), message))) {
+        refused.push(`the cosignature by ${label} does not verify`)
+        continue
+      }
+      if (timestamp > nowSeconds + MaxFutureSkewSeconds) {
+        refused.push(`the cosignature by ${label} is dated ${timestamp}, more than ${MaxFutureSkewSeconds} s in the future`)
+        continue
+      }
+      good = true
+    }
+    if (good) valid.push(witness.name)
+  }
+  if (refused.length > 0) return { ok: false, detail: refused.join("; ") }
+  const names = valid.length === 0 ? "none" : valid.join(", ")
+  if (valid.length < quorum) {
+    return { ok: false, detail: `${valid.length} of the ${verifiers.length} pinned witnesses cosigned the checkpoint (${names}); the quorum is ${quorum}` }
+  }
+  return { ok: true, detail: `${valid.length} of ${verifiers.length} pinned witnesses cosigned the checkpoint (${names}); the quorum is ${quorum}` }
+}
+
 /** The checkpoint a note states, before checking its signature. @param {unknown} note @returns {Checked<Checkpoint>} */
 export const peekCheckpoint = (note) => {
   const split = splitNote(note)
@@ -713,6 +818,12 @@ const checkpointStep = async (bundle, pinned) => {
   return stepOf("checkpoint_signature", true, `checkpoint of ${opened.value.origin} at size ${opened.value.size} is signed by ${source}`)
 }
 
+/** @param {JsonRecord} bundle @param {WitnessPolicy} policy @returns {Promise<BundleStepResult>} */
+const witnessStep = async (bundle, policy) => {
+  const verdict = await checkWitnessQuorum(bundle.checkpoint, policy)
+  return stepOf("witness_cosignatures", verdict.ok, verdict.detail)
+}
+
 /** @param {ReceiptKeys} keys @returns {Promise<Map<string, CryptoKey>>} */
 const keyMapOf = async (keys) => {
   if (keys instanceof Uint8Array) {
@@ -756,7 +867,7 @@ const receiptSignatureStep = async (receipt, keys, source) => {
 
 /**
  * Checks a receipt proof bundle step by step, as `verifyReceiptBundle` of src/client/log.ts does:
- * digest → entry → leaf → inclusion → checkpoint_signature → receipt_signature. Every step runs;
+ * digest → entry → leaf → inclusion → checkpoint_signature → [witness_cosignatures] → receipt_signature. Every step runs;
  * `failed_step` names the first that ran and failed. Keys taken from the bundle itself prove only that
  * the bundle agrees with itself, and `keys` says so.
  * @param {unknown} bundle
@@ -769,6 +880,7 @@ export const verifyReceiptBundle = async (bundle, options = {}) => {
   const bundleKey = isRecord(record.receipt_key) ? { keys: [record.receipt_key] } : undefined
   /** @type {"pinned" | "bundle" | "none"} */
   const receiptKeySource = options.receiptKeys !== undefined ? "pinned" : bundleKey !== undefined ? "bundle" : "none"
+  const withWitnesses = options.witnesses !== undefined && options.witnesses.length > 0
   /** @type {Array<BundleStepResult>} */
   let steps
   if (isRecord(bundle)) {
@@ -779,10 +891,11 @@ export const verifyReceiptBundle = async (bundle, options = {}) => {
       leaf.result,
       await inclusionStep(record, leaf.leaf),
       await checkpointStep(record, options.verifierKey),
+      ...(withWitnesses ? [await witnessStep(record, options)] : []),
       await receiptSignatureStep(receipt, options.receiptKeys ?? bundleKey, receiptKeySource)
     ]
   } else {
-    steps = BundleSteps.map((step) => stepOf(step, false, "the bundle is not an object"))
+    steps = BundleSteps.filter((step) => withWitnesses || step !== "witness_cosignatures").map((step) => stepOf(step, false, "the bundle is not an object"))
   }
   const failed = steps.find((step) => step.checked && !step.ok)
   return {

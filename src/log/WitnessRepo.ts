@@ -1,0 +1,113 @@
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Layer, Option, Schema, SchemaTransformation } from "effect"
+import type { StoredCheckpoint } from "./Repo.js"
+
+const Int8 = Schema.Union([Schema.BigInt, Schema.Number]).pipe(
+  Schema.decodeTo(Schema.Int, SchemaTransformation.transform({ decode: (n) => Number(n), encode: (n) => BigInt(n) }))
+)
+
+const LeaseRow = Schema.Struct({ cosigned_size: Schema.NullOr(Int8) })
+const SizeRow = Schema.Struct({ tree_size: Int8 })
+const CheckpointRow = Schema.Struct({ tree_size: Int8, root_hash: Schema.Uint8Array, note: Schema.String })
+const WitnessedRow = Schema.Struct({ tree_size: Int8, root_hash: Schema.Uint8Array, note: Schema.String, witness: Schema.String, line: Schema.String })
+
+const rows = <S extends Schema.Codec<any, any, never, never>>(row: S) => {
+  const decode = Schema.decodeUnknownEffect(Schema.Array(row))
+  return (found: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<S["Type"]>> => Effect.orDie(decode(found))
+}
+const leaseRows = rows(LeaseRow)
+const sizeRows = rows(SizeRow)
+const checkpointRows = rows(CheckpointRow)
+const witnessedRows = rows(WitnessedRow)
+
+/** A checkpoint with the cosignature lines stored for it, by witness (its verifier key). */
+export interface WitnessedCheckpoint extends StoredCheckpoint {
+  readonly lines: ReadonlyArray<{ readonly witness: string; readonly line: string }>
+}
+
+/** How long a witness's lease lasts: well past one submission's time-out, so a live holder keeps it. */
+export const WitnessLeaseSeconds = 15
+
+const makeWitnessRepo = Effect.gen(function*() {
+  const sql = yield* PgClient.PgClient
+
+  /**
+   * This instance's turn at `witness`, if no other instance holds a live lease (or it is ours): the
+   * size that witness last cosigned, as far as any instance learned (null: never asked). Times are the
+   * database's, so instances with skewed clocks agree.
+   */
+  const lease = (witness: string, token: string) =>
+    Effect.gen(function*() {
+      yield* sql`INSERT INTO log_witnesses (witness) VALUES (${witness}) ON CONFLICT (witness) DO NOTHING`
+      const found = yield* sql`
+        UPDATE log_witnesses SET lease_token = ${token}, lease_until = now() + make_interval(secs => ${WitnessLeaseSeconds})
+        WHERE witness = ${witness} AND (lease_until IS NULL OR lease_until < now() OR lease_token = ${token})
+        RETURNING cosigned_size`.pipe(Effect.flatMap(leaseRows))
+      return Option.map(Option.fromUndefinedOr(found[0]), (row) => ({ cosignedSize: row.cosigned_size }))
+    })
+
+  /** Under our lease: the witness's answer, and the size it holds when the answer told it. */
+  const recordAnswer = (witness: string, token: string, answer: { readonly status: number; readonly text: string; readonly cosignedSize?: number }) =>
+    sql`
+      UPDATE log_witnesses SET
+        last_status = ${answer.status}, last_answer = ${answer.text.slice(0, 500)}, last_answer_at = now(),
+        cosigned_size = coalesce(${answer.cosignedSize === undefined ? null : BigInt(answer.cosignedSize)}::bigint, cosigned_size)
+      WHERE witness = ${witness} AND lease_token = ${token}`.pipe(Effect.asVoid)
+
+  /** A verified cosignature of the checkpoint of `size`, and that witness's new size, in one transaction. */
+  const storeCosignature = (witness: string, token: string, size: number, line: string, cosignedAt: Date) =>
+    sql.withTransaction(Effect.gen(function*() {
+      yield* sql`
+        INSERT INTO log_cosignatures (tree_size, witness, line, cosigned_at) VALUES (${BigInt(size)}, ${witness}, ${line}, ${cosignedAt})
+        ON CONFLICT (tree_size, witness) DO UPDATE SET line = excluded.line, cosigned_at = excluded.cosigned_at`
+      yield* recordAnswer(witness, token, { status: 200, text: line, cosignedSize: size })
+    }))
+
+  /** The largest size any of `witnesses` cosigned above `size`: the size a witness that is behind should join. */
+  const largestCosignedAbove = (witnesses: ReadonlyArray<string>, size: number) =>
+    sql`
+      SELECT tree_size FROM log_cosignatures WHERE witness = ANY(${witnesses}::text[]) AND tree_size > ${BigInt(size)}
+      ORDER BY tree_size DESC LIMIT 1`.pipe(
+      Effect.flatMap(sizeRows),
+      Effect.map((found) => Option.map(Option.fromUndefinedOr(found[0]), (row) => row.tree_size))
+    )
+
+  const checkpointAt = (size: number) =>
+    sql`SELECT tree_size, root_hash, note FROM log_checkpoints WHERE tree_size = ${BigInt(size)}`.pipe(
+      Effect.flatMap(checkpointRows),
+      Effect.map((found) => Option.map(Option.fromUndefinedOr(found[0]), (row): StoredCheckpoint => ({ size: row.tree_size, root: row.root_hash, note: row.note })))
+    )
+
+  /**
+   * The newest checkpoint of at least `floor` entries that `quorum` of `witnesses` cosigned, with their
+   * lines. `floor` (the last one found) keeps the scan to the newest rows.
+   */
+  const newestWitnessed = (witnesses: ReadonlyArray<string>, quorum: number, floor: number) =>
+    sql`
+      WITH best AS (
+        SELECT tree_size FROM log_cosignatures
+        WHERE witness = ANY(${witnesses}::text[]) AND tree_size >= ${BigInt(floor)}
+        GROUP BY tree_size HAVING count(*) >= ${quorum}
+        ORDER BY tree_size DESC LIMIT 1
+      )
+      SELECT c.tree_size, c.root_hash, c.note, s.witness, s.line
+      FROM best JOIN log_checkpoints c ON c.tree_size = best.tree_size
+      JOIN log_cosignatures s ON s.tree_size = best.tree_size AND s.witness = ANY(${witnesses}::text[])`.pipe(
+      Effect.flatMap(witnessedRows),
+      Effect.map((found): Option.Option<WitnessedCheckpoint> => {
+        const first = found[0]
+        if (first === undefined) return Option.none()
+        return Option.some({ size: first.tree_size, root: first.root_hash, note: first.note, lines: found.map((row) => ({ witness: row.witness, line: row.line })) })
+      })
+    )
+
+  return { lease, recordAnswer, storeCosignature, largestCosignedAbove, checkpointAt, newestWitnessed } as const
+})
+
+/**
+ * SQL of the log's witnessing (migration 0007): a lease per witness so one instance at a time submits
+ * to it, what each witness answered and last cosigned, and the stored cosignatures.
+ */
+export class WitnessRepo extends Context.Service<WitnessRepo, Effect.Success<typeof makeWitnessRepo>>()("pv/WitnessRepo", { make: makeWitnessRepo }) {
+  static readonly layer = Layer.effect(this, makeWitnessRepo)
+}

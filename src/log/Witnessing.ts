@@ -1,0 +1,171 @@
+import { randomUUID } from "node:crypto"
+import { Context, Duration, Effect, Layer, Option } from "effect"
+import { countWitnessRefusal, countWitnessSubmission } from "../observability/Metrics.js"
+import { AppConfig } from "../platform/Config.js"
+import { cosignatureLinesOf, parseCosignerKey, type CosignatureVerifier } from "./Cosignature.js"
+import { hashesFromHex } from "./Merkle.js"
+import { splitNote } from "./Note.js"
+import { TransparencyLog } from "./TransparencyLog.js"
+import { WitnessRepo } from "./WitnessRepo.js"
+
+/** One add-checkpoint request's time limit: a slow witness delays only its own loop. */
+const SubmissionTimeoutMs = 5_000
+
+/** A 409 names the size the witness holds; the request is retried from it this many times at most in one turn. */
+const MaxRetriesPerTurn = 3
+
+interface ConfiguredWitness {
+  readonly url: string
+  /** Its verifier key: the id of its rows. */
+  readonly id: string
+  readonly verifier: CosignatureVerifier
+}
+
+type Turn = "cosigned" | "idle" | "busy" | "refused" | "unreachable"
+
+/** After each kind of turn, the witness's loop waits this long before the next. */
+const pauseAfter: Record<Turn, number> = { cosigned: 20, idle: 100, busy: 1_000, refused: 2_000, unreachable: 1_000 }
+
+/** A refusal's words for the log line: a problem document's detail, else the body's start. */
+const answerText = (contentType: string, text: string): string => {
+  if (/^application\/problem\+json/i.test(contentType)) {
+    try {
+      const detail = (JSON.parse(text) as { detail?: unknown }).detail
+      if (typeof detail === "string") return detail
+    } catch {
+      // Not JSON after all: shown as it came.
+    }
+  }
+  return text.trim().slice(0, 300)
+}
+
+const makeLogWitnessing = Effect.gen(function*() {
+  const config = yield* AppConfig
+  const log = yield* TransparencyLog
+  const repo = yield* WitnessRepo
+  const token = randomUUID()
+  const witnesses: ReadonlyArray<ConfiguredWitness> = config.logWitnesses.flatMap((w) => {
+    const parsed = parseCosignerKey(w.verifierKey)
+    return parsed.ok ? [{ url: w.url, id: w.verifierKey, verifier: parsed.value }] : []
+  })
+  const ids = witnesses.map((w) => w.id)
+  /** The size each witness holds, as this instance last learned it: an idle loop asks the database only when the log grew past it. */
+  const known = new Map<string, number>()
+
+  const post = (witness: ConfiguredWitness, body: string) =>
+    Effect.tryPromise({
+      try: async () => {
+        const response = await fetch(`${witness.url}/add-checkpoint`, {
+          method: "POST",
+          body,
+          headers: { "content-type": "text/plain; charset=utf-8" },
+          signal: AbortSignal.timeout(SubmissionTimeoutMs)
+        })
+        return { status: response.status, contentType: response.headers.get("content-type") ?? "", text: await response.text() }
+      },
+      catch: (error) => error as Error
+    })
+
+  const refused = (witness: ConfiguredWitness, what: string, status: number, answer: string) =>
+    Effect.gen(function*() {
+      countWitnessRefusal(witness.verifier.name, String(status))
+      yield* Effect.logWarning(
+        `witness ${witness.verifier.name} (${witness.url}) refused ${what}: ${status} ${answer}; ` +
+          "/log/checkpoint keeps serving the last witnessed checkpoint"
+      )
+      yield* repo.recordAnswer(witness.id, token, { status, text: answer })
+      return "refused" as const
+    })
+
+  /**
+   * One turn at one witness, under this instance's lease on it: submit the checkpoint it should cosign
+   * next, with the consistency proof from the size it holds, and store its cosignature. The checkpoint
+   * is the largest one another witness already cosigned above that size (so the witnesses meet on
+   * common sizes and a quorum forms), else the latest. A 409 tells the size it holds: remembered, and
+   * the request is made again from it.
+   */
+  const turn = (witness: ConfiguredWitness) =>
+    Effect.gen(function*() {
+      const latestKnown = yield* log.current()
+      if (Option.isNone(latestKnown)) return "idle" as const
+      const knownHeld = known.get(witness.id)
+      if (knownHeld !== undefined && knownHeld >= latestKnown.value.size) return "idle" as const
+      const lease = yield* repo.lease(witness.id, token)
+      if (Option.isNone(lease)) return "busy" as const
+      let held = lease.value.cosignedSize
+      for (let attempt = 0; attempt <= MaxRetriesPerTurn; attempt++) {
+        if (held !== null) known.set(witness.id, held)
+        const latest = yield* log.current(held ?? 0)
+        if (Option.isNone(latest)) return "idle" as const
+        const old = held ?? 0
+        if (held !== null && held >= latest.value.size) {
+          if (held === latest.value.size) return "idle" as const
+          return yield* refused(witness, `the log's checkpoint of size ${latest.value.size}`, 409, `it holds size ${held}, larger than the log's tree`)
+        }
+        const joined = yield* repo.largestCosignedAbove(ids, held ?? -1)
+        const target = Option.isSome(joined) && joined.value <= latest.value.size && joined.value > old
+          ? Option.getOrElse(yield* repo.checkpointAt(joined.value), () => latest.value)
+          : latest.value
+        const proof = yield* log.consistency(String(old), String(target.size)).pipe(Effect.orDie)
+        const path = hashesFromHex(proof.consistency_path) ?? []
+        const body = `old ${old}\n${path.map((h) => `${Buffer.from(h).toString("base64")}\n`).join("")}\n${target.note}`
+        const answer = yield* Effect.result(post(witness, body))
+        if (answer._tag === "Failure") {
+          countWitnessSubmission(witness.verifier.name, "error")
+          yield* Effect.logWarning(`witness ${witness.verifier.name} (${witness.url}) did not answer: ${answer.failure.message}`)
+          return "unreachable" as const
+        }
+        const { status, contentType, text } = answer.success
+        countWitnessSubmission(witness.verifier.name, String(status))
+        if (status === 200) {
+          const split = splitNote(target.note)
+          const lines = split.ok ? cosignatureLinesOf(text, witness.verifier, split.value.text) : split
+          if (!lines.ok) return yield* refused(witness, `the checkpoint of size ${target.size}`, 200, `an answer that is not its valid cosignature: ${lines.detail}`)
+          yield* repo.storeCosignature(witness.id, token, target.size, lines.value.lines[0]!, new Date(lines.value.timestamp * 1000))
+          known.set(witness.id, target.size)
+          return "cosigned" as const
+        }
+        const heldNow = status === 409 && contentType.split(";")[0]!.trim() === "text/x.tlog.size" && /^(0|[1-9][0-9]*)\n$/.test(text)
+          ? Number(text.trim())
+          : undefined
+        // The same size back means it holds a checkpoint of that size with another root: a fork.
+        if (heldNow === undefined || heldNow === old) {
+          return yield* refused(witness, `the checkpoint of size ${target.size} (old size ${old})`, status, answerText(contentType, text))
+        }
+        yield* repo.recordAnswer(witness.id, token, { status, text, cosignedSize: heldNow })
+        held = heldNow
+      }
+      return "busy" as const
+    })
+
+  /** The loop of one witness: turns one after the other (so its submissions are serialized), paused by their outcome. */
+  const loop = (witness: ConfiguredWitness) =>
+    turn(witness).pipe(
+      Effect.catchCause((cause) => Effect.as(Effect.logWarning(`witnessing by ${witness.verifier.name} failed; retrying`, cause), "unreachable" as Turn)),
+      Effect.flatMap((outcome) => Effect.sleep(Duration.millis(pauseAfter[outcome]))),
+      Effect.forever
+    )
+
+  return { witnesses, turn, loop } as const
+})
+
+/**
+ * Puts each new checkpoint before the configured witnesses (PV_LOG_WITNESSES, C2SP tlog-witness):
+ * one loop per witness, beside the integrator (a write never waits for a witness). Across instances,
+ * a lease row per witness (migration 0007) lets one instance at a time submit to it; the size each
+ * witness holds, its last answer and its cosignatures are rows every instance reads.
+ */
+export class LogWitnessing extends Context.Service<LogWitnessing, Effect.Success<typeof makeLogWitnessing>>()("pv/LogWitnessing", {
+  make: makeLogWitnessing
+}) {
+  static readonly layerNoDeps = Layer.effect(this, makeLogWitnessing)
+  static readonly layer = this.layerNoDeps.pipe(Layer.provide([TransparencyLog.layer, WitnessRepo.layer]))
+}
+
+/** The witnessing loops of this instance (none without witnesses), stopped with the server. */
+export const LogWitnessingLive = Layer.effectDiscard(
+  Effect.gen(function*() {
+    const witnessing = yield* LogWitnessing
+    for (const witness of witnessing.witnesses) yield* Effect.forkScoped(witnessing.loop(witness))
+  })
+)

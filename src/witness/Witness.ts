@@ -1,0 +1,190 @@
+import { createHash } from "node:crypto"
+import { PgClient } from "@effect/sql-pg"
+import { Clock, Config, Context, Effect, Layer, Option, Redacted, Schema, SchemaTransformation } from "effect"
+import { cosignerFromPrivateKey, type Cosigner } from "../log/Cosignature.js"
+import { isValidKeyName, parseVerifierKey, type NoteVerifier } from "../log/Note.js"
+import { countWitnessAnswer } from "../observability/Metrics.js"
+import { AppConfig, refusal } from "../platform/Config.js"
+import { DatabaseMode } from "../platform/Database.js"
+import { loadSigningKey } from "../platform/SigningKeys.js"
+import { emptyTreeHash } from "../log/Merkle.js"
+import { checkLogSignature, decide, parseAddCheckpoint, type HeldCheckpoint } from "./AddCheckpoint.js"
+
+/** What `pv witness serve` reads beside the service's own settings (PORT, HOST, PV_DATA_DIR, DATABASE_URL, limits). */
+export interface WitnessSettings {
+  /** The witness's key name (PV_WITNESS_NAME), e.g. `witness.example/w1`. */
+  readonly name: string
+  /** Ed25519 PKCS#8 PEM (PV_WITNESS_SIGNING_KEY); unset = generated once in the data directory (embedded only). */
+  readonly signingKey: Option.Option<Redacted.Redacted>
+  /** The logs it witnesses (PV_WITNESS_LOGS): note verifier keys; a log's origin is its key's name. */
+  readonly logs: ReadonlyArray<string>
+}
+
+
+export const witnessSettings: Config.Config<WitnessSettings> = Config.all({
+  name: Config.String("PV_WITNESS_NAME").pipe(Config.withDefault("localhost/pv-witness")),
+  signingKey: Config.Redacted("PV_WITNESS_SIGNING_KEY").pipe(Config.option),
+  logs: Config.String("PV_WITNESS_LOGS").pipe(
+    Config.withDefault(""),
+    Config.map((value) => value.split(",").map((entry) => entry.trim()).filter((entry) => entry.length > 0))
+  )
+}).pipe(Config.mapEffect((settings) => {
+  if (!isValidKeyName(settings.name)) {
+    return Effect.fail(refusal("PV_WITNESS_NAME", "must be a key name without white space or '+' (e.g. witness.example/w1)"))
+  }
+  if (settings.logs.length === 0) {
+    return Effect.fail(refusal("PV_WITNESS_LOGS", "must list the note verifier key of at least one log (the log's GET /log/key verifier_key)"))
+  }
+  const bad = settings.logs.find((key) => !parseVerifierKey(key).ok)
+  if (bad !== undefined) return Effect.fail(refusal("PV_WITNESS_LOGS", `${JSON.stringify(bad)} is not a note verifier key`))
+  return Effect.succeed(settings)
+}))
+
+export const witnessKeyFileName = "witness-signing-key.pem"
+
+const Int8 = Schema.Union([Schema.BigInt, Schema.Number]).pipe(
+  Schema.decodeTo(Schema.Int, SchemaTransformation.transform({ decode: (n) => Number(n), encode: (n) => BigInt(n) }))
+)
+const HeldRow = Schema.Struct({ tree_size: Int8, root_hash: Schema.Uint8Array })
+const NoteRow = Schema.Struct({ note: Schema.String })
+const heldRows = Schema.decodeUnknownEffect(Schema.Array(HeldRow))
+const noteRows = Schema.decodeUnknownEffect(Schema.Array(NoteRow))
+
+/** One answer to add-checkpoint: a status, a body and its media type. */
+export interface WitnessAnswer {
+  readonly status: 200 | 400 | 403 | 404 | 409 | 422
+  readonly body: string
+  /** `text/x.tlog.size` for 409, the cosignature line's `text/plain` for 200; problems otherwise. */
+  readonly contentType: string
+  /** For the log line and the problem document of a refusal. */
+  readonly detail: string
+}
+
+const makeWitness = Effect.gen(function*() {
+  const settings = yield* Effect.orDie(witnessSettings)
+  const sql = yield* PgClient.PgClient
+  const mode = yield* DatabaseMode
+  const { key } = yield* loadSigningKey({
+    variable: "PV_WITNESS_SIGNING_KEY",
+    configured: settings.signingKey,
+    fileName: witnessKeyFileName,
+    signs: "cosignatures",
+    devEphemeralKeys: (yield* AppConfig).devEphemeralKeys
+  }, mode)
+  const cosigner: Cosigner = yield* Effect.try({
+    try: () => cosignerFromPrivateKey(settings.name, key),
+    catch: (error) => new Error(`PV_WITNESS_SIGNING_KEY is not a usable Ed25519 key: ${String((error as Error).message ?? error)}`)
+  }).pipe(Effect.orDie)
+  const trusted = new Map<string, Array<NoteVerifier>>()
+  for (const vkey of settings.logs) {
+    const parsed = parseVerifierKey(vkey)
+    if (parsed.ok) trusted.set(parsed.value.name, [...(trusted.get(parsed.value.name) ?? []), parsed.value])
+  }
+
+  /** The latest checkpoint held per origin, as this process last stored or read it: a hint, checked by every store. */
+  const heldCache = new Map<string, HeldCheckpoint | undefined>()
+  const readHeld = (origin: string) =>
+    sql`SELECT tree_size, root_hash FROM witness_checkpoints WHERE origin = ${origin}`.pipe(
+      Effect.flatMap(heldRows),
+      Effect.orDie,
+      Effect.map((rows) => {
+        const held = rows[0] === undefined ? undefined : { size: rows[0].tree_size, root: rows[0].root_hash }
+        heldCache.set(origin, held)
+        return held
+      })
+    )
+
+  const answer = (status: WitnessAnswer["status"], detail: string, body = "", contentType = "text/plain; charset=utf-8"): WitnessAnswer =>
+    ({ status, detail, body, contentType })
+
+  /**
+   * C2SP tlog-witness add-checkpoint. Parsing and the log's signature are checked first (nothing is
+   * read for them); then the rules are decided against the held checkpoint and the new one is stored
+   * with one conditional statement that succeeds only if the row is still the one decided against.
+   */
+  const addCheckpoint = (body: string): Effect.Effect<WitnessAnswer> =>
+    Effect.gen(function*() {
+      const request = parseAddCheckpoint(body)
+      if (!request.ok) return answer(400, request.detail)
+      const signed = checkLogSignature(request.value.note, trusted)
+      switch (signed._tag) {
+        case "Malformed":
+          return answer(400, `the checkpoint is not a signed checkpoint note: ${signed.detail}`)
+        case "UnknownOrigin":
+          return answer(404, `this witness does not witness the log ${JSON.stringify(signed.origin)}`)
+        case "Untrusted":
+          return answer(403, signed.detail)
+      }
+      const { checkpoint, text, logSignatureLines } = signed.value
+      if (request.value.oldSize > checkpoint.size) {
+        return answer(400, `the old size ${request.value.oldSize} is above the checkpoint's size ${checkpoint.size}`)
+      }
+      const now = yield* Clock.currentTimeMillis
+      // Compare-and-swap, retried on a lost race: decide against the held checkpoint (this process's copy
+      // first, the row when that copy is absent, stale or refuses), then store only if the row is still
+      // exactly what was decided against. A submission that lost the race is decided again on the winner's
+      // row (a 409 with its size), so a stored size never goes back, across processes too.
+      let fromRow = false
+      for (;;) {
+        const held = fromRow || !heldCache.has(checkpoint.origin) ? yield* readHeld(checkpoint.origin) : heldCache.get(checkpoint.origin)
+        const decision = decide(request.value, checkpoint, held)
+        if (decision._tag !== "Cosign") {
+          if (!fromRow) {
+            fromRow = true
+            continue
+          }
+          switch (decision._tag) {
+            case "BadRequest":
+              return answer(400, decision.detail)
+            case "Conflict":
+              return answer(409, decision.detail, `${decision.heldSize}\n`, "text/x.tlog.size")
+            case "Unprocessable":
+              return answer(422, decision.detail)
+          }
+        }
+        const line = cosigner.cosign(text, Math.max(1, Math.floor(now / 1000)))
+        const note = `${text}\n${logSignatureLines.map((l) => `${l}\n`).join("")}${line}`
+        const stored = yield* sql`
+          INSERT INTO witness_checkpoints (origin, tree_size, root_hash, note, updated_at)
+          VALUES (${checkpoint.origin}, ${BigInt(checkpoint.size)}, ${checkpoint.root}, ${note}, ${new Date(now)})
+          ON CONFLICT (origin) DO UPDATE SET tree_size = excluded.tree_size, root_hash = excluded.root_hash,
+            note = excluded.note, updated_at = excluded.updated_at
+          WHERE witness_checkpoints.tree_size = ${BigInt(held?.size ?? -1)} AND witness_checkpoints.root_hash = ${held?.root ?? emptyTreeHash}
+          RETURNING origin`
+        if (stored.length === 1) {
+          heldCache.set(checkpoint.origin, { size: checkpoint.size, root: checkpoint.root })
+          return answer(200, `cosigned ${checkpoint.origin} at size ${checkpoint.size}`, line)
+        }
+        fromRow = true
+      }
+    }).pipe(
+      Effect.catchTag("SqlError", Effect.die),
+      Effect.tap((result) => Effect.sync(() => countWitnessAnswer(result.status)))
+    )
+
+  /** The latest checkpoint cosigned for the origin whose SHA-256 (lowercase hex) is given: the monitoring API. */
+  const latestByOriginHash = (originHash: string): Effect.Effect<Option.Option<string>> =>
+    Effect.gen(function*() {
+      const origin = [...trusted.keys()].find((o) => createHashHex(o) === originHash)
+      if (origin === undefined) return Option.none()
+      const rows = yield* sql`SELECT note FROM witness_checkpoints WHERE origin = ${origin}`.pipe(Effect.flatMap(noteRows), Effect.orDie)
+      return Option.map(Option.fromUndefinedOr(rows[0]), (row) => row.note)
+    })
+
+  return {
+    addCheckpoint,
+    latestByOriginHash,
+    key: { name: cosigner.name, verifier_key: cosigner.verifierKey },
+    origins: [...trusted.keys()]
+  } as const
+})
+
+const createHashHex = (text: string) => createHash("sha256").update(text, "utf8").digest("hex")
+
+/**
+ * The witness (C2SP tlog-witness) over its own database: the logs it trusts, its cosigning key, and
+ * per origin the latest checkpoint it cosigned.
+ */
+export class Witness extends Context.Service<Witness, Effect.Success<typeof makeWitness>>()("pv/Witness", { make: makeWitness }) {
+  static readonly layer = Layer.effect(this, makeWitness)
+}

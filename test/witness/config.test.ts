@@ -1,0 +1,54 @@
+import { ConfigProvider, Effect, Result } from "effect"
+import { describe, expect, it } from "vitest"
+import { privateKeyFromSeed } from "../../src/events/Signer.js"
+import { cosignerFromPrivateKey } from "../../src/log/Cosignature.js"
+import { verifierKeyOfSigner } from "../../src/log/Note.js"
+import { witnessSettings } from "../../src/witness/Witness.js"
+import { readConfig } from "../support/testConfig.js"
+
+/** PV_LOG_WITNESSES / PV_LOG_WITNESS_QUORUM (the service) and PV_WITNESS_* (`pv witness serve`), read from providers built here. */
+
+const w1 = cosignerFromPrivateKey("w1.example/w", privateKeyFromSeed(Buffer.alloc(32, 61))).verifierKey
+const w2 = cosignerFromPrivateKey("w2.example/w", privateKeyFromSeed(Buffer.alloc(32, 62))).verifierKey
+const logKey = verifierKeyOfSigner("example.com/log", privateKeyFromSeed(Buffer.alloc(32, 63)))
+
+const failureOf = (env: Record<string, string>) => {
+  const read = readConfig(env)
+  if (Result.isSuccess(read)) throw new Error(`expected ${JSON.stringify(env)} to be refused`)
+  return String(read.failure)
+}
+
+describe("PV_LOG_WITNESSES and PV_LOG_WITNESS_QUORUM", () => {
+  it("none by default: no witnesses, quorum 0", () => {
+    const config = Result.getOrThrow(readConfig({}))
+    expect([config.logWitnesses, config.logWitnessQuorum]).toEqual([[], 0])
+  })
+
+  it("parses <URL prefix>=<vkey> entries (a trailing slash dropped; the vkey's own `=` kept); the quorum defaults to all", () => {
+    const config = Result.getOrThrow(readConfig({ PV_LOG_WITNESSES: `https://w1.example/sub/=${w1}, http://127.0.0.1:9000=${w2}` }))
+    expect(config.logWitnesses).toEqual([{ url: "https://w1.example/sub", verifierKey: w1 }, { url: "http://127.0.0.1:9000", verifierKey: w2 }])
+    expect(config.logWitnessQuorum).toBe(2)
+    expect(Result.getOrThrow(readConfig({ PV_LOG_WITNESSES: `https://w1.example=${w1},https://w2.example=${w2}`, PV_LOG_WITNESS_QUORUM: "1" })).logWitnessQuorum).toBe(1)
+  })
+
+  it("refuses a log key (type 0x01) as a witness key, a missing URL, a quorum above the count or below 1, naming the variable", () => {
+    expect(failureOf({ PV_LOG_WITNESSES: `https://w1.example=${logKey}` })).toContain("PV_LOG_WITNESSES")
+    expect(failureOf({ PV_LOG_WITNESSES: w1 })).toContain("PV_LOG_WITNESSES")
+    expect(failureOf({ PV_LOG_WITNESSES: `ftp://w1.example=${w1}` })).toContain("PV_LOG_WITNESSES")
+    expect(failureOf({ PV_LOG_WITNESSES: `https://w1.example=${w1}`, PV_LOG_WITNESS_QUORUM: "2" })).toContain("PV_LOG_WITNESS_QUORUM")
+    expect(failureOf({ PV_LOG_WITNESSES: `https://w1.example=${w1}`, PV_LOG_WITNESS_QUORUM: "-1" })).toContain("PV_LOG_WITNESS_QUORUM")
+  })
+})
+
+describe("pv witness serve settings", () => {
+  const read = (env: Record<string, string>) => Effect.runSync(Effect.result(witnessSettings.parse(ConfigProvider.fromEnv({ env }))))
+
+  it("needs at least one log verifier key; the name defaults to localhost/pv-witness", () => {
+    const ok = read({ PV_WITNESS_LOGS: logKey })
+    expect(Result.isSuccess(ok) && [ok.success.name, ok.success.logs]).toEqual(["localhost/pv-witness", [logKey]])
+    for (const env of [{}, { PV_WITNESS_LOGS: "not a key" }, { PV_WITNESS_LOGS: w1 }, { PV_WITNESS_LOGS: logKey, PV_WITNESS_NAME: "has space" }]) {
+      const refused = read(env)
+      expect(Result.isFailure(refused) && String(refused.failure)).toMatch(/PV_WITNESS_(LOGS|NAME)/)
+    }
+  })
+})

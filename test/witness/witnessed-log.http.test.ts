@@ -1,0 +1,265 @@
+import { generateKeyPairSync } from "node:crypto"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Effect, Exit } from "effect"
+import { SqlClient } from "effect/sql"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { logMonitorCommand } from "../../src/cli/LogMonitor.js"
+import { verifyReceiptCommand } from "../../src/cli/VerifyReceipt.js"
+import { verifyReceiptBundle } from "../../src/client/index.js"
+import { privateKeyFromSeed } from "../../src/events/Signer.js"
+import { openCheckpoint, peekCheckpoint, signCheckpoint } from "../../src/log/Checkpoint.js"
+import { cosignerFromPrivateKey, parseCosignerKey, requireQuorum } from "../../src/log/Cosignature.js"
+import { testLogSigningSeed } from "../../src/log/LogKey.js"
+import { noteSignerFromPrivateKey, splitNote, verifierKeyOfSigner } from "../../src/log/Note.js"
+import { DAY_MS, determinationBody } from "../support/fixtures.js"
+import { createKey, putDetermination, request } from "../support/http.js"
+import { startTestServer, type TestServer } from "../support/server.js"
+import { startTestWitness, type TestWitness } from "../support/witness.js"
+
+/**
+ * The service under witnesses (both real servers in this process, each on its own database): each new
+ * checkpoint goes to two witnesses; /log/checkpoint and receipt bundles carry the newest checkpoint
+ * both cosigned; the verifiers require the quorum; a second log signing another history with the same
+ * key (a split view) is refused by the witnesses and never served as witnessed.
+ */
+
+const origin = "localhost/pv-log"
+const logKey = privateKeyFromSeed(testLogSigningSeed)
+const logVerifierKey = verifierKeyOfSigner(origin, logKey)
+const logSigner = noteSignerFromPrivateKey(origin, logKey)
+const subject = "DET-V1-WIT-0001"
+const scratch = mkdtempSync(join(tmpdir(), "pv-witnessed-"))
+const strangerKey = cosignerFromPrivateKey("witness.test/stranger", generateKeyPairSync("ed25519").privateKey).verifierKey
+
+let w1: TestWitness
+let w2: TestWitness
+let server: TestServer
+let writer: string
+let reader: string
+
+const configFor = (witnesses: ReadonlyArray<TestWitness>, quorum: number) => ({
+  logRateLimitPerMinute: 1_000_000,
+  logWitnesses: witnesses.map((w) => ({ url: w.baseUrl, verifierKey: w.verifierKey })),
+  logWitnessQuorum: quorum
+})
+
+const createReceipt = async (on: TestServer, bearer: string) => {
+  const reply = await request(on, "POST", "/api/v1/reliance-receipts", {
+    bearer,
+    body: {
+      tenant_id: "tenant-a",
+      organization: "Witnessed Buyers",
+      principal: `agent-${Math.random()}`,
+      subject_public_id: subject,
+      purpose_id: "supplier-onboarding",
+      requested_action: "screen",
+      claim_scope: ["identity"]
+    }
+  })
+  expect(reply.status, reply.text).toBe(201)
+  return reply.body as { receipt_id: string }
+}
+
+/** Polls the proof endpoint until the receipt is under a witnessed checkpoint. */
+const witnessedBundle = async (on: TestServer, receiptId: string, withinMs = 5_000) => {
+  const deadline = Date.now() + withinMs
+  for (;;) {
+    const reply = await request(on, "GET", `/api/v1/reliance-receipts/${receiptId}/proof`, { bearer: reader })
+    if (reply.status === 200) return reply.body as { checkpoint: string }
+    expect(reply.status, reply.text).toBe(404)
+    if (Date.now() > deadline) throw new Error(`receipt ${receiptId} is not under a witnessed checkpoint within ${withinMs} ms`)
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+}
+
+const verifiers = () => [w1, w2].map((w) => {
+  const parsed = parseCosignerKey(w.verifierKey)
+  if (!parsed.ok) throw new Error(parsed.detail)
+  return parsed.value
+})
+
+const nowSeconds = () => Math.floor(Date.now() / 1000)
+
+beforeAll(async () => {
+  w1 = await startTestWitness([logVerifierKey], { PV_WITNESS_NAME: "witness.test/w1" })
+  w2 = await startTestWitness([logVerifierKey], { PV_WITNESS_NAME: "witness.test/w2" })
+  server = await startTestServer({ config: configFor([w1, w2], 2) })
+  writer = (await createKey(server, ["receipt:write", "receipt:read", "trust:read"], { rate_limit_per_minute: 1_000_000 })).api_key
+  reader = (await createKey(server, ["receipt:read", "trust:read"], { rate_limit_per_minute: 1_000_000 })).api_key
+  expect((await putDetermination(server, subject, determinationBody(Date.now() - DAY_MS))).status).toBe(201)
+}, 180_000)
+
+afterAll(async () => {
+  await server?.close()
+  await w1?.close()
+  await w2?.close()
+  rmSync(scratch, { recursive: true, force: true })
+})
+
+describe("the log under two witnesses (quorum 2)", () => {
+  it("a receipt's bundle carries a checkpoint both witnesses cosigned, within 3 s of its acknowledgment", async () => {
+    const started = Date.now()
+    const receipt = await createReceipt(server, writer)
+    const bundle = await witnessedBundle(server, receipt.receipt_id, 3_000)
+    console.log(`acknowledgment → witnessed bundle: ${Date.now() - started} ms`)
+    expect(requireQuorum(bundle.checkpoint, verifiers(), 2, nowSeconds()).ok).toBe(true)
+    const verdict = verifyReceiptBundle(bundle, { verifierKey: logVerifierKey, witnesses: [w1.verifierKey, w2.verifierKey], quorum: 2 })
+    expect(verdict.steps.map((s) => [s.step, s.ok])).toContainEqual(["witness_cosignatures", true])
+    expect(verdict.failed_step).toBeUndefined()
+  })
+
+  it("/log/checkpoint is the log's signed note with the cosignature lines after the log's own line", async () => {
+    const reply = await request(server, "GET", "/log/checkpoint")
+    expect(reply.status).toBe(200)
+    expect(openCheckpoint(reply.text, logVerifierKey).ok).toBe(true)
+    const split = splitNote(reply.text)
+    expect(split.ok && split.value.signatures.map((s) => s.name)).toEqual([origin, "witness.test/w1", "witness.test/w2"])
+    expect(requireQuorum(reply.text, verifiers(), 2, nowSeconds()).ok).toBe(true)
+    // The log's own note comes first, unchanged: text, blank line, the log's signature line.
+    const peeked = peekCheckpoint(reply.text)
+    if (!peeked.ok) throw new Error(peeked.detail)
+    expect(reply.text.startsWith(signCheckpoint(peeked.value, logSigner))).toBe(true)
+  })
+
+  it("pv verify-receipt with --witness/--quorum passes, and fails naming the step when the quorum is not met", async () => {
+    const receipt = await createReceipt(server, writer)
+    const file = join(scratch, "bundle.json")
+    writeFileSync(file, JSON.stringify(await witnessedBundle(server, receipt.receipt_id)))
+    const ok = await Effect.runPromise(verifyReceiptCommand({ file, verifierKey: logVerifierKey, witnesses: [w1.verifierKey, w2.verifierKey], quorum: 2 }))
+    expect(ok.ok).toBe(true)
+    const short = await Effect.runPromiseExit(verifyReceiptCommand({ file, verifierKey: logVerifierKey, witnesses: [w1.verifierKey, strangerKey], quorum: 2 }))
+    expect(Exit.isFailure(short) && JSON.stringify(short.cause)).toMatch(/FAILED at step witness_cosignatures: 1 of the 2 pinned witnesses/)
+    const one = await Effect.runPromise(verifyReceiptCommand({ file, verifierKey: logVerifierKey, witnesses: [w1.verifierKey, strangerKey], quorum: 1 }))
+    expect(one.ok).toBe(true)
+  })
+
+  it("pv log monitor with --witness/--quorum accepts the witnessed checkpoints, and fails when the quorum is not met", async () => {
+    const state = join(scratch, "monitor.json")
+    const first = await Effect.runPromise(logMonitorCommand({ baseUrl: server.baseUrl, state, verifierKey: logVerifierKey, witnesses: [w1.verifierKey, w2.verifierKey] }))
+    const receipt = await createReceipt(server, writer)
+    await witnessedBundle(server, receipt.receipt_id)
+    const second = await Effect.runPromise(logMonitorCommand({ baseUrl: server.baseUrl, state, verifierKey: logVerifierKey, witnesses: [w1.verifierKey, w2.verifierKey], quorum: 2 }))
+    expect(second.size).toBeGreaterThan(first.size)
+    const refused = await Effect.runPromiseExit(logMonitorCommand({ baseUrl: server.baseUrl, state, verifierKey: logVerifierKey, witnesses: [w1.verifierKey, strangerKey] }))
+    expect(Exit.isFailure(refused) && JSON.stringify(refused.cause)).toMatch(/witness_quorum/)
+    // Given their URLs, it also asks each witness for the checkpoint it last cosigned, and checks it against the log's.
+    const asked = await Effect.runPromise(logMonitorCommand({
+      baseUrl: server.baseUrl,
+      state,
+      verifierKey: logVerifierKey,
+      witnesses: [`${w1.baseUrl}=${w1.verifierKey}`, `${w2.baseUrl}=${w2.verifierKey}`]
+    }))
+    expect(asked.size).toBeGreaterThanOrEqual(second.size)
+  })
+
+  it("pv log monitor catches a witness that was shown another history (a split view) through the witness's monitoring checkpoint", async () => {
+    const w3 = await startTestWitness([logVerifierKey], { PV_WITNESS_NAME: "witness.test/w3" })
+    const forked = await startTestServer({ config: configFor([w3], 1) })
+    try {
+      const forkWriter = (await createKey(forked, ["receipt:write", "receipt:read", "trust:read"], { rate_limit_per_minute: 1_000_000 })).api_key
+      expect((await putDetermination(forked, subject, determinationBody(Date.now() - 3 * DAY_MS))).status).toBe(201)
+      const receipt = await createReceipt(forked, forkWriter)
+      const deadline = Date.now() + 5_000
+      // Wait until w3 cosigned the forked history.
+      for (;;) {
+        const reply = await request(forked, "GET", `/api/v1/reliance-receipts/${receipt.receipt_id}/proof`, { bearer: forkWriter })
+        if (reply.status === 200) break
+        if (Date.now() > deadline) throw new Error("the forked log was not witnessed by w3")
+        await new Promise((resolve) => setTimeout(resolve, 25))
+      }
+      const state = join(scratch, "monitor-split.json")
+      const outcome = await Effect.runPromiseExit(logMonitorCommand({
+        baseUrl: server.baseUrl,
+        state,
+        verifierKey: logVerifierKey,
+        witnesses: [`${w1.baseUrl}=${w1.verifierKey}`, `${w2.baseUrl}=${w2.verifierKey}`, `${w3.baseUrl}=${w3.verifierKey}`],
+        quorum: 2
+      }))
+      expect(Exit.isFailure(outcome) && JSON.stringify(outcome.cause)).toMatch(/FORK: .*witness http:\/\/127\.0\.0\.1:\d+/)
+    } finally {
+      await forked.close()
+      await w3.close()
+    }
+  })
+
+  it("a cosignature dated more than 60 s ahead is refused by the verifiers", async () => {
+    w2.clock.advance(5 * 60_000)
+    try {
+      const receipt = await createReceipt(server, writer)
+      const bundle = await witnessedBundle(server, receipt.receipt_id)
+      const verdict = verifyReceiptBundle(bundle, { verifierKey: logVerifierKey, witnesses: [w1.verifierKey, w2.verifierKey], quorum: 2 })
+      expect(verdict.failed_step).toBe("witness_cosignatures")
+      expect(verdict.steps.find((s) => s.step === "witness_cosignatures")?.detail).toMatch(/in the future/)
+    } finally {
+      w2.clock.advance(-5 * 60_000)
+    }
+  })
+
+  it("a checkpoint signed with the log's real key but inconsistent with what a witness cosigned is refused (409 same size, 422 larger)", async () => {
+    const served = peekCheckpoint((await request(server, "GET", "/log/checkpoint")).text)
+    if (!served.ok) throw new Error(served.detail)
+    const held = await fetch(`${w1.baseUrl}/add-checkpoint`, { method: "POST", body: `old 0\n\n${signCheckpoint(served.value, logSigner)}` })
+    const size = Number((await held.text()).trim())
+    expect(held.status).toBe(409)
+    const forkedRoot = Buffer.alloc(32, 0xab)
+    const sameSize = signCheckpoint({ origin, size, root: forkedRoot, extensions: [] }, logSigner)
+    const same = await fetch(`${w1.baseUrl}/add-checkpoint`, { method: "POST", body: `old ${size}\n\n${sameSize}` })
+    expect([same.status, same.headers.get("content-type"), await same.text()]).toEqual([409, "text/x.tlog.size", `${size}\n`])
+    const larger = signCheckpoint({ origin, size: size + 5, root: forkedRoot, extensions: [] }, logSigner)
+    const bad = await fetch(`${w1.baseUrl}/add-checkpoint`, { method: "POST", body: `old ${size}\n${Buffer.alloc(32, 1).toString("base64")}\n\n${larger}` })
+    expect(bad.status).toBe(422)
+  })
+
+  it("a second log with the same key and another history (a split view) is refused and never served as witnessed; /readyz stays 200", async () => {
+    const metricsBefore = await (await fetch(`${server.baseUrl}/metrics`)).text()
+    const forked = await startTestServer({ config: configFor([w1, w2], 2) })
+    try {
+      const forkWriter = (await createKey(forked, ["receipt:write", "receipt:read", "trust:read"], { rate_limit_per_minute: 1_000_000 })).api_key
+      expect((await putDetermination(forked, subject, determinationBody(Date.now() - 2 * DAY_MS))).status).toBe(201)
+      // Larger than what the witnesses hold of the real log: they ask for a proof from their size (409), and
+      // the forked tree's proof from it does not lead to the root they cosigned (422).
+      for (let i = 0; i < 12; i++) await createReceipt(forked, forkWriter)
+      const refusedWith422 = (text: string, name: string) =>
+        new RegExp(`pv_log_witness_refusals_total\\{(?=[^}]*witness="${name.replace(/[./]/g, "\\$&")}")(?=[^}]*answer="422")[^}]*\\} [1-9]`).test(text)
+      const deadline = Date.now() + 5_000
+      let metrics = ""
+      while (Date.now() < deadline) {
+        metrics = await (await fetch(`${forked.baseUrl}/metrics`)).text()
+        if (refusedWith422(metrics, "witness.test/w1") && refusedWith422(metrics, "witness.test/w2")) break
+        await new Promise((resolve) => setTimeout(resolve, 50))
+      }
+      expect(metricsBefore).not.toMatch(/pv_log_witness_refusals_total\{/)
+      expect(refusedWith422(metrics, "witness.test/w1"), metrics.split("\n").filter((l) => l.includes("witness")).join("\n")).toBe(true)
+      expect(refusedWith422(metrics, "witness.test/w2")).toBe(true)
+      const checkpoint = await request(forked, "GET", "/log/checkpoint")
+      expect(checkpoint.status).toBe(404)
+      expect(checkpoint.text).toMatch(/quorum of its witnesses/)
+      expect((await request(forked, "GET", "/readyz")).status).toBe(200)
+      // The real log goes on being witnessed.
+      const receipt = await createReceipt(server, writer)
+      expect(requireQuorum((await witnessedBundle(server, receipt.receipt_id)).checkpoint, verifiers(), 2, nowSeconds()).ok).toBe(true)
+    } finally {
+      await forked.close()
+    }
+  })
+
+  it.runIf(process.env.PV_TEST_DB === "postgres")("two instances on one database share the witnesses through rows: both serve witnessed checkpoints", async () => {
+    const second = await startTestServer({ databaseUrl: server.databaseUrl!, config: configFor([w1, w2], 2) })
+    try {
+      const receipts = []
+      for (let i = 0; i < 6; i++) receipts.push(await createReceipt(i % 2 === 0 ? server : second, writer))
+      for (const [i, receipt] of receipts.entries()) {
+        const bundle = await witnessedBundle(i % 2 === 0 ? second : server, receipt.receipt_id)
+        expect(requireQuorum(bundle.checkpoint, verifiers(), 2, nowSeconds()).ok).toBe(true)
+      }
+      const rows = await server.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql<{ witness: string; cosigned_size: string; last_status: number }>`SELECT witness, cosigned_size::text, last_status FROM log_witnesses ORDER BY witness`))
+      expect(rows.map((row) => row.witness).sort()).toEqual([w1.verifierKey, w2.verifierKey].sort())
+      for (const row of rows) expect([row.last_status, Number(row.cosigned_size) > 0]).toEqual([200, true])
+    } finally {
+      await second.close()
+    }
+  })
+})
