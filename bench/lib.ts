@@ -123,6 +123,8 @@ export interface LoadOptions {
   readonly url: string
   readonly connections: number
   readonly seconds: number
+  /** When set, exactly this many requests (then `seconds` is ignored). */
+  readonly amount?: number
   readonly method?: string
   readonly headers?: Record<string, string>
   readonly body?: string

@@ -6,6 +6,8 @@ const options = JSON.parse(process.argv[2]!) as {
   url: string
   connections: number
   seconds: number
+  /** When set, exactly this many requests (then `seconds` is ignored). */
+  amount?: number
   method?: string
   headers?: Record<string, string>
   body?: string
@@ -17,7 +19,7 @@ const unique = `${process.pid}-${Date.now()}`
 const result = await autocannon({
   url: options.url,
   connections: options.connections,
-  duration: options.seconds,
+  ...(options.amount !== undefined ? { amount: options.amount } : { duration: options.seconds }),
   method: (options.method ?? "GET") as "GET",
   headers: options.headers ?? {},
   ...(options.body !== undefined && !options.idReplacement ? { body: options.body } : {}),

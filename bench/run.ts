@@ -29,9 +29,16 @@ const { values } = parseArgs({
     growth: { type: "string", default: "100000" },
     chain: { type: "string", default: "100000" },
     logEntries: { type: "string", default: "1000000" },
-    workers: { type: "string" }
+    workers: { type: "string" },
+    cpu: { type: "boolean", default: false }
   }
 })
+// `npm run bench -- --cpu`: only the CPU-per-request table (bench/cpu.ts), in about a minute.
+if (values.cpu) {
+  execFileSync("npm", ["run", "-s", "build"], { stdio: "inherit" })
+  execFileSync(process.execPath, ["--import", "tsx", "bench/cpu.ts", ...process.argv.slice(2).filter((a) => a !== "--cpu")], { stdio: "inherit" })
+  process.exit(0)
+}
 const seconds = Number(values.seconds)
 const connections = Number(values.connections)
 const embedded = values.embedded!

@@ -1,9 +1,11 @@
-// Baseline (a): bare node:http answering a fixed 1 KB JSON, in `--workers N` processes (default 1).
+// Baseline (a): bare node:http answering a fixed JSON (1 KB, or the file BENCH_DOCUMENT_FILE names: the CPU
+// bench gives it a trust document, so (a) answers as many bytes as GET /machine), in `--workers N` processes.
+import { readFileSync } from "node:fs"
 import { createServer } from "node:http"
 import { runBaseline } from "./cluster.js"
 import { fixedJson } from "./fixed.js"
 
-const body = Buffer.from(fixedJson)
+const body = process.env.BENCH_DOCUMENT_FILE === undefined ? Buffer.from(fixedJson) : readFileSync(process.env.BENCH_DOCUMENT_FILE)
 runBaseline((banner) => {
   const server = createServer((_req, res) => {
     res.writeHead(200, { "content-type": "application/json", "content-length": body.length })

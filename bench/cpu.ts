@@ -1,0 +1,171 @@
+// `npm run bench:cpu` (also `npm run bench -- --cpu`): server CPU time per request, in about a minute. The one
+// service process on a fresh PostgreSQL database (DATABASE_URL's server, default postgres://postgres@127.0.0.1:5432/
+// postgres; dropped afterwards) and two baselines, each measured as utime + stime from /proc of the serving process
+// (and its children) over exactly `--requests` requests (default 20,000) at `--connections` (default 16), after a
+// warm-up, all in the same run:
+//   (a)  bare node:http answering the same bytes as GET /machine;
+//   (b') an HttpApi endpoint with a path parameter and an HttpApiSecurity.bearer middleware that looks the key's
+//        SHA-256 up in a Map, answering a document of the trust document's size through its success schema
+//        (bench/baselines/bearerApi.ts), from the same `effect` as the service.
+// CPU per request is steadier than requests per second on a shared machine: the load generator's own CPU is not
+// counted, and a noisy neighbour slows the run without changing what each request costs.
+import { generateKeyPairSync, randomBytes } from "node:crypto"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { parseArgs } from "node:util"
+import pg from "pg"
+import { mcp2026Body, mcp2026Headers } from "./data.js"
+import { cpuSeconds, load, type LoadOptions, type Process, startProcess } from "./lib.js"
+
+const { values } = parseArgs({
+  options: { requests: { type: "string", default: "20000" }, connections: { type: "string", default: "16" }, cpu: { type: "boolean", default: true } },
+  strict: false
+})
+const requests = Number(values.requests)
+const connections = Number(values.connections)
+const operatorToken = `bench_${randomBytes(24).toString("hex")}`
+const pem = () => generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }).toString()
+const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
+const publicId = "DET-V1-BENCH-CPU-0001"
+const dir = mkdtempSync(join(tmpdir(), "pv-bench-cpu-"))
+const log = (line: string) => console.error(`[bench:cpu] ${line}`)
+
+const withAdmin = async (sql: string) => {
+  const admin = new pg.Client({ connectionString: adminUrl })
+  await admin.connect()
+  try {
+    await admin.query(sql)
+  } finally {
+    await admin.end()
+  }
+}
+
+const determination = (tier: string, limitation: string) => {
+  const asOf = Date.now() - 86_400_000
+  return {
+    subject: { subject_id: "sub_bench_cpu", physical_subject_id: "phys_bench_cpu", identity_state: "VERIFIED" },
+    tier, eligible: true, why_this_tier: ["Registry identity verified", "Site audit passed"], why_not_higher: ["Second audit missing"],
+    claims: [
+      { claim_id: "c1", type: "legal_name", value: "Bench Robotics Ltd", scope: "identity" },
+      { claim_id: "c2", type: "registration", value: "GB-0001234", scope: "identity" }
+    ],
+    evidence: [
+      { evidence_id: "ev1", kind: "registry_extract", digest: "a".repeat(64), collected_at: new Date(asOf).toISOString(), source: "registry" },
+      { evidence_id: "ev2", kind: "site_audit", digest: "b".repeat(64), collected_at: new Date(asOf).toISOString(), source: "auditor" }
+    ],
+    allowed_claims: ["identity", "assurance"], limitations: ["Entity only", limitation], prohibited_inferences: ["credential_issued"],
+    lifecycle_state: "NOT_ISSUED", as_of: new Date(asOf).toISOString(), valid_until: new Date(asOf + 100 * 86_400_000).toISOString(),
+    engine: { name: "bench", version: "1.0.0" }
+  }
+}
+
+/** CPU µs per request of `target` over exactly `requests` requests, after a warm-up of a tenth as many. */
+const measure = async (name: string, target: Process, options: Omit<LoadOptions, "connections" | "seconds">) => {
+  await load({ ...options, connections, seconds: 0, amount: Math.max(1_000, Math.floor(requests / 10)) })
+  const pid = target.child.pid!
+  const before = cpuSeconds(pid)
+  const result = await load({ ...options, connections, seconds: 0, amount: requests })
+  const used = cpuSeconds(pid) - before
+  const bad = result.total - (result.statusCodes["200"] ?? 0) - (result.statusCodes["201"] ?? 0)
+  if (bad > 0 || result.errors > 0) throw new Error(`${name}: ${JSON.stringify(result.statusCodes)}, ${result.errors} errors`)
+  const micros = (used * 1e6) / result.total
+  log(`${name}: ${micros.toFixed(1)} µs/request (${result.total} requests, ${result.requestsPerSecond.toFixed(0)} req/s)`)
+  return micros
+}
+
+const dbName = `pv_bench_cpu_${Date.now()}`
+await withAdmin(`CREATE DATABASE ${dbName}`)
+const databaseUrl = new URL(adminUrl)
+databaseUrl.pathname = `/${dbName}`
+const started: Array<Process> = []
+try {
+  const service = await startProcess("dist/src/main.js", {
+    DATABASE_URL: databaseUrl.toString(), NODE_ENV: "production", PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", PV_DEMO_DATA: "false",
+    PV_OPERATOR_TOKEN: operatorToken, PV_EVENT_SIGNING_KEY: pem(), PV_LOG_SIGNING_KEY: pem(), PV_WORKERS: "1", REDIS_URL: "",
+    PV_HUMAN_RATE_LIMIT_PER_MINUTE: "1000000", PV_OPERATOR_RATE_LIMIT_PER_MINUTE: "1000000"
+  }, [], (process.env.BENCH_NODE_FLAGS ?? "--max-old-space-size=192").split(" "))
+  started.push(service)
+  const base = service.baseUrl
+  const operator = { authorization: `Bearer ${operatorToken}`, "content-type": "application/json" }
+  // A chain of 61 events: a full page of 30 after `after=0`, and more behind it.
+  for (let i = 0; i <= 60; i++) {
+    const reply = await fetch(`${base}/api/v1/determinations/${publicId}`, {
+      method: "PUT", headers: operator, body: JSON.stringify(determination(i % 2 === 0 ? "T2" : "T3", `Revision ${i}`))
+    })
+    if (reply.status !== 200 && reply.status !== 201) throw new Error(`seed: ${reply.status} ${await reply.text()}`)
+  }
+  const made = await fetch(`${base}/api/v1/api-keys`, {
+    method: "POST", headers: operator,
+    body: JSON.stringify({
+      tenant_id: "bench", name: "bench cpu", scopes: ["trust:read", "receipt:read", "receipt:write", "mcp:call", "actionability:read"],
+      rate_limit_per_minute: 100_000_000, daily_quota: 1_000_000_000
+    })
+  }).then((r) => r.json()) as { api_key: string }
+  const auth = { authorization: `Bearer ${made.api_key}` }
+  const json = { ...auth, "content-type": "application/json" }
+  const machinePath = `/api/v1/trust/${publicId}/machine`
+  const documentFile = join(dir, "machine.json")
+  writeFileSync(documentFile, await fetch(base + machinePath, { headers: auth }).then((r) => r.text()))
+
+  const a = await startProcess("bench/baselines/nodeHttp.ts", { BENCH_DOCUMENT_FILE: documentFile })
+  started.push(a)
+  const b = await startProcess("bench/baselines/bearerApi.ts", { BENCH_DOCUMENT_FILE: documentFile, BENCH_KEY: made.api_key })
+  started.push(b)
+
+  const results = {
+    a: await measure("(a) node:http", a, { url: a.baseUrl + machinePath }),
+    b: await measure("(b') HttpApi + bearer + path param", b, { url: b.baseUrl + machinePath, headers: auth }),
+    machine: await measure("GET /machine", service, { url: base + machinePath, headers: auth }),
+    mcp: await measure("MCP tools/call resolve_trust (2025-06-18)", service, {
+      url: `${base}/api/v1/mcp`, method: "POST", headers: { ...json, accept: "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "resolve_trust", arguments: { public_id: publicId } } })
+    }),
+    mcp2026: await measure("MCP tools/call resolve_trust (2026-07-28)", service, {
+      url: `${base}/api/v1/mcp`, method: "POST", headers: { ...json, accept: "application/json, text/event-stream", ...mcp2026Headers },
+      body: mcp2026Body(publicId)
+    }),
+    events: await measure("GET /events, a page of 30", service, { url: `${base}/api/v1/events?public_id=${publicId}&after=0&limit=30`, headers: auth }),
+    created: await measure("POST receipt, new", service, {
+      url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, idReplacement: true,
+      body: JSON.stringify({
+        tenant_id: "bench", organization: "Bench Org", principal: "p-[<id>]", subject_public_id: publicId,
+        purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"]
+      })
+    }),
+    replayed: await measure("POST receipt, replay", service, {
+      url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json,
+      body: JSON.stringify({
+        tenant_id: "bench", organization: "Bench Org", principal: "replay", subject_public_id: publicId,
+        purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"]
+      })
+    })
+  }
+  const row = (name: string, micros: number, ratio: string, target: string, ok?: boolean) =>
+    `| ${name} | ${micros.toFixed(1)} | ${ratio} | ${target}${ok === undefined ? "" : ok ? " ✅" : " ❌"} |`
+  const vs = (x: number, y: number) => x / y
+  const lines = [
+    `Server CPU per request, ${requests} requests at ${connections} connections, one process each, PostgreSQL; ${new Date().toISOString()}`,
+    "",
+    "| scenario | CPU µs/request | ratio | target |",
+    "|---|---:|---:|---|",
+    row("(a) bare node:http, same bytes", results.a, "", ""),
+    row("(b') HttpApi + bearer + path param", results.b, `${vs(results.b, results.a).toFixed(2)} × (a)`, ""),
+    row("GET /machine", results.machine, `${vs(results.machine, results.b).toFixed(2)} × (b')`, "≤ 1.25 × (b')", vs(results.machine, results.b) <= 1.25),
+    row("MCP tools/call resolve_trust (2025-06-18)", results.mcp, `${vs(results.mcp, results.machine).toFixed(2)} × GET /machine`, "≤ 1.25 ×",
+      vs(results.mcp, results.machine) <= 1.25),
+    row("MCP tools/call resolve_trust (2026-07-28)", results.mcp2026, `${vs(results.mcp2026, results.machine).toFixed(2)} × GET /machine`, "≤ 1.25 ×",
+      vs(results.mcp2026, results.machine) <= 1.25),
+    row("GET /events, a page of 30", results.events, `${vs(results.events, results.machine).toFixed(2)} × GET /machine`, "≤ 1.5 ×",
+      vs(results.events, results.machine) <= 1.5),
+    row("POST receipt, new", results.created, `${vs(results.created, results.machine).toFixed(2)} × GET /machine`, "≤ 2.5 ×",
+      vs(results.created, results.machine) <= 2.5),
+    row("POST receipt, replay", results.replayed, `${vs(results.replayed, results.machine).toFixed(2)} × GET /machine`, "≤ 1.2 ×",
+      vs(results.replayed, results.machine) <= 1.2)
+  ]
+  console.log(lines.join("\n"))
+} finally {
+  for (const process of started.reverse()) await process.stop()
+  await withAdmin(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`)
+  rmSync(dir, { recursive: true, force: true })
+}
