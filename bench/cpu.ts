@@ -99,9 +99,12 @@ try {
     method: "POST", headers: operator,
     body: JSON.stringify({
       tenant_id: "bench", name: "bench cpu", scopes: ["trust:read", "receipt:read", "receipt:write", "mcp:call", "actionability:read"],
-      rate_limit_per_minute: 100_000_000, daily_quota: 1_000_000_000
+      rate_limit_per_minute: 1_000_000, daily_quota: 1_000_000_000
     })
-  }).then((r) => r.json()) as { api_key: string }
+  }).then(async (r) => {
+    if (r.status !== 201) throw new Error(`key: ${r.status} ${await r.text()}`)
+    return r.json()
+  }) as { api_key: string }
   const auth = { authorization: `Bearer ${made.api_key}` }
   const json = { ...auth, "content-type": "application/json" }
   const machinePath = `/api/v1/trust/${publicId}/machine`
