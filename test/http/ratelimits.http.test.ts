@@ -56,7 +56,8 @@ const redisReachable = () =>
 describe(`per-key limits (${kind})`, () => {
   let server: TestServer
   beforeAll(async () => {
-    server = await startTestServer({ config: isolatedConfig() })
+    // Webhook subscriptions to a loopback port (for rotate-secret) need the development allowances.
+    server = await startTestServer({ config: isolatedConfig({ PV_WEBHOOK_ALLOW_HTTP: "true", PV_WEBHOOK_ALLOW_PRIVATE: "true" }) })
     expect((await putDetermination(server, id, determinationBody(Date.now() - DAY_MS))).status).toBe(201)
   })
   afterAll(() => server?.close())
@@ -170,7 +171,11 @@ describe(`per-key limits (${kind})`, () => {
    * A concrete request for each endpoint that takes an API key. The list of endpoints comes from the HttpApi
    * definition, so an authenticated endpoint added without a row here fails this test.
    */
-  const authenticatedCalls = (receiptId: string): Record<string, { readonly method: string; readonly path: string; readonly body?: unknown }> => ({
+  const authenticatedCalls = (
+    receiptId: string,
+    subscriptionId: string,
+    victims: Array<string>
+  ): Record<string, { readonly method: string; readonly path: string | (() => string); readonly body?: unknown }> => ({
     "GET /api/v1/trust/{}/machine": { method: "GET", path: machine },
     "POST /api/v1/reliance-receipts": { method: "POST", path: "/api/v1/reliance-receipts", body: receiptBody("limits:headers") },
     "GET /api/v1/reliance-receipts/{}": { method: "GET", path: `/api/v1/reliance-receipts/${receiptId}` },
@@ -178,7 +183,16 @@ describe(`per-key limits (${kind})`, () => {
     "POST /api/v1/actionability": { method: "POST", path: "/api/v1/actionability", body: receiptBody("limits:evaluate") },
     "GET /api/v1/policy": { method: "GET", path: "/api/v1/policy" },
     "POST /api/v1/mcp": { method: "POST", path: "/api/v1/mcp", body: { jsonrpc: "2.0", id: 1, method: "ping" } },
-    "GET /api/v1/events": { method: "GET", path: `/api/v1/events?public_id=${id}` }
+    "GET /api/v1/events": { method: "GET", path: `/api/v1/events?public_id=${id}` },
+    // A live stream: support/http.ts reads its first message, then aborts.
+    "GET /api/v1/events/stream": { method: "GET", path: `/api/v1/events/stream?public_id=${id}` },
+    "POST /api/v1/subscriptions": { method: "POST", path: "/api/v1/subscriptions", body: { public_id: id } },
+    "GET /api/v1/subscriptions": { method: "GET", path: "/api/v1/subscriptions" },
+    "GET /api/v1/subscriptions/{}": { method: "GET", path: `/api/v1/subscriptions/${subscriptionId}` },
+    // Each DELETE removes one more subscription, so every one of them is answered 204.
+    "DELETE /api/v1/subscriptions/{}": { method: "DELETE", path: () => `/api/v1/subscriptions/${victims.shift()}` },
+    "POST /api/v1/subscriptions/{}/resume": { method: "POST", path: `/api/v1/subscriptions/${subscriptionId}/resume` },
+    "POST /api/v1/subscriptions/{}/rotate-secret": { method: "POST", path: `/api/v1/subscriptions/${subscriptionId}/rotate-secret` }
   })
 
   it("sends RateLimit-Policy and RateLimit on every endpoint that takes an API key, answered or refused", async () => {
@@ -192,7 +206,17 @@ describe(`per-key limits (${kind})`, () => {
       expect(Date.now(), "the receipt was not logged within 5 s").toBeLessThan(deadline)
       await new Promise((resolve) => setTimeout(resolve, 50))
     }
-    const calls = authenticatedCalls(created.body.receipt_id)
+    const subscriber = await createKey(server, ["subscription:write"])
+    const subscribe = async (path: string) => {
+      const reply = await request(server, "POST", "/api/v1/subscriptions", {
+        bearer: subscriber.api_key,
+        body: { public_id: id, webhook_url: `http://127.0.0.1:9/${path}` }
+      })
+      expect(reply.status, reply.text).toBe(201)
+      return reply.body.subscription_id as string
+    }
+    const victims = [await subscribe("a"), await subscribe("b"), await subscribe("c"), await subscribe("d")]
+    const calls = authenticatedCalls(created.body.receipt_id, await subscribe("limits"), victims)
     const endpoints = definedEndpoints().filter((e) => e.auth === "api-key")
     expect(endpoints.length).toBeGreaterThanOrEqual(8)
     for (const endpoint of endpoints) {
@@ -201,7 +225,7 @@ describe(`per-key limits (${kind})`, () => {
       // Every scope (answered), and a single unrelated scope (refused with 403, except where any scope will do).
       for (const scopes of [[...Scopes], ["subscription:write"]]) {
         const { api_key } = await createKey(server, scopes, { rate_limit_per_minute: 9, daily_quota: 99 })
-        const send = () => request(server, call!.method, call!.path, {
+        const send = () => request(server, call!.method, typeof call!.path === "function" ? call!.path() : call!.path, {
           bearer: api_key,
           ...(call!.body === undefined ? {} : { body: call!.body }),
           ...(endpoint.key === "POST /api/v1/mcp" ? { headers: { accept: "application/json" } } : {})

@@ -25,7 +25,8 @@ describe("tool registry", () => {
       expect(tool.description, tool.name).toContain(`Scope: ${tool.scope}`)
       expect(Object.keys(tool.annotations).sort()).toEqual(["destructiveHint", "idempotentHint", "openWorldHint", "readOnlyHint"])
       expect(tool.annotations.destructiveHint, tool.name).toBe(false)
-      expect(tool.annotations.openWorldHint, tool.name).toBe(false)
+      // Only a subscription can make the service reach outside itself (a webhook URL the caller names).
+      expect(tool.annotations.openWorldHint, tool.name).toBe(tool.name === "subscribe_trust_changes")
     }
     const writers = tools.filter((t) => !t.annotations.readOnlyHint).map((t) => t.name).sort()
     expect(writers).toEqual(["create_reliance_receipt", "subscribe_trust_changes"])
