@@ -1,5 +1,5 @@
 // `npm run bench:webhooks`: webhook delivery on PostgreSQL, one service process (PV_WORKERS=1), apart from
-// `npm run bench` so it can run alone (about 3 minutes). It builds and starts the service as `npm start`
+// `npm run bench` so it can run alone (about 2½ minutes). It builds and starts the service as `npm start`
 // runs it, with two loopback receivers in their own process (bench/webhookReceiver.ts: one answers 204,
 // one always 500), creates subscriptions through POST /api/v1/subscriptions, makes changes with the
 // operator's PUT /api/v1/determinations/{id} (one event each) and prints a markdown table with targets:
