@@ -1,5 +1,5 @@
 // `npm run bench:webhooks`: webhook delivery on PostgreSQL, one service process (PV_WORKERS=1), apart from
-// `npm run bench` so it can run alone (about 3 minutes). It builds and starts the service as `npm start`
+// `npm run bench` so it can run alone (about 2½ minutes). It builds and starts the service as `npm start`
 // runs it, with two loopback receivers in their own process (bench/webhookReceiver.ts: one answers 204,
 // one always 500), creates subscriptions through POST /api/v1/subscriptions, makes changes with the
 // operator's PUT /api/v1/determinations/{id} (one event each) and prints a markdown table with targets:
@@ -153,15 +153,26 @@ const acknowledged = new Map<string, number>()
 const variants = new Map<number, number>()
 const bodyNow = Date.now()
 
+/** PUTs answered 503 `overloaded` (and sent again after Retry-After, as a client would). */
+let refusedChanges = 0
+
 /** One change: a PUT with a body that differs from the stored one (a new variant), so exactly one event. */
 const change = async (service: Process, i: number): Promise<string> => {
   const variant = (variants.get(i) ?? 0) + 1
   variants.set(i, variant)
-  const response = await fetch(`${service.baseUrl}/api/v1/determinations/${benchPublicId(i)}`, {
-    method: "PUT",
-    headers: { authorization: `Bearer ${operatorToken}`, "content-type": "application/json" },
-    body: JSON.stringify(benchBody(i, bodyNow, variant))
-  })
+  const send = () =>
+    fetch(`${service.baseUrl}/api/v1/determinations/${benchPublicId(i)}`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${operatorToken}`, "content-type": "application/json" },
+      body: JSON.stringify(benchBody(i, bodyNow, variant))
+    })
+  let response = await send()
+  for (let tries = 0; response.status === 503 && tries < 100; tries++) {
+    refusedChanges += 1
+    await response.arrayBuffer()
+    await sleep(Math.min(1_000, 1000 * Number(response.headers.get("retry-after") ?? "0.1")))
+    response = await send()
+  }
   const at = now()
   const body = (await response.json()) as { outcome: string; version: number }
   if (response.status !== 200 || body.outcome !== "updated") throw new Error(`PUT ${i}: ${response.status} ${JSON.stringify(body)}`)
@@ -229,6 +240,7 @@ const steady = async (service: Process, receiver: Receiver, duration: number, fi
   const from = (await receiver.poll()).length
   const dbBefore = await databaseCpu()
   const cpuBefore = cpuSeconds(service.child.pid!)
+  const refusedBefore = refusedChanges
   const started = now()
   const puts: Array<Promise<string>> = []
   const count = Math.round(rate * duration)
@@ -243,7 +255,7 @@ const steady = async (service: Process, receiver: Receiver, duration: number, fi
   const cpu = cpuSeconds(service.child.pid!) - cpuBefore
   const db = (await databaseCpu()) - dbBefore
   return {
-    ...lags, changes: count, changesPerSecond, cpuSeconds: cpu, databaseCpuSeconds: db,
+    ...lags, changes: count, changesPerSecond, refused: refusedChanges - refusedBefore, cpuSeconds: cpu, databaseCpuSeconds: db,
     cpuMsPerDelivery: (1000 * cpu) / lags.deliveries, cpuMsPerChange: (1000 * cpu) / count,
     databaseMsPerDelivery: (1000 * db) / lags.deliveries, databaseMsPerChange: (1000 * db) / count
   }
@@ -349,7 +361,7 @@ const main = async () => {
     const perChange = (r: SteadyResult) => alone === undefined ? "" : `, ${((r.cpuMsPerChange - alone.cpuMsPerChange) / PerGroup).toFixed(3)} ms net of the change itself`
     const steadyRow = (label: string, r: SteadyResult) => [
       label,
-      `${count(r.deliveries)} of ${count(r.expected)} delivered (${r.changesPerSecond.toFixed(1)} changes/s); lag p50 ${ms(r.p50)}, p99 ${ms(r.p99)} (from occurred_at: ${ms(r.occurredP50)} / ${ms(r.occurredP99)}); CPU ${r.cpuMsPerDelivery.toFixed(3)} ms/delivery${perChange(r)} (database ${r.databaseMsPerDelivery.toFixed(3)} ms/delivery)`,
+      `${count(r.deliveries)} of ${count(r.expected)} delivered (${r.changesPerSecond.toFixed(1)} changes/s${r.refused > 0 ? `; ${r.refused} PUTs answered 503 overloaded, sent again` : ""}); lag p50 ${ms(r.p50)}, p99 ${ms(r.p99)} (from occurred_at: ${ms(r.occurredP50)} / ${ms(r.occurredP99)}); CPU ${r.cpuMsPerDelivery.toFixed(3)} ms/delivery${perChange(r)} (database ${r.databaseMsPerDelivery.toFixed(3)} ms/delivery)`,
       `p99 ≤ 1 s, all delivered ${mark(r.p99 <= 1000 && r.deliveries === r.expected)}`
     ]
     if (steadySmall !== undefined) {
@@ -437,6 +449,7 @@ const main = async () => {
       results.machine = { before, during, attempts, later, laterAttempts, after }
     }
 
+    if (refusedChanges > 0) log(`${refusedChanges} PUTs were answered 503 overloaded and sent again`)
     const metrics = await (await fetch(`${service.baseUrl}/metrics`)).text()
     log(`metrics: ${metrics.split("\n").filter((l) => l.startsWith("pv_webhook_deliveries_total")).join("; ")}`)
     const table = [
