@@ -299,5 +299,25 @@ describe("the log under two witnesses (quorum 2)", () => {
     } finally {
       await second.close()
     }
+    // Cosignatures of the latest checkpoint lost (an instance died between the witnesses' answers and the
+    // store): a new instance finds each witness holding that size without a stored line, and has it cosigned again.
+    const run = <A>(statement: (sql: SqlClient.SqlClient) => Effect.Effect<A, unknown>) =>
+      server.run(Effect.flatMap(SqlClient.SqlClient, statement) as Effect.Effect<A, unknown, never>)
+    const latest = (await run((sql) => sql<{ latest: string }>`SELECT max(tree_size)::text AS latest FROM log_checkpoints`))[0]!.latest
+    await run((sql) => sql`DELETE FROM log_cosignatures WHERE tree_size = ${BigInt(latest)}`)
+    const third = await startTestServer({ databaseUrl: server.databaseUrl!, config: configFor([w1, w2], 2) })
+    try {
+      const deadline = Date.now() + 5_000
+      let served = peekCheckpoint((await request(third, "GET", "/log/checkpoint")).text)
+      while ((!served.ok || served.value.size !== Number(latest)) && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 50))
+        served = peekCheckpoint((await request(third, "GET", "/log/checkpoint")).text)
+      }
+      expect(served.ok && served.value.size).toBe(Number(latest))
+      const stored = await run((sql) => sql<{ count: string }>`SELECT count(*)::text AS count FROM log_cosignatures WHERE tree_size = ${BigInt(latest)}`)
+      expect(stored[0]!.count).toBe("2")
+    } finally {
+      await third.close()
+    }
   })
 })
