@@ -61,7 +61,8 @@ export class LogApi extends HttpApiGroup.make("log")
       .annotate(OpenApi.Description,
         "A C2SP tlog-checkpoint (`<origin>\\n<tree size>\\n<base64 root hash>\\n`) in a C2SP signed-note with one Ed25519 " +
         "signature by the key of GET /log/key. The tree size never decreases; every checkpoint is consistent with every " +
-        "earlier one (GET /log/proof/consistency). " + perAddress)
+        "earlier one (GET /log/proof/consistency). With witnesses configured (PV_LOG_WITNESSES), the newest checkpoint that a " +
+        "quorum of them cosigned, with their C2SP cosignature/v1 lines after the log's own signature line (404 until one is). " + perAddress)
   )
   .add(
     HttpApiEndpoint.get("key", "/log/key", { success: LogKeyInfo, error: groupErrors })

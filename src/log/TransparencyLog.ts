@@ -85,6 +85,8 @@ const makeTransparencyLog = Effect.gen(function*() {
   })
   const witnessIds = witnesses.map((w) => w.id)
   const quorum = config.logWitnessQuorum
+  // The gauges describe this log as this process serves it, from its start.
+  if (witnesses.length > 0) Object.assign(witnessState, { witnessedSize: -1, latestSize: -1 })
   const fullTrees = lru<TileTree>(CachedTileTrees)
   const partialTrees = lru<{ readonly tree: TileTree; readonly readAt: number }>(CachedPartialTileTrees)
   const bundles = lru<Uint8Array>(CachedBundles)

@@ -46,6 +46,10 @@ const makeWitnessRepo = Effect.gen(function*() {
       return Option.map(Option.fromUndefinedOr(found[0]), (row) => ({ cosignedSize: row.cosigned_size }))
     })
 
+  /** The end of a turn: another instance may take the next one at once. */
+  const release = (witness: string, token: string) =>
+    sql`UPDATE log_witnesses SET lease_token = NULL, lease_until = NULL WHERE witness = ${witness} AND lease_token = ${token}`.pipe(Effect.asVoid)
+
   /** Under our lease: the witness's answer, and the size it holds when the answer told it. */
   const recordAnswer = (witness: string, token: string, answer: { readonly status: number; readonly text: string; readonly cosignedSize?: number }) =>
     sql`
@@ -70,6 +74,13 @@ const makeWitnessRepo = Effect.gen(function*() {
       ORDER BY tree_size DESC LIMIT 1`.pipe(
       Effect.flatMap(sizeRows),
       Effect.map((found) => Option.map(Option.fromUndefinedOr(found[0]), (row) => row.tree_size))
+    )
+
+  /** Whether `witness`'s cosignature of the checkpoint of `size` is stored. */
+  const hasCosignature = (witness: string, size: number) =>
+    sql`SELECT tree_size FROM log_cosignatures WHERE tree_size = ${BigInt(size)} AND witness = ${witness}`.pipe(
+      Effect.flatMap(sizeRows),
+      Effect.map((found) => found.length > 0)
     )
 
   const checkpointAt = (size: number) =>
@@ -101,7 +112,7 @@ const makeWitnessRepo = Effect.gen(function*() {
       })
     )
 
-  return { lease, recordAnswer, storeCosignature, largestCosignedAbove, checkpointAt, newestWitnessed } as const
+  return { lease, release, recordAnswer, storeCosignature, largestCosignedAbove, hasCosignature, checkpointAt, newestWitnessed } as const
 })
 
 /**

@@ -84,7 +84,7 @@ const makeLogWitnessing = Effect.gen(function*() {
    * common sizes and a quorum forms), else the latest. A 409 tells the size it holds: remembered, and
    * the request is made again from it.
    */
-  const turn = (witness: ConfiguredWitness) =>
+  const turn = (witness: ConfiguredWitness): Effect.Effect<Turn, unknown> =>
     Effect.gen(function*() {
       const latestKnown = yield* log.current()
       if (Option.isNone(latestKnown)) return "idle" as const
@@ -92,16 +92,24 @@ const makeLogWitnessing = Effect.gen(function*() {
       if (knownHeld !== undefined && knownHeld >= latestKnown.value.size) return "idle" as const
       const lease = yield* repo.lease(witness.id, token)
       if (Option.isNone(lease)) return "busy" as const
-      let held = lease.value.cosignedSize
+      return yield* submit(witness, lease.value.cosignedSize).pipe(Effect.ensuring(Effect.ignore(repo.release(witness.id, token))))
+    })
+
+  /** The submissions of one turn, under the lease, starting from the size the witness holds (null: unknown). */
+  const submit = (witness: ConfiguredWitness, heldAtStart: number | null) =>
+    Effect.gen(function*() {
+      let held = heldAtStart
       for (let attempt = 0; attempt <= MaxRetriesPerTurn; attempt++) {
         if (held !== null) known.set(witness.id, held)
         const latest = yield* log.current(held ?? 0)
         if (Option.isNone(latest)) return "idle" as const
         const old = held ?? 0
-        if (held !== null && held >= latest.value.size) {
-          if (held === latest.value.size) return "idle" as const
+        if (held !== null && held > latest.value.size) {
           return yield* refused(witness, `the log's checkpoint of size ${latest.value.size}`, 409, `it holds size ${held}, larger than the log's tree`)
         }
+        // It holds the latest checkpoint: done, unless its cosignature of it was never stored (an answer lost
+        // to a crash); then the same checkpoint is submitted again (old size = size, no proof) to be cosigned anew.
+        if (held !== null && held === latest.value.size && (yield* repo.hasCosignature(witness.id, held))) return "idle" as const
         const joined = yield* repo.largestCosignedAbove(ids, held ?? -1)
         const target = Option.isSome(joined) && joined.value <= latest.value.size && joined.value > old
           ? Option.getOrElse(yield* repo.checkpointAt(joined.value), () => latest.value)

@@ -17,6 +17,7 @@ import { DAY_MS, determinationBody } from "../support/fixtures.js"
 import { createKey, putDetermination, request } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 import { startTestWitness, type TestWitness } from "../support/witness.js"
+import { freePort } from "../support/childServer.js"
 
 /**
  * The service under witnesses (both real servers in this process, each on its own database): each new
@@ -212,6 +213,43 @@ describe("the log under two witnesses (quorum 2)", () => {
     expect(bad.status).toBe(422)
   })
 
+  it("a witness that is down changes nothing with quorum 1 of 2; with quorum 2 of 2 nothing is served as witnessed and the lag shows", async () => {
+    // Another log with this key is another history to w1 and w2: each run here gets a witness of its own.
+    const down = { baseUrl: `http://127.0.0.1:${await freePort()}`, verifierKey: strangerKey } as TestWitness
+    for (const quorum of [1, 2]) {
+      const fresh = await startTestWitness([logVerifierKey], { PV_WITNESS_NAME: "witness.test/fresh" })
+      const other = await startTestServer({ config: configFor([fresh, down], quorum) })
+      try {
+        const otherWriter = (await createKey(other, ["receipt:write", "receipt:read", "trust:read"], { rate_limit_per_minute: 1_000_000 })).api_key
+        expect((await putDetermination(other, subject, determinationBody(Date.now() - DAY_MS))).status).toBe(201)
+        const receipt = await createReceipt(other, otherWriter)
+        const proof = async () => request(other, "GET", `/api/v1/reliance-receipts/${receipt.receipt_id}/proof`, { bearer: otherWriter })
+        if (quorum === 1) {
+          const deadline = Date.now() + 3_000
+          let reply = await proof()
+          while (reply.status !== 200 && Date.now() < deadline) {
+            await new Promise((resolve) => setTimeout(resolve, 25))
+            reply = await proof()
+          }
+          expect(reply.status, reply.text).toBe(200)
+          const freshKey = parseCosignerKey(fresh.verifierKey)
+          expect(freshKey.ok && requireQuorum(reply.body.checkpoint, [freshKey.value], 1, nowSeconds()).ok).toBe(true)
+        } else {
+          await new Promise((resolve) => setTimeout(resolve, 1_500))
+          expect((await proof()).status).toBe(404)
+          expect((await request(other, "GET", "/log/checkpoint")).status).toBe(404)
+          const metrics = await (await fetch(`${other.baseUrl}/metrics`)).text()
+          expect(metrics).toMatch(/pv_log_witness_lag_entries(\{[^}]*\})? [1-9]/)
+          expect(metrics).toMatch(/pv_log_witness_submissions_total\{[^}]*answer="error"[^}]*\} [1-9]/)
+          expect((await request(other, "GET", "/readyz")).status).toBe(200)
+        }
+      } finally {
+        await other.close()
+        await fresh.close()
+      }
+    }
+  })
+
   it("a second log with the same key and another history (a split view) is refused and never served as witnessed; /readyz stays 200", async () => {
     const metricsBefore = await (await fetch(`${server.baseUrl}/metrics`)).text()
     const forked = await startTestServer({ config: configFor([w1, w2], 2) })
@@ -260,6 +298,26 @@ describe("the log under two witnesses (quorum 2)", () => {
       for (const row of rows) expect([row.last_status, Number(row.cosigned_size) > 0]).toEqual([200, true])
     } finally {
       await second.close()
+    }
+    // Cosignatures of the latest checkpoint lost (an instance died between the witnesses' answers and the
+    // store): a new instance finds each witness holding that size without a stored line, and has it cosigned again.
+    const run = <A>(statement: (sql: SqlClient.SqlClient) => Effect.Effect<A, unknown>) =>
+      server.run(Effect.flatMap(SqlClient.SqlClient, statement) as Effect.Effect<A, unknown, never>)
+    const latest = (await run((sql) => sql<{ latest: string }>`SELECT max(tree_size)::text AS latest FROM log_checkpoints`))[0]!.latest
+    await run((sql) => sql`DELETE FROM log_cosignatures WHERE tree_size = ${BigInt(latest)}`)
+    const third = await startTestServer({ databaseUrl: server.databaseUrl!, config: configFor([w1, w2], 2) })
+    try {
+      const deadline = Date.now() + 5_000
+      let served = peekCheckpoint((await request(third, "GET", "/log/checkpoint")).text)
+      while ((!served.ok || served.value.size !== Number(latest)) && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 50))
+        served = peekCheckpoint((await request(third, "GET", "/log/checkpoint")).text)
+      }
+      expect(served.ok && served.value.size).toBe(Number(latest))
+      const stored = await run((sql) => sql<{ count: string }>`SELECT count(*)::text AS count FROM log_cosignatures WHERE tree_size = ${BigInt(latest)}`)
+      expect(stored[0]!.count).toBe("2")
+    } finally {
+      await third.close()
     }
   })
 })
