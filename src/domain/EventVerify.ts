@@ -1,6 +1,6 @@
 import { createPublicKey, verify, type KeyObject } from "node:crypto"
 import { DigestPattern } from "./Canonical.js"
-import { eventHashOf, kidOf, signingInputOf } from "./EventChain.js"
+import { eventDigestOf, kidOf } from "./EventChain.js"
 
 /**
  * A consumer's check of an event feed: every sequence, every link, every hash and every signature,
@@ -51,7 +51,9 @@ export interface VerifyOptions {
   readonly head?: { readonly sequence: number; readonly eventHash: string | null }
 }
 
-const SignaturePattern = /^[A-Za-z0-9_-]{86}$/
+// 64 bytes are 86 base64url characters whose last one carries 2 bits and 4 zero bits (A, Q, g or w):
+// the one spelling that decodes to the bytes and encodes back to itself.
+const SignaturePattern = /^[A-Za-z0-9_-]{85}[AQgw]$/
 
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
@@ -123,16 +125,16 @@ export const verifyEventChain = (events: ReadonlyArray<unknown>, jwks: unknown, 
     if (event.previousEventHash !== previous.eventHash) {
       return fail(expected, "broken-link", `previousEventHash does not match the eventHash of sequence ${previous.sequence}`)
     }
-    const recomputed = eventHashOf(event)
+    // The digest's own bytes are what the signature covers: equal to eventHash's once their hex matches.
+    const digest = eventDigestOf(event)
+    const recomputed = digest.toString("hex")
     if (recomputed !== event.eventHash) {
       return fail(expected, "hash-mismatch", `eventHash ${event.eventHash} does not match the content (recomputed ${recomputed})`)
     }
     const key = keys.get(event.signature.kid)
     if (key === undefined) return fail(expected, "unknown-kid", `kid ${event.signature.kid} is not in the JWKS`)
     const sig: string = event.signature.sig
-    const signatureBytes = Buffer.from(sig, "base64url")
-    const valid = SignaturePattern.test(sig) && signatureBytes.toString("base64url") === sig &&
-      verify(null, signingInputOf(event.eventHash), key, signatureBytes)
+    const valid = SignaturePattern.test(sig) && verify(null, digest, key, Buffer.from(sig, "base64url"))
     if (!valid) return fail(expected, "bad-signature", `the signature does not verify with key ${event.signature.kid}`)
     kids.add(event.signature.kid)
     previous = { sequence: expected, eventHash: event.eventHash }
