@@ -21,9 +21,6 @@ const hashInput = (event: UnsignedEvent | Readonly<Record<string, unknown>>): st
 /** Hash of any event-shaped object: `eventHash` and `signature` are left out, every other member counts. */
 export const eventHashOf = (event: UnsignedEvent | Readonly<Record<string, unknown>>): string => hash("sha256", hashInput(event), "hex")
 
-/** The same hash as its 32 raw bytes: what a verifier checks the signature over once the hex matches. */
-export const eventDigestOf = (event: UnsignedEvent | Readonly<Record<string, unknown>>): Buffer => hash("sha256", hashInput(event), "buffer")
-
 /** The bytes an event signature covers: the 32 raw bytes of the hex eventHash. */
 export const signingInputOf = (eventHash: string): Uint8Array => {
   if (!DigestPattern.test(eventHash)) throw new TypeError("eventHash must be 64 lowercase hex characters")

@@ -1,6 +1,6 @@
 import { createPublicKey, verify, type KeyObject } from "node:crypto"
 import { DigestPattern } from "./Canonical.js"
-import { eventDigestOf, kidOf } from "./EventChain.js"
+import { eventHashOf, kidOf } from "./EventChain.js"
 
 /**
  * A consumer's check of an event feed: every sequence, every link, every hash and every signature,
@@ -79,17 +79,24 @@ export const keysFromJwks = (jwks: unknown): ReadonlyMap<string, KeyObject> => {
   return keys
 }
 
-const shapeProblem = (event: unknown): string | null => {
+const StringFields = ["event_id", "public_id", "type", "occurred_at"] as const
+
+/**
+ * What is wrong with the event's shape, if anything. `checkDigest: false` leaves out only the eventHash
+ * pattern, for the chain's happy path: there the recomputed hash equals eventHash, which proves the
+ * pattern, and every failure path asks again with it.
+ */
+const shapeProblem = (event: unknown, checkDigest = true): string | null => {
   if (!isRecord(event)) return "the event is not an object"
   if (!Number.isSafeInteger(event.sequence)) return "sequence is not an integer"
-  for (const field of ["event_id", "public_id", "type", "occurred_at"] as const) {
+  for (const field of StringFields) {
     if (typeof event[field] !== "string") return `${field} is not a string`
   }
   if (!isRecord(event.payload)) return "payload is not an object"
   if (event.previousEventHash !== null && typeof event.previousEventHash !== "string") {
     return "previousEventHash is neither null nor a string"
   }
-  if (typeof event.eventHash !== "string" || !DigestPattern.test(event.eventHash)) return "eventHash is not 64 lowercase hex"
+  if (typeof event.eventHash !== "string" || (checkDigest && !DigestPattern.test(event.eventHash))) return "eventHash is not 64 lowercase hex"
   const signature = event.signature
   if (!isRecord(signature) || signature.alg !== "Ed25519" || typeof signature.kid !== "string" || typeof signature.sig !== "string") {
     return "signature is not { alg: \"Ed25519\", kid, sig }"
@@ -110,34 +117,38 @@ export const verifyEventChain = (events: ReadonlyArray<unknown>, jwks: unknown, 
   let previous = options.anchor ?? { sequence: 0, eventHash: null }
   const fail = (sequence: number, reason: ChainFailureReason, detail: string): ChainVerdict =>
     ({ ok: false, sequence, reason, detail, verified: previous.sequence - (options.anchor?.sequence ?? 0) })
+  // Past the quick shape check a failure is the first the full order finds, and a malformed eventHash
+  // comes before all of them.
+  const failAfterShape = (event: Record<string, any>, sequence: number, reason: ChainFailureReason, detail: string): ChainVerdict =>
+    DigestPattern.test(event.eventHash)
+      ? fail(sequence, reason, detail)
+      : fail(sequence, "malformed-event", "eventHash is not 64 lowercase hex")
 
   for (const candidate of events) {
     const expected = previous.sequence + 1
-    const problem = shapeProblem(candidate)
-    if (problem !== null) return fail(expected, "malformed-event", problem)
+    if (shapeProblem(candidate, false) !== null) return fail(expected, "malformed-event", shapeProblem(candidate)!)
     const event = candidate as Record<string, any>
     if (options.publicId !== undefined && event.public_id !== options.publicId) {
-      return fail(expected, "wrong-determination", `event belongs to ${String(event.public_id)}, not ${options.publicId}`)
+      return failAfterShape(event, expected, "wrong-determination", `event belongs to ${String(event.public_id)}, not ${options.publicId}`)
     }
     if (event.sequence !== expected) {
-      return fail(expected, "sequence-mismatch", `expected sequence ${expected}, found ${event.sequence}: an event is missing or out of order`)
+      return failAfterShape(event, expected, "sequence-mismatch", `expected sequence ${expected}, found ${event.sequence}: an event is missing or out of order`)
     }
     if (event.previousEventHash !== previous.eventHash) {
-      return fail(expected, "broken-link", `previousEventHash does not match the eventHash of sequence ${previous.sequence}`)
+      return failAfterShape(event, expected, "broken-link", `previousEventHash does not match the eventHash of sequence ${previous.sequence}`)
     }
-    // The digest's own bytes are what the signature covers: equal to eventHash's once their hex matches.
-    const digest = eventDigestOf(event)
-    const recomputed = digest.toString("hex")
+    const recomputed = eventHashOf(event)
     if (recomputed !== event.eventHash) {
-      return fail(expected, "hash-mismatch", `eventHash ${event.eventHash} does not match the content (recomputed ${recomputed})`)
+      return failAfterShape(event, expected, "hash-mismatch", `eventHash ${event.eventHash} does not match the content (recomputed ${recomputed})`)
     }
+    // From here eventHash is the recomputed hex, so its bytes are the recomputed digest's.
     const key = keys.get(event.signature.kid)
     if (key === undefined) return fail(expected, "unknown-kid", `kid ${event.signature.kid} is not in the JWKS`)
     const sig: string = event.signature.sig
-    const valid = SignaturePattern.test(sig) && verify(null, digest, key, Buffer.from(sig, "base64url"))
+    const valid = SignaturePattern.test(sig) && verify(null, Buffer.from(recomputed, "hex"), key, Buffer.from(sig, "base64url"))
     if (!valid) return fail(expected, "bad-signature", `the signature does not verify with key ${event.signature.kid}`)
     kids.add(event.signature.kid)
-    previous = { sequence: expected, eventHash: event.eventHash }
+    previous = { sequence: expected, eventHash: recomputed }
   }
 
   const head = options.head
