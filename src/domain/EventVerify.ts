@@ -114,6 +114,9 @@ const shapeProblem = (event: unknown, checkDigest = true): string | null => {
 export const verifyEventChain = (events: ReadonlyArray<unknown>, jwks: unknown, options: VerifyOptions = {}): ChainVerdict => {
   const keys = keysFromJwks(jwks)
   const kids = new Set<string>()
+  // verify() is synchronous, so one pair of buffers serves every event: no allocation per signature.
+  const digestBytes = Buffer.alloc(32)
+  const signatureBytes = Buffer.alloc(64)
   let previous = options.anchor ?? { sequence: 0, eventHash: null }
   const fail = (sequence: number, reason: ChainFailureReason, detail: string): ChainVerdict =>
     ({ ok: false, sequence, reason, detail, verified: previous.sequence - (options.anchor?.sequence ?? 0) })
@@ -145,7 +148,9 @@ export const verifyEventChain = (events: ReadonlyArray<unknown>, jwks: unknown, 
     const key = keys.get(event.signature.kid)
     if (key === undefined) return fail(expected, "unknown-kid", `kid ${event.signature.kid} is not in the JWKS`)
     const sig: string = event.signature.sig
-    const valid = SignaturePattern.test(sig) && verify(null, Buffer.from(recomputed, "hex"), key, Buffer.from(sig, "base64url"))
+    // 64 lowercase hex characters are 32 bytes and 86 pattern-checked base64url characters 64.
+    const valid = SignaturePattern.test(sig) && digestBytes.write(recomputed, "hex") === 32 &&
+      signatureBytes.write(sig, "base64url") === 64 && verify(null, digestBytes, key, signatureBytes)
     if (!valid) return fail(expected, "bad-signature", `the signature does not verify with key ${event.signature.kid}`)
     kids.add(event.signature.kid)
     previous = { sequence: expected, eventHash: recomputed }

@@ -50,58 +50,48 @@ const write = (value: unknown, depth: number): string | undefined => {
 }
 
 // Objects of one shape (every event, every payload of a type) list the same keys in the same order, so
-// the sorted order is remembered per key count: the last key list seen with that count and its sorting.
-const sortedByCount: Array<{ readonly keys: ReadonlyArray<string>; readonly sorted: ReadonlyArray<string> } | undefined> = []
-const MaxCachedCount = 32
+// their plan — the keys in JCS order and each one's `"key":` — is remembered per key count: the last
+// key list seen with that count and its plan.
+interface Plan {
+  readonly keys: ReadonlyArray<string>
+  readonly sorted: ReadonlyArray<string>
+  /** `"key":` per sorted key, undefined for a key with a lone surrogate (canonicalize refuses those). */
+  readonly prefixes: ReadonlyArray<string | undefined>
+}
+const plans: Array<Plan | undefined> = []
+const MaxPlannedCount = 32
 
 const sameKeys = (a: ReadonlyArray<string>, b: ReadonlyArray<string>): boolean => {
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
   return true
 }
 
-const sortedKeys = (object: object): ReadonlyArray<string> => {
+const planOf = (object: object): Plan => {
   const keys = Object.keys(object)
   const count = keys.length
-  if (count > MaxCachedCount) return keys.sort()
-  const cached = sortedByCount[count]
-  if (cached !== undefined && sameKeys(cached.keys, keys)) return cached.sorted
+  const cached = count <= MaxPlannedCount ? plans[count] : undefined
+  if (cached !== undefined && sameKeys(cached.keys, keys)) return cached
   // Default sort: by UTF-16 code units, which is JCS's member order.
   const sorted = [...keys].sort()
-  sortedByCount[count] = { keys, sorted }
-  return sorted
-}
-
-// `"key":` for keys met before: members repeat their names from object to object. Bounded, because
-// member names come from whatever documents pass through.
-const memberPrefixes = new Map<string, string>()
-const MaxPrefixes = 4096
-
-const memberPrefix = (key: string): string | undefined => {
-  const known = memberPrefixes.get(key)
-  if (known !== undefined) return known
-  if (!isWellFormed(key)) return undefined
-  const prefix = `${JSON.stringify(key)}:`
-  if (memberPrefixes.size < MaxPrefixes) memberPrefixes.set(key, prefix)
-  return prefix
+  const plan = { keys, sorted, prefixes: sorted.map((key) => (isWellFormed(key) ? `${JSON.stringify(key)}:` : undefined)) }
+  if (count <= MaxPlannedCount) plans[count] = plan
+  return plan
 }
 
 /** `{…}` of the object's own enumerable members in JCS order, leaving out `skip` and (as JCS does) undefined values. */
 const writeMembers = (object: Record<string, unknown>, depth: number, skip: ReadonlySet<string> | null): string | undefined => {
-  const keys = sortedKeys(object)
+  const { sorted, prefixes } = planOf(object)
   let out = "{"
-  let first = true
-  for (let i = 0; i < keys.length; i++) {
-    const key = keys[i]!
+  for (let i = 0; i < sorted.length; i++) {
+    const key = sorted[i]!
     if (skip !== null && skip.has(key)) continue
     const member = object[key]
     if (member === undefined) continue
-    if (typeof member === "symbol") return undefined
-    const prefix = memberPrefix(key)
-    if (prefix === undefined) return undefined
+    const prefix = prefixes[i]
+    if (prefix === undefined || typeof member === "symbol") return undefined
     const text = write(member, depth + 1)
     if (text === undefined) return undefined
-    out += first ? prefix + text : `,${prefix}${text}`
-    first = false
+    out += out.length === 1 ? prefix + text : `,${prefix}${text}`
   }
   return `${out}}`
 }
