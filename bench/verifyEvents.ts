@@ -11,13 +11,14 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
-import { createPublicKey, randomBytes, sign, verify } from "node:crypto"
+import { randomBytes } from "node:crypto"
 import { Effect } from "effect"
 import { sealEvent } from "../src/domain/EventChain.js"
 import { verifyEventChain } from "../src/domain/EventVerify.js"
 import type { TrustEvent } from "../src/domain/TrustEvent.js"
 import { verifyEventsCommand } from "../src/events/VerifyCommand.js"
 import { privateKeyFromSeed, signerFromPrivateKey } from "../src/events/Signer.js"
+import { ed25519VerifyRate, measureRate, type Rate } from "./lib.js"
 
 const { values } = parseArgs({
   options: {
@@ -61,37 +62,13 @@ const dir = mkdtempSync(join(tmpdir(), "pv-verify-bench-"))
 const file = join(dir, "chain.json")
 writeFileSync(file, JSON.stringify({ public_id: publicId, events, next_after: null, head, jwks }))
 
-// (a) the floor: the same number of distinct 32-byte messages, each verified once per pass.
-const publicKey = createPublicKey(privateKey)
-const messages = Array.from({ length: Math.min(length, 4096) }, () => randomBytes(32))
-const signatures = messages.map((m) => sign(null, m, privateKey))
-
-interface Rate { readonly cpu: number; readonly wall: number }
-
-const measure = async (work: () => number | Promise<number>): Promise<Rate> => {
-  let done = 0
-  const wall0 = process.hrtime.bigint()
-  const cpu0 = process.cpuUsage()
-  let elapsed = 0
-  while (elapsed < seconds) {
-    done += await work()
-    elapsed = Number(process.hrtime.bigint() - wall0) / 1e9
-  }
-  const cpu = process.cpuUsage(cpu0)
-  return { cpu: done / ((cpu.user + cpu.system) / 1e6), wall: done / elapsed }
-}
-
-const rawVerify = () =>
-  measure(() => {
-    for (let i = 0; i < messages.length; i++) {
-      if (!verify(null, messages[i]!, publicKey, signatures[i]!)) throw new Error("a prepared signature does not verify")
-    }
-    return messages.length
-  })
+// (b) checks the events as a consumer holds them: parsed from the feed's JSON.
+const parsedEvents = JSON.parse(JSON.stringify(events)) as Array<unknown>
+const measure = (work: () => number | Promise<number>) => measureRate(seconds, work)
 
 const chainVerify = () =>
   measure(() => {
-    const verdict = verifyEventChain(events, jwks, { publicId, head })
+    const verdict = verifyEventChain(parsedEvents, jwks, { publicId, head })
     if (!verdict.ok) throw new Error(`the bench chain does not verify: ${JSON.stringify(verdict)}`)
     return verdict.count
   })
@@ -115,7 +92,7 @@ let raw: Rate = { cpu: 0, wall: 0 }
 let chain: Rate = { cpu: 0, wall: 0 }
 let command: Rate = { cpu: 0, wall: 0 }
 for (let round = 0; round < rounds; round++) {
-  raw = better(raw, await rawVerify())
+  raw = better(raw, await ed25519VerifyRate(seconds))
   chain = better(chain, await chainVerify())
   command = better(command, await commandVerify())
 }
