@@ -140,7 +140,15 @@ export const verifyEventChain = (events: ReadonlyArray<unknown>, jwks: unknown, 
     if (event.previousEventHash !== previous.eventHash) {
       return failAfterShape(event, expected, "broken-link", `previousEventHash does not match the eventHash of sequence ${previous.sequence}`)
     }
-    const recomputed = eventHashOf(event)
+    let recomputed: string
+    try {
+      recomputed = eventHashOf(event)
+    } catch (error) {
+      // Content with no JCS form (a lone surrogate) throws, as it always has, unless the eventHash
+      // was malformed, which the full shape check reports first.
+      if (!DigestPattern.test(event.eventHash)) return fail(expected, "malformed-event", "eventHash is not 64 lowercase hex")
+      throw error
+    }
     if (recomputed !== event.eventHash) {
       return failAfterShape(event, expected, "hash-mismatch", `eventHash ${event.eventHash} does not match the content (recomputed ${recomputed})`)
     }
