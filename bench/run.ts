@@ -18,7 +18,7 @@ import { verifyEventChain } from "../src/domain/EventVerify.js"
 import { encodeTileIndex } from "../src/log/Tiles.js"
 import { execFileSync } from "node:child_process"
 import { drive } from "./faultLoad.js"
-import { load, type LoadResult, mapConcurrent, peakRssMb, type Process, processTree, root, runScript, startProcess } from "./lib.js"
+import { ed25519VerifyRate, load, type LoadResult, mapConcurrent, peakRssMb, type Process, processTree, root, runScript, startProcess } from "./lib.js"
 
 const { values } = parseArgs({
   options: {
@@ -354,10 +354,15 @@ const main = async () => {
     await service.stop()
     // The verifier `pv verify-events` runs, timed alone on this (single-threaded) process: one core.
     const verifyStart = process.hrtime.bigint()
+    const verifyCpu = process.cpuUsage()
     const verdict = verifyEventChain(feed, jwks)
     const verifySeconds = Number(process.hrtime.bigint() - verifyStart) / 1e9
+    const verifyCpuUsed = process.cpuUsage(verifyCpu)
+    const verifyCpuSeconds = (verifyCpuUsed.user + verifyCpuUsed.system) / 1e6
     if (!verdict.ok) throw new Error(`the seeded chain does not verify: ${JSON.stringify(verdict)}`)
     const verifyRate = feed.length / verifySeconds
+    // Its floor in the same run: one node:crypto Ed25519 verify per event (bench/verifyEvents.ts has the detail).
+    const ed25519 = await ed25519VerifyRate(3)
     // And the whole command, start-up and file parsing included.
     const cliStart = process.hrtime.bigint()
     await runScript("src/cli/main.ts", ["verify-events", "--file", feedFile])
@@ -386,6 +391,7 @@ const main = async () => {
         [`growth: hash tile p50, ${fmt(smallLog.size)} → ${fmt(largeLog.size)} entries`, `${smallLog.tile.p50.toFixed(3)} → ${largeLog.tile.p50.toFixed(3)} ms`, "", atMost(largeLog.tile.p50 / smallLog.tile.p50, 1.2, "× (≤ 1.2×)")]
       ] as Array<[string, string, string, string]>),
       [`verify-events: ${feed.length}-event chain, verifier on one core (events/s)`, fmt(verifyRate), "", ratio(verifyRate / 10_000, 1, `× 10,000 events/s; whole \`pv verify-events --file\` ${fmt(feed.length / cliSeconds)} events/s`)],
+      ["verify-events ÷ node:crypto Ed25519 verify/s, same process (per CPU second)", fmt(feed.length / verifyCpuSeconds), "", ratio(feed.length / verifyCpuSeconds / ed25519.cpu, 0.9, `× ${fmt(ed25519.cpu)} verifies/s`)],
       [`server peak RSS under load, largest of ${rssPerProcess.length} process(es) (MB)`, serverRss.toFixed(0), "", atMost(serverRss, 200, ` MB (≤ 200); all processes ${serverRssTotal.toFixed(0)} MB; ${largeRss.toFixed(0)} MB in the ${values.growth} run`)],
       [`growth: GET /machine p50, 1k → ${values.growth} determinations`, `${smallMachine.p50.toFixed(3)} → ${largeMachine.p50.toFixed(3)} ms`, "", atMost(largeMachine.p50 / smallMachine.p50, 1.2, "× (≤ 1.2×)")],
       [`growth: events head page p50, 10 → ${values.chain} events`, `${smallEvents.p50.toFixed(3)} → ${largeEvents.p50.toFixed(3)} ms`, "", atMost(largeEvents.p50 / smallEvents.p50, 1.2, "× (≤ 1.2×)")]
@@ -400,7 +406,7 @@ const main = async () => {
     console.log(table)
     Object.assign(results, {
       at: new Date().toISOString(), embedded, seconds, connections, baselineA, baselineB, baselineC, machine, notModified, human, mcp, mcp2026,
-      events, created, replayed, proofs, tiles, receiptsLogging: { off: unlogged, on: logged }, log: { smallLog, largeLog, integration }, overload, drain: { ...drained, acknowledged: acknowledged.length, missing, exitCode: exited, seconds: drainSeconds }, verify: { events: feed.length, seconds: verifySeconds, perSecond: verifyRate, cliSeconds },
+      events, created, replayed, proofs, tiles, receiptsLogging: { off: unlogged, on: logged }, log: { smallLog, largeLog, integration }, overload, drain: { ...drained, acknowledged: acknowledged.length, missing, exitCode: exited, seconds: drainSeconds }, verify: { events: feed.length, seconds: verifySeconds, perSecond: verifyRate, cpuSeconds: verifyCpuSeconds, ed25519VerifyPerCpuSecond: ed25519.cpu, cliSeconds },
       workers, baselineWorkers: workers, rssAfter, rssMb: serverRss, rssTotalMb: serverRssTotal, largeRssMb: largeRss, growth: { smallMachine, largeMachine, smallEvents, largeEvents }, table
     })
     mkdirSync(join(root, "bench/results"), { recursive: true })

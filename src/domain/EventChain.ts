@@ -1,4 +1,6 @@
-import { canonicalJson, DigestPattern, sha256Hex } from "./Canonical.js"
+import { hash } from "node:crypto"
+import { DigestPattern, sha256Hex } from "./Canonical.js"
+import { jcsWithout } from "./Jcs.js"
 import type { EventJwk, TrustEvent, UnsignedEvent } from "./TrustEvent.js"
 
 /**
@@ -8,11 +10,16 @@ import type { EventJwk, TrustEvent, UnsignedEvent } from "./TrustEvent.js"
  */
 export const EventHashDomain = "pv-event-v1\n"
 
-/** Hash of any event-shaped object: `eventHash` and `signature` are left out, every other member counts. */
-export const eventHashOf = (event: UnsignedEvent | Readonly<Record<string, unknown>>): string => {
-  const { eventHash: _h, signature: _s, ...covered } = event as Record<string, unknown>
-  return sha256Hex(EventHashDomain + canonicalJson(covered))
+const Uncovered: ReadonlySet<string> = new Set(["eventHash", "signature"])
+
+const hashInput = (event: UnsignedEvent | Readonly<Record<string, unknown>>): string => {
+  const text = jcsWithout(event as Readonly<Record<string, unknown>>, Uncovered)
+  if (text === undefined) throw new TypeError("value has no canonical JSON form")
+  return EventHashDomain + text
 }
+
+/** Hash of any event-shaped object: `eventHash` and `signature` are left out, every other member counts. */
+export const eventHashOf = (event: UnsignedEvent | Readonly<Record<string, unknown>>): string => hash("sha256", hashInput(event), "hex")
 
 /** The bytes an event signature covers: the 32 raw bytes of the hex eventHash. */
 export const signingInputOf = (eventHash: string): Uint8Array => {

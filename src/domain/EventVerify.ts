@@ -1,6 +1,6 @@
 import { createPublicKey, verify, type KeyObject } from "node:crypto"
 import { DigestPattern } from "./Canonical.js"
-import { eventHashOf, kidOf, signingInputOf } from "./EventChain.js"
+import { eventHashOf, kidOf } from "./EventChain.js"
 
 /**
  * A consumer's check of an event feed: every sequence, every link, every hash and every signature,
@@ -51,7 +51,9 @@ export interface VerifyOptions {
   readonly head?: { readonly sequence: number; readonly eventHash: string | null }
 }
 
-const SignaturePattern = /^[A-Za-z0-9_-]{86}$/
+// 64 bytes are 86 base64url characters whose last one carries 2 bits and 4 zero bits (A, Q, g or w):
+// the one spelling that decodes to the bytes and encodes back to itself.
+const SignaturePattern = /^[A-Za-z0-9_-]{85}[AQgw]$/
 
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
@@ -77,17 +79,24 @@ export const keysFromJwks = (jwks: unknown): ReadonlyMap<string, KeyObject> => {
   return keys
 }
 
-const shapeProblem = (event: unknown): string | null => {
+const StringFields = ["event_id", "public_id", "type", "occurred_at"] as const
+
+/**
+ * What is wrong with the event's shape, if anything. `checkDigest: false` leaves out only the eventHash
+ * pattern, for the chain's happy path: there the recomputed hash equals eventHash, which proves the
+ * pattern, and every failure path asks again with it.
+ */
+const shapeProblem = (event: unknown, checkDigest = true): string | null => {
   if (!isRecord(event)) return "the event is not an object"
   if (!Number.isSafeInteger(event.sequence)) return "sequence is not an integer"
-  for (const field of ["event_id", "public_id", "type", "occurred_at"] as const) {
+  for (const field of StringFields) {
     if (typeof event[field] !== "string") return `${field} is not a string`
   }
   if (!isRecord(event.payload)) return "payload is not an object"
   if (event.previousEventHash !== null && typeof event.previousEventHash !== "string") {
     return "previousEventHash is neither null nor a string"
   }
-  if (typeof event.eventHash !== "string" || !DigestPattern.test(event.eventHash)) return "eventHash is not 64 lowercase hex"
+  if (typeof event.eventHash !== "string" || (checkDigest && !DigestPattern.test(event.eventHash))) return "eventHash is not 64 lowercase hex"
   const signature = event.signature
   if (!isRecord(signature) || signature.alg !== "Ed25519" || typeof signature.kid !== "string" || typeof signature.sig !== "string") {
     return "signature is not { alg: \"Ed25519\", kid, sig }"
@@ -105,37 +114,54 @@ const shapeProblem = (event: unknown): string | null => {
 export const verifyEventChain = (events: ReadonlyArray<unknown>, jwks: unknown, options: VerifyOptions = {}): ChainVerdict => {
   const keys = keysFromJwks(jwks)
   const kids = new Set<string>()
+  // verify() is synchronous, so one pair of buffers serves every event: no allocation per signature.
+  const digestBytes = Buffer.alloc(32)
+  const signatureBytes = Buffer.alloc(64)
   let previous = options.anchor ?? { sequence: 0, eventHash: null }
   const fail = (sequence: number, reason: ChainFailureReason, detail: string): ChainVerdict =>
     ({ ok: false, sequence, reason, detail, verified: previous.sequence - (options.anchor?.sequence ?? 0) })
+  // Past the quick shape check a failure is the first the full order finds, and a malformed eventHash
+  // comes before all of them.
+  const failAfterShape = (event: Record<string, any>, sequence: number, reason: ChainFailureReason, detail: string): ChainVerdict =>
+    DigestPattern.test(event.eventHash)
+      ? fail(sequence, reason, detail)
+      : fail(sequence, "malformed-event", "eventHash is not 64 lowercase hex")
 
   for (const candidate of events) {
     const expected = previous.sequence + 1
-    const problem = shapeProblem(candidate)
-    if (problem !== null) return fail(expected, "malformed-event", problem)
+    if (shapeProblem(candidate, false) !== null) return fail(expected, "malformed-event", shapeProblem(candidate)!)
     const event = candidate as Record<string, any>
     if (options.publicId !== undefined && event.public_id !== options.publicId) {
-      return fail(expected, "wrong-determination", `event belongs to ${String(event.public_id)}, not ${options.publicId}`)
+      return failAfterShape(event, expected, "wrong-determination", `event belongs to ${String(event.public_id)}, not ${options.publicId}`)
     }
     if (event.sequence !== expected) {
-      return fail(expected, "sequence-mismatch", `expected sequence ${expected}, found ${event.sequence}: an event is missing or out of order`)
+      return failAfterShape(event, expected, "sequence-mismatch", `expected sequence ${expected}, found ${event.sequence}: an event is missing or out of order`)
     }
     if (event.previousEventHash !== previous.eventHash) {
-      return fail(expected, "broken-link", `previousEventHash does not match the eventHash of sequence ${previous.sequence}`)
+      return failAfterShape(event, expected, "broken-link", `previousEventHash does not match the eventHash of sequence ${previous.sequence}`)
     }
-    const recomputed = eventHashOf(event)
+    let recomputed: string
+    try {
+      recomputed = eventHashOf(event)
+    } catch (error) {
+      // Content with no JCS form (a lone surrogate) throws, as it always has, unless the eventHash
+      // was malformed, which the full shape check reports first.
+      if (!DigestPattern.test(event.eventHash)) return fail(expected, "malformed-event", "eventHash is not 64 lowercase hex")
+      throw error
+    }
     if (recomputed !== event.eventHash) {
-      return fail(expected, "hash-mismatch", `eventHash ${event.eventHash} does not match the content (recomputed ${recomputed})`)
+      return failAfterShape(event, expected, "hash-mismatch", `eventHash ${event.eventHash} does not match the content (recomputed ${recomputed})`)
     }
+    // From here eventHash is the recomputed hex, so its bytes are the recomputed digest's.
     const key = keys.get(event.signature.kid)
     if (key === undefined) return fail(expected, "unknown-kid", `kid ${event.signature.kid} is not in the JWKS`)
     const sig: string = event.signature.sig
-    const signatureBytes = Buffer.from(sig, "base64url")
-    const valid = SignaturePattern.test(sig) && signatureBytes.toString("base64url") === sig &&
-      verify(null, signingInputOf(event.eventHash), key, signatureBytes)
+    // 64 lowercase hex characters are 32 bytes and 86 pattern-checked base64url characters 64.
+    const valid = SignaturePattern.test(sig) && digestBytes.write(recomputed, "hex") === 32 &&
+      signatureBytes.write(sig, "base64url") === 64 && verify(null, digestBytes, key, signatureBytes)
     if (!valid) return fail(expected, "bad-signature", `the signature does not verify with key ${event.signature.kid}`)
     kids.add(event.signature.kid)
-    previous = { sequence: expected, eventHash: event.eventHash }
+    previous = { sequence: expected, eventHash: recomputed }
   }
 
   const head = options.head
