@@ -89,7 +89,11 @@ export const launch = (workers: number): void => {
       else socket.destroy()
     })
   }
-  listener.on("connection", (socket) => dispatch(socket))
+  let acceptedThisTurn = 0
+  listener.on("connection", (socket) => {
+    acceptedThisTurn++
+    dispatch(socket)
+  })
   listener.on("error", (error) => {
     console.error(`cannot listen on ${host}:${port}: ${error.message}`)
     exitCode = 1
@@ -127,6 +131,7 @@ export const launch = (workers: number): void => {
     const worker = cluster.fork({
       PV_BANNER: index === 0 ? (process.env.PV_BANNER ?? "true") : "false",
       PV_WORKER_INDEX: String(index),
+      PV_WORKERS: String(workers),
       PORT: String(listener.address() === null ? port : (listener.address() as Net.AddressInfo).port)
     })
     indexOf.set(worker.id, index)
@@ -177,22 +182,45 @@ export const launch = (workers: number): void => {
   const stop = () => {
     if (stopping) return
     stopping = true
-    // Stop accepting first: every connection accepted so far is already on its way to a worker.
-    if (listener.listening) listener.close()
-    for (const socket of waiting.splice(0)) socket.destroy()
-    const workersLeft = Object.values(cluster.workers ?? {})
-    if (workersLeft.length === 0) process.exit(exitCode)
-    for (const worker of workersLeft) {
-      if (worker === undefined) continue
-      // A ready worker drains on the message, which follows every connection sent to it; one still
-      // starting has no listener for it yet, so it gets the signal.
-      if (ready.includes(worker) && worker.isConnected()) worker.send(DrainMessage)
-      else worker.process.kill("SIGTERM")
-    }
-    ready.length = 0
     setTimeout(() => {
       for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill("SIGKILL")
     }, shutdownGraceMs() + 12_000).unref()
+    // Stop accepting first; then every connection accepted is already on its way to a worker.
+    closeListener(() => {
+      for (const socket of waiting.splice(0)) socket.destroy()
+      const workersLeft = Object.values(cluster.workers ?? {})
+      if (workersLeft.length === 0) process.exit(exitCode)
+      for (const worker of workersLeft) {
+        if (worker === undefined) continue
+        // A ready worker drains on the message, which follows every connection sent to it; one still
+        // starting has no listener for it yet, so it gets the signal.
+        if (ready.includes(worker) && worker.isConnected()) worker.send(DrainMessage)
+        else worker.process.kill("SIGTERM")
+      }
+      ready.length = 0
+    })
+  }
+  /**
+   * Closing a listening socket resets the connections the system completed and nobody accepted yet, so
+   * the close waits (up to ListenerQuietMs) for a turn of the event loop that accepted nothing: the queue
+   * was empty when it looked, and the close follows at once.
+   */
+  const closeListener = (then: () => void) => {
+    if (!listener.listening) return then()
+    const until = performance.now() + ListenerQuietMs
+    const look = () => {
+      if (acceptedThisTurn === 0 || performance.now() > until) {
+        listener.close()
+        return then()
+      }
+      acceptedThisTurn = 0
+      setImmediate(look)
+    }
+    // The first full turn after this one.
+    setImmediate(() => {
+      acceptedThisTurn = 0
+      setImmediate(look)
+    })
   }
   process.on("SIGTERM", stop)
   process.on("SIGINT", stop)
@@ -205,6 +233,9 @@ export const launch = (workers: number): void => {
   if (port === 0) listen(start)
   else start()
 }
+
+/** The longest a stopping primary keeps accepting while it waits for a quiet turn to close its listener. */
+const ListenerQuietMs = 250
 
 const shutdownGraceMs = () => {
   const value = Number(process.env.PV_SHUTDOWN_GRACE_MS ?? "10000")
