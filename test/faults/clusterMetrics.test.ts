@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from "vitest"
 import { parseExposition } from "../../src/observability/Exposition.js"
 import { Deployment } from "../support/childServer.js"
 import { openSse, type SseClient } from "../support/sse.js"
-import { postgresAvailable, provisionKey } from "./service.js"
+import { determination, postgresAvailable, provisionKey, putDetermination } from "./service.js"
 import { answer, call, describeOutcome } from "./wire.js"
 
 /**
@@ -35,16 +35,21 @@ describe.skipIf(!postgresAvailable)("metrics of a cluster (postgres, PV_WORKERS=
     deployment = await Deployment.create("postgres", { env: { PV_WORKERS: "2" } })
     const { child, baseUrl } = await deployment.start()
     const key = await provisionKey(baseUrl)
+    const subject = "DET-V1-CLUSTER-METRICS-1"
+    expect((await putDetermination(baseUrl, subject, determination(0))).status).toBe(201)
 
     // Event streams, each on its own connection, until both workers hold one: the per-worker gauge
     // pv_event_streams_open shows it for worker 0 and worker 1.
     const openStreams = (text: string) =>
       new Map(samples(text, "pv_event_streams_open").map((s) => [/worker="(\d+)"/.exec(s.labels)?.[1], s.value]))
     let perWorker = openStreams(await scrape(baseUrl))
-    for (let i = 0; i < 8 && !((perWorker.get("0") ?? 0) >= 1 && (perWorker.get("1") ?? 0) >= 1); i++) {
-      const stream = await openSse(`${baseUrl}/api/v1/events/stream`, { authorization: `Bearer ${key}` })
-      expect(stream.status, stream.text).toBe(200)
-      streams.push(stream)
+    for (let i = 0; i < 4 && !((perWorker.get("0") ?? 0) >= 1 && (perWorker.get("1") ?? 0) >= 1); i++) {
+      // Two at a time: connections go to the workers in turn, and the scrape takes one turn too.
+      for (let j = 0; j < 2; j++) {
+        const stream = await openSse(`${baseUrl}/api/v1/events/stream?public_id=${subject}`, { authorization: `Bearer ${key}` })
+        expect(stream.status, stream.text).toBe(200)
+        streams.push(stream)
+      }
       perWorker = openStreams(await scrape(baseUrl))
     }
     expect(Object.fromEntries(perWorker), "an event stream open on each worker").toEqual({ "0": expect.any(Number), "1": expect.any(Number) })
