@@ -94,15 +94,26 @@ export const launch = (workers: number): void => {
     acceptedThisTurn++
     dispatch(socket)
   })
+  // Once listening, an error is a failed accept (EMFILE, …): that connection is lost, the others are served.
   listener.on("error", (error) => {
-    console.error(`cannot listen on ${host}:${port}: ${error.message}`)
-    exitCode = 1
-    stop()
+    if (listener.listening) console.error(`accepting a connection failed: ${error.message}`)
   })
-  const listen = (then: () => void) => listener.listen({ host, port }, then)
+  const listen = (then: () => void) => {
+    const refused = (error: Error) => {
+      console.error(`cannot listen on ${host}:${port}: ${error.message}`)
+      exitCode = 1
+      stop()
+    }
+    listener.once("error", refused)
+    listener.listen({ host, port }, () => {
+      listener.off("error", refused)
+      then()
+    })
+  }
 
   // Metrics gathers (observability/Telemetry.ts): a worker asks, every ready worker answers with its text.
   let gathers = 0
+  const pending = new Map<number, (text: { worker: string; text: string }) => void>()
   const gather = (requester: Worker, requestId: number) => {
     const id = ++gathers
     const texts: Array<{ worker: string; text: string }> = []
@@ -125,8 +136,6 @@ export const launch = (workers: number): void => {
     for (const worker of asked) worker.send(collect)
     if (asked.length === 0) finish()
   }
-  const pending = new Map<number, (text: { worker: string; text: string }) => void>()
-
   const fork = (index: number) => {
     const worker = cluster.fork({
       PV_BANNER: index === 0 ? (process.env.PV_BANNER ?? "true") : "false",
