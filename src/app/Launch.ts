@@ -1,4 +1,14 @@
-import cluster from "node:cluster"
+import cluster, { type Worker } from "node:cluster"
+import * as Net from "node:net"
+import {
+  ConnectionMessage,
+  DrainMessage,
+  isClusterMessage,
+  type MetricsCollect,
+  type MetricsGathered,
+  MetricsGatherMs,
+  ReadyMessage
+} from "../platform/Cluster.js"
 
 /** The server, loaded only in the process that serves (a cluster primary only forks and watches). */
 const serve = async () => {
@@ -22,11 +32,18 @@ const serve = async () => {
 }
 
 /**
- * Serve in this process, or with `workers` > 1 fork that many processes sharing one listening socket
- * (node:cluster), so one machine's cores are used. Workers share the database, so they need PostgreSQL
- * (the embedded database belongs to one process); rate limits, key revocation and cached trust
- * documents already work across instances. A worker that dies is replaced; SIGTERM/SIGINT make every
- * worker drain, and the primary exits 0 once they have.
+ * Serve in this process, or with `workers` > 1 fork that many processes and serve through them, so one
+ * machine's cores are used. Workers share the database, so they need PostgreSQL (the embedded database
+ * belongs to one process); rate limits, key revocation and cached trust documents already work across
+ * instances. A worker that dies is replaced; SIGTERM/SIGINT make every worker drain, and the primary
+ * exits 0 once they have.
+ *
+ * The primary owns the listening socket and hands each accepted connection to the next ready worker, in
+ * turn (node:cluster's own round robin is not used: when its workers close their servers during a
+ * drain, connections its primary already accepted are handed to a worker that has stopped, or closed
+ * with the last one, and reset). On stop the primary first stops accepting (new connects are refused),
+ * then tells every worker to drain: the connections it handed over reach a worker before that message,
+ * on the same channel, so each is answered (503 with `Connection: close` once draining), none reset.
  */
 export const launch = (workers: number): void => {
   if (workers <= 1 || cluster.isWorker) {
@@ -38,48 +55,196 @@ export const launch = (workers: number): void => {
     process.exitCode = 1
     return
   }
+  const host = process.env.HOST ?? "127.0.0.1"
+  const port = Number(process.env.PORT ?? "8080")
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) {
+    console.error("PORT must be an integer from 0 to 65535")
+    process.exitCode = 1
+    return
+  }
   let stopping = false
   let exitCode = 0
-  const fork = (index: number) => cluster.fork({ PV_BANNER: index === 0 ? (process.env.PV_BANNER ?? "true") : "false", PV_WORKER_INDEX: String(index) })
   const indexOf = new Map<number, number>()
-  for (let i = 0; i < workers; i++) indexOf.set(fork(i).id, i)
-  const listening = new Set<number>()
-  cluster.on("listening", (worker) => listening.add(worker.id))
+  /** Workers that said they can serve, in the order connections go to them. */
+  const ready: Array<Worker> = []
+  let turn = 0
+  /** Connections accepted before any worker was ready. */
+  const waiting: Array<Net.Socket> = []
+  const everReady = new Set<number>()
+
+  const listener = Net.createServer({ pauseOnConnect: true, noDelay: true })
+  const dispatch = (socket: Net.Socket, attempts = 0): void => {
+    if (socket.destroyed) return
+    if (ready.length === 0) {
+      if (stopping) socket.destroy()
+      else waiting.push(socket)
+      return
+    }
+    const worker = ready[turn++ % ready.length]!
+    // keepOpen: on a failed send (the worker just died) the socket goes to another worker; once sent,
+    // the worker holds its own descriptor and the primary's is closed.
+    worker.send(ConnectionMessage, socket, { keepOpen: true }, (error) => {
+      if (error === null || error === undefined) socket.destroy()
+      else if (attempts < workers) dispatch(socket, attempts + 1)
+      else socket.destroy()
+    })
+  }
+  let acceptedThisTurn = 0
+  listener.on("connection", (socket) => {
+    acceptedThisTurn++
+    dispatch(socket)
+  })
+  // Once listening, an error is a failed accept (EMFILE, …): that connection is lost, the others are served.
+  listener.on("error", (error) => {
+    if (listener.listening) console.error(`accepting a connection failed: ${error.message}`)
+  })
+  const listen = (then: () => void) => {
+    const refused = (error: Error) => {
+      console.error(`cannot listen on ${host}:${port}: ${error.message}`)
+      exitCode = 1
+      stop()
+    }
+    listener.once("error", refused)
+    listener.listen({ host, port }, () => {
+      listener.off("error", refused)
+      then()
+    })
+  }
+
+  // Metrics gathers (observability/Telemetry.ts): a worker asks, every ready worker answers with its text.
+  let gathers = 0
+  const pending = new Map<number, (text: { worker: string; text: string }) => void>()
+  const gather = (requester: Worker, requestId: number) => {
+    const id = ++gathers
+    const texts: Array<{ worker: string; text: string }> = []
+    const asked = ready.filter((worker) => worker.isConnected())
+    let done = false
+    const finish = () => {
+      if (done) return
+      done = true
+      clearTimeout(timer)
+      pending.delete(id)
+      const reply: MetricsGathered = { pv: "metrics:gathered", id: requestId, expected: workers, texts }
+      if (requester.isConnected()) requester.send(reply)
+    }
+    const timer = setTimeout(finish, MetricsGatherMs)
+    pending.set(id, (text) => {
+      texts.push(text)
+      if (texts.length >= asked.length) finish()
+    })
+    const collect: MetricsCollect = { pv: "metrics:collect", id }
+    for (const worker of asked) worker.send(collect)
+    if (asked.length === 0) finish()
+  }
+  const fork = (index: number) => {
+    const worker = cluster.fork({
+      PV_BANNER: index === 0 ? (process.env.PV_BANNER ?? "true") : "false",
+      PV_WORKER_INDEX: String(index),
+      PV_WORKERS: String(workers),
+      PORT: String(listener.address() === null ? port : (listener.address() as Net.AddressInfo).port)
+    })
+    indexOf.set(worker.id, index)
+    worker.on("message", (message: unknown) => {
+      if (message === ReadyMessage) {
+        everReady.add(worker.id)
+        if (stopping) {
+          worker.send(DrainMessage)
+          return
+        }
+        ready.push(worker)
+        if (!listener.listening) listen(() => undefined)
+        for (const socket of waiting.splice(0)) dispatch(socket)
+      } else if (isClusterMessage(message)) {
+        if (message.pv === "metrics:gather") gather(worker, message.id)
+        else if (message.pv === "metrics:text") pending.get(message.id)?.({ worker: message.worker, text: message.text })
+      }
+    })
+  }
+  const unready = (worker: Worker) => {
+    const at = ready.indexOf(worker)
+    if (at !== -1) ready.splice(at, 1)
+  }
+
   cluster.on("exit", (worker, code, signal) => {
     const index = indexOf.get(worker.id) ?? 0
     indexOf.delete(worker.id)
+    unready(worker)
     if (stopping) {
       if (indexOf.size === 0) process.exit(exitCode)
       return
     }
-    // A worker that dies before it ever listened failed to start (bad configuration, database gone):
+    // A worker that dies before it was ever ready failed to start (bad configuration, database gone):
     // restarting it would loop forever, so stop everything and let the supervisor see the failure.
-    if (!listening.has(worker.id)) {
+    if (!everReady.has(worker.id)) {
       console.error(`worker ${index} failed to start (${signal ?? code}); stopping`)
       exitCode = 1
       stop()
       return
     }
-    listening.delete(worker.id)
+    everReady.delete(worker.id)
     console.error(`worker ${index} exited (${signal ?? code}); starting a new one`)
-    indexOf.set(fork(index).id, index)
+    fork(index)
   })
-  // Each worker drains itself on SIGTERM (http/FrontDoor.ts); one that outlives its grace is killed. The
-  // margin covers the closing steps after the grace: interrupting a statement in @effect/sql-pg waits for
-  // its cancel request and the connection to drain (up to ~5 s), then the log's last round and the flushes.
+  // Each worker drains itself (http/FrontDoor.ts); one that outlives its grace is killed. The margin
+  // covers the closing steps after the grace: interrupting a statement in @effect/sql-pg waits for its
+  // cancel request and the connection to drain (up to ~5 s), then the log's last round and the flushes.
   const stop = () => {
     if (stopping) return
     stopping = true
-    const workersLeft = Object.values(cluster.workers ?? {})
-    if (workersLeft.length === 0) process.exit(exitCode)
-    for (const worker of workersLeft) worker?.process.kill("SIGTERM")
     setTimeout(() => {
       for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill("SIGKILL")
     }, shutdownGraceMs() + 12_000).unref()
+    // Stop accepting first; then every connection accepted is already on its way to a worker.
+    closeListener(() => {
+      for (const socket of waiting.splice(0)) socket.destroy()
+      const workersLeft = Object.values(cluster.workers ?? {})
+      if (workersLeft.length === 0) process.exit(exitCode)
+      for (const worker of workersLeft) {
+        if (worker === undefined) continue
+        // A ready worker drains on the message, which follows every connection sent to it; one still
+        // starting has no listener for it yet, so it gets the signal.
+        if (ready.includes(worker) && worker.isConnected()) worker.send(DrainMessage)
+        else worker.process.kill("SIGTERM")
+      }
+      ready.length = 0
+    })
+  }
+  /**
+   * Closing a listening socket resets the connections the system completed and nobody accepted yet, so
+   * the close waits (up to ListenerQuietMs) for a turn of the event loop that accepted nothing: the queue
+   * was empty when it looked, and the close follows at once.
+   */
+  const closeListener = (then: () => void) => {
+    if (!listener.listening) return then()
+    const until = performance.now() + ListenerQuietMs
+    const look = () => {
+      if (acceptedThisTurn === 0 || performance.now() > until) {
+        listener.close()
+        return then()
+      }
+      acceptedThisTurn = 0
+      setImmediate(look)
+    }
+    // The first full turn after this one.
+    setImmediate(() => {
+      acceptedThisTurn = 0
+      setImmediate(look)
+    })
   }
   process.on("SIGTERM", stop)
   process.on("SIGINT", stop)
+
+  const start = () => {
+    for (let i = 0; i < workers; i++) fork(i)
+  }
+  // The port opens once a worker can serve; with PORT=0 it is opened first, to tell the workers the port
+  // the system picked (connections accepted before a worker is ready wait for it).
+  if (port === 0) listen(start)
+  else start()
 }
+
+/** The longest a stopping primary keeps accepting while it waits for a quiet turn to close its listener. */
+const ListenerQuietMs = 250
 
 const shutdownGraceMs = () => {
   const value = Number(process.env.PV_SHUTDOWN_GRACE_MS ?? "10000")

@@ -21,6 +21,7 @@ import {
 import { beginRequest, problemInstance, recordOfMessage, type RequestRecord, RequestIdHeader, requestIdFrom } from "../observability/RequestRecord.js"
 import { admissionState } from "../observability/Metrics.js"
 import { MetricsPath, Telemetry, TelemetryLive } from "../observability/Telemetry.js"
+import { ConnectionMessage, DrainMessage, isClusterWorker, ReadyMessage, sendToPrimary } from "../platform/Cluster.js"
 import { AppConfig, type AppConfigShape } from "../platform/Config.js"
 import { fixedLimit, gradientLimit } from "./ConcurrencyLimit.js"
 
@@ -315,7 +316,36 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
       return NetAddress.inetAddressFromIpStringUnsafe(bound.address === "::" ? "0.0.0.0" : bound.address, bound.port)
     }
 
-    const listen = Effect.callback<void>((resume) => {
+    /**
+     * A cluster worker does not listen: the primary accepts and hands it connections (app/Launch.ts), which
+     * it serves like its own, up to PV_MAX_CONNECTIONS (as `server.maxConnections` would), while draining
+     * too. Its drain starts on the primary's message, which comes after every connection sent to it.
+     */
+    let handed = 0
+    const onPrimaryMessage = (message: unknown, socket: unknown) => {
+      if (message === DrainMessage) {
+        process.kill(process.pid, "SIGTERM")
+        return
+      }
+      if (message !== ConnectionMessage || !(socket instanceof Net.Socket)) return
+      if (handed >= config.maxConnections) {
+        socket.destroy()
+        return
+      }
+      handed++
+      socket.once("close", () => handed--)
+      server.emit("connection", socket)
+    }
+    const joinCluster = Effect.sync(() => {
+      process.on("message", onPrimaryMessage)
+      // What listening would do: Node starts checking the connections' time-outs on "listening".
+      server.emit("listening")
+      sendToPrimary(ReadyMessage)
+    })
+    /** Registered before the drain, so it runs after it: connections handed over meanwhile are still answered. */
+    const leaveCluster = Effect.sync(() => process.off("message", onPrimaryMessage))
+
+    const listen = isClusterWorker() ? joinCluster : Effect.callback<void>((resume) => {
       const onError = (cause: Error) => resume(Effect.die(cause))
       server.once("error", onError)
       server.listen({ port: config.port, host: config.host }, () => {
@@ -359,6 +389,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
           // are interrupted, when the child scope closes after it.
           const requests = yield* Scope.fork(yield* Scope.Scope, "parallel")
           handler = yield* NodeHttpServer.makeHandler(app, middleware === undefined ? { scope: requests } : { scope: requests, middleware })
+          if (isClusterWorker()) yield* Effect.addFinalizer(() => leaveCluster)
           yield* Effect.addFinalizer(() => drain)
           yield* listen
           yield* Deferred.succeed(listening, address())

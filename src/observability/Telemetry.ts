@@ -3,6 +3,17 @@ import type * as Http from "node:http"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { PrometheusMetrics } from "effect/observability"
 import { AppConfig } from "../platform/Config.js"
+import {
+  isClusterMessage,
+  isClusterWorker,
+  type MetricsGather,
+  type MetricsGathered,
+  MetricsGatherMs,
+  type MetricsText,
+  sendToPrimary,
+  workerIndex
+} from "../platform/Cluster.js"
+import { formatExposition, mergeWorkers } from "./Exposition.js"
 import { observeGauges, recordRequest } from "./Metrics.js"
 import type { RequestRecord } from "./RequestRecord.js"
 import { Internal, toProblemDocument } from "../domain/Problem.js"
@@ -15,7 +26,7 @@ import { Internal, toProblemDocument } from "../domain/Problem.js"
 export interface TelemetryShape {
   /** True when `/metrics` may be served to this request (no PV_METRICS_TOKEN, or the right bearer token). */
   readonly metricsAuthorized: (req: Http.IncomingMessage) => boolean
-  /** Writes the Prometheus text exposition of every metric of this process. */
+  /** Writes the Prometheus text exposition of every metric of this process (of every worker in a cluster). */
   readonly serveMetrics: (req: Http.IncomingMessage, res: Http.ServerResponse) => void
   /** Once per request, when its response has ended or its connection closed. */
   readonly requestEnded: (req: Http.IncomingMessage, res: Http.ServerResponse, record: RequestRecord) => void
@@ -69,28 +80,88 @@ const registry = Context.empty()
  * listener, outside any fiber: a collection that throws (`process.memoryUsage()` fails with EMFILE when
  * file descriptors run out, exactly when a scrape matters) answers 500 instead of crashing the process.
  */
-const serveExposition = (res: Http.ServerResponse) => {
-  let body: string
+const ownExposition = (): string => {
+  observeGauges()
+  return PrometheusMetrics.formatUnsafe(registry)
+}
+
+const writeExposition = (res: Http.ServerResponse, body: () => string) => {
+  if (res.destroyed) return
+  let text: string
   try {
-    observeGauges()
-    body = PrometheusMetrics.formatUnsafe(registry)
+    text = body()
   } catch {
     const problem = JSON.stringify(toProblemDocument(new Internal({ detail: "The metrics could not be collected." })))
     res.writeHead(500, { "content-type": "application/problem+json", "content-length": Buffer.byteLength(problem) })
     res.end(problem)
     return
   }
-  res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8", "content-length": Buffer.byteLength(body) })
-  res.end(body)
+  res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8", "content-length": Buffer.byteLength(text) })
+  res.end(text)
+}
+
+/** The gauges that say how complete a cluster's scrape is. */
+const clusterGauges = (expected: number, reporting: number) =>
+  "# HELP pv_cluster_workers Worker processes the cluster runs (PV_WORKERS).\n" +
+  "# TYPE pv_cluster_workers gauge\n" +
+  `pv_cluster_workers ${expected}\n` +
+  `# HELP pv_cluster_workers_reporting Workers whose metrics this scrape includes (below pv_cluster_workers: some did not answer within ${MetricsGatherMs} ms).\n` +
+  "# TYPE pv_cluster_workers_reporting gauge\n" +
+  `pv_cluster_workers_reporting ${reporting}\n`
+
+/**
+ * In a cluster worker (PV_WORKERS > 1), a scrape reports every worker: the primary asks each for its
+ * exposition (bounded by MetricsGatherMs) and this worker merges them (Exposition.ts): counters and
+ * histograms summed, gauges per worker (label `worker`). Every worker answers the primary's requests.
+ * Returns the scrape's handler and the listener's removal.
+ */
+const joinClusterMetrics = () => {
+  const me = workerIndex()
+  let gathers = 0
+  const waiting = new Map<number, (gathered: MetricsGathered | undefined) => void>()
+  const onMessage = (message: unknown) => {
+    if (!isClusterMessage(message)) return
+    if (message.pv === "metrics:collect") {
+      let text: string
+      try {
+        text = ownExposition()
+      } catch {
+        return // counted as missing by pv_cluster_workers_reporting
+      }
+      sendToPrimary({ pv: "metrics:text", id: message.id, worker: me, text } satisfies MetricsText)
+    } else if (message.pv === "metrics:gathered") waiting.get(message.id)?.(message)
+  }
+  process.on("message", onMessage)
+  const serve = (res: Http.ServerResponse) => {
+    const id = ++gathers
+    const complete = (gathered: MetricsGathered | undefined) => {
+      if (!waiting.delete(id)) return
+      clearTimeout(timer)
+      writeExposition(res, () => {
+        const texts = [...(gathered?.texts ?? [])]
+        // Its own text even when the primary's answer lacks it (a drain has begun, or the primary is gone).
+        if (!texts.some((part) => part.worker === me)) texts.push({ worker: me, text: ownExposition() })
+        const expected = gathered?.expected ?? Math.max(texts.length, Number(process.env.PV_WORKERS ?? "1") || 1)
+        return formatExposition(mergeWorkers(texts)) + clusterGauges(expected, texts.length)
+      })
+    }
+    // The primary answers within MetricsGatherMs; this bound holds if it cannot.
+    const timer = setTimeout(() => complete(undefined), MetricsGatherMs + 500)
+    waiting.set(id, complete)
+    if (!sendToPrimary({ pv: "metrics:gather", id } satisfies MetricsGather)) complete(undefined)
+  }
+  return { serve, leave: () => process.off("message", onMessage) }
 }
 
 const makeTelemetry = Effect.gen(function*() {
   const config = yield* AppConfig
   const token = Option.map(config.metricsToken, (t) => digest(Redacted.value(t)))
   const json = config.logFormat === "json"
+  const clustered = isClusterWorker() ? joinClusterMetrics() : undefined
+  if (clustered !== undefined) yield* Effect.addFinalizer(() => Effect.sync(clustered.leave))
   const telemetry: TelemetryShape = {
     metricsAuthorized: (req) => Option.isNone(token) || bearerMatches(req.headers.authorization, token.value),
-    serveMetrics: (_req, res) => serveExposition(res),
+    serveMetrics: (_req, res) => (clustered === undefined ? writeExposition(res, ownExposition) : clustered.serve(res)),
     requestEnded: (req, res, record) => {
       const durationMs = performance.now() - record.startedAt
       const status = statusOf(res)

@@ -1,0 +1,63 @@
+import cluster from "node:cluster"
+
+/**
+ * The messages between a cluster's primary and its workers (PV_WORKERS > 1, src/app/Launch.ts), over
+ * node:cluster's IPC channel. The primary owns the listening socket and hands each accepted connection
+ * to a worker; a worker says when it can serve, and gathers every worker's metrics through the primary.
+ */
+
+/** Primary → worker, with a socket: a connection to serve. */
+export const ConnectionMessage = "pv:connection"
+/** Primary → worker: the primary has stopped accepting; drain and exit (as on SIGTERM). */
+export const DrainMessage = "pv:drain"
+/** Worker → primary: the handler is installed, connections may come. */
+export const ReadyMessage = "pv:ready"
+
+/** Worker → primary: a scrape of /metrics wants every worker's exposition. */
+export interface MetricsGather {
+  readonly pv: "metrics:gather"
+  readonly id: number
+}
+/** Primary → every worker: send your exposition for gather `id`. */
+export interface MetricsCollect {
+  readonly pv: "metrics:collect"
+  readonly id: number
+}
+/** Worker → primary: this worker's exposition (Prometheus text) for gather `id`. */
+export interface MetricsText {
+  readonly pv: "metrics:text"
+  readonly id: number
+  readonly worker: string
+  readonly text: string
+}
+/** Primary → the gathering worker: the expositions that came in time, of `expected` workers. */
+export interface MetricsGathered {
+  readonly pv: "metrics:gathered"
+  readonly id: number
+  readonly expected: number
+  readonly texts: ReadonlyArray<{ readonly worker: string; readonly text: string }>
+}
+
+export type ClusterMessage = MetricsGather | MetricsCollect | MetricsText | MetricsGathered
+
+export const isClusterMessage = (message: unknown): message is ClusterMessage =>
+  typeof message === "object" && message !== null && typeof (message as { pv?: unknown }).pv === "string"
+
+/** How long the primary waits for the workers' expositions of one scrape. */
+export const MetricsGatherMs = 1_000
+
+/** True in a worker forked by `launch` (it serves connections the primary hands it). */
+export const isClusterWorker = (): boolean => cluster.isWorker && typeof process.send === "function"
+
+/** This worker's index (0 … PV_WORKERS − 1; replaced workers keep the index of the one they replace). */
+export const workerIndex = (): string => process.env.PV_WORKER_INDEX ?? "0"
+
+/** Sends `message` to the primary; false when the channel is gone (the primary died or disconnected). */
+export const sendToPrimary = (message: unknown): boolean => {
+  if (typeof process.send !== "function" || !process.connected) return false
+  try {
+    return process.send(message)
+  } catch {
+    return false
+  }
+}
