@@ -16,7 +16,7 @@ export const ClaimScope = Schema.Array(Name).check(Schema.isMinLength(1), Schema
   description: "Claim names relied upon (1..32); each must be allowed and not a prohibited inference"
 })
 
-/** docs/API.md §9.1: exactly the seed's 7 caller fields, for receipts and for actionability. */
+/** docs/API.md §9.1: exactly the 7 caller fields, for receipts and for actionability. */
 export const RelianceRequest = Schema.Struct({
   tenant_id: TenantId,
   organization: Name.annotate({ description: "Consuming organization" }),
@@ -40,7 +40,7 @@ export const RelianceRequest = Schema.Struct({
 })
 export type RelianceRequest = typeof RelianceRequest.Type
 
-/** Fields the server derives; a caller that sends one is refused with prohibited-field (the seed's list). */
+/** Fields the server derives; a caller that sends one is refused with prohibited-field (the list of docs/API.md §9.1). */
 export const ProhibitedRequestFields = [
   "decision",
   "trust_state_digest",

@@ -35,7 +35,7 @@ const nearMiss = fc.tuple(
 ).map(([p, rest]) => p + rest.join(""))
 
 describe("publicId", () => {
-  it("accepts the examples docs/API.md and the seed use", () => {
+  it("accepts the examples docs/API.md and the tests use", () => {
     for (const id of ["DET-V1-ACME-0001", "QUAL-V1-X", "DET-V1-0", "DET-V1-A-B", "QUAL-V1-ACME-ROBOTICS-0001", "DET-V1-A--B"]) {
       expect(isPublicId(id), id).toBe(true)
       expect(decodes(id), id).toBe(true)
