@@ -32,7 +32,7 @@ export default defineConfig(async () => {
     { extends: true, test: { name: "browser", include: browser, env: { PV_TEST_DB: "pglite" } } },
     { extends: true, test: { name: "pglite", include: http, env: { PV_TEST_DB: "pglite" } } }
   ]
-  // Contract section 11 against the compiled server (`npm run build` once, then `node dist/src/main.js`
+  // The fault rules of docs/API.md §13 against the compiled server (`npm run build` once, then `node dist/src/main.js`
   // child processes): one file at a time, since each starts, signals and kills whole processes.
   projects.push({
     extends: true,

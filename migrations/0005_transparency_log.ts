@@ -20,7 +20,7 @@ export const eventEntrySql = `convert_to(
   ',"type":"pv.log.event.v1"}', 'UTF8')`
 
 /**
- * The transparency log (contract section 10). A receipt or event write adds one `log_pending` row in
+ * The transparency log (docs/API.md §11). A receipt or event write adds one `log_pending` row in
  * its own transaction; the integrator moves pending rows into `log_entries` (gapless indexes, never
  * updated or deleted), stores the complete-subtree hashes of tile levels 1, 2, … (level 0 is the
  * leaf hashes), and signs a checkpoint, all in one transaction. Receipts and events stored before

@@ -13,7 +13,7 @@ import { Ids } from "../platform/Ids.js"
 import { Caller } from "./Auth.js"
 import { KeyStore } from "./Repo.js"
 
-/** Revocation and expiry reach every instance within this bound (contract: 2 s). */
+/** Revocation and expiry reach every instance within this bound (docs/API.md §3.1: 2 s). */
 export const KeyCacheTtl = Duration.seconds(1)
 
 /** How stale last_used_at may be. */
@@ -28,7 +28,7 @@ export { Caller }
 
 export const hasScope = (key: ApiKeyRecord, scope: Scope): boolean => key.scopes.includes(scope)
 
-/** Fails with the contract's insufficient-scope problem unless the caller's key holds `scope`. */
+/** Fails with the insufficient-scope problem (docs/API.md §3.2) unless the caller's key holds `scope`. */
 export const requireScope = (scope: Scope) =>
   Effect.flatMap(Caller, (key) =>
     hasScope(key, scope)

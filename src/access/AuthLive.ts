@@ -11,7 +11,7 @@ import { OperatorCredential } from "./Operator.js"
 import { RateLimits } from "./RateLimits.js"
 
 /**
- * Failed-authentication throttling refuses failures, never valid credentials (CONTRACT section 11): an
+ * Failed-authentication throttling refuses failures, never valid credentials (docs/API.md §3.7): an
  * address past its failure budget still has every credential checked; a valid one goes through, a
  * failing one is answered 429 instead of 401, and every failure is counted.
  */

@@ -55,7 +55,7 @@ const reportedHops = (headers: Readonly<Record<string, string | undefined>>): Ar
 }
 
 /**
- * CONTRACT section 11: the socket peer, unless the peer is a trusted proxy; then the right-most reported
+ * docs/API.md §3.7: the socket peer, unless the peer is a trusted proxy; then the right-most reported
  * hop that is not itself a trusted proxy (each proxy appends the address it saw, so everything left of
  * the last untrusted hop may be forged by the client), if it is an IP address (else the peer). With
  * every hop trusted, the left-most one.

@@ -30,7 +30,7 @@ const utcDayCached = (nowMs: number): string => {
   return dayCache.name
 }
 
-/** IETF RateLimit fields (contract section 3) for a key, given what is left of its minute. */
+/** IETF RateLimit fields (docs/API.md §4.1) for a key, given what is left of its minute. */
 export const rateLimitHeaders = (key: ApiKeyRecord, remaining: number, resetSeconds: number): Record<string, string> => ({
   "ratelimit-policy": policyOf(key),
   ratelimit: `"minute";r=${Math.max(0, remaining)};t=${Math.max(0, resetSeconds)}`

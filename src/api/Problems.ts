@@ -3,13 +3,13 @@ import type { HttpServerRequest } from "effect/http"
 import { type ProblemError, toProblemDocument } from "../domain/Problem.js"
 import { problemInstance, requestIdOf } from "../observability/RequestRecord.js"
 
-/** Contract section 0: bodies over 64 KiB are refused before they are read in full. */
+/** docs/API.md §4.3: bodies over 64 KiB are refused before they are read in full. */
 export const MaxBodyBytes = 64 * 1024
 
 const realm = `Bearer realm="pv"`
 
 /**
- * The headers that go with a problem (contract sections 1 and 11): how to authenticate, and when to retry.
+ * The headers that go with a problem (docs/API.md §5.1): how to authenticate, and when to retry.
  * HttpApi encodes the body of a declared problem; these are added to that response (src/http/Problems.ts).
  */
 export const problemHeaders = (error: ProblemError): Record<string, string> => {
@@ -22,7 +22,7 @@ export const problemHeaders = (error: ProblemError): Record<string, string> => {
     case "QuotaExceeded":
     case "NotYetLogged":
       return { "retry-after": String(Math.max(1, Math.ceil(error.retry_after))) }
-    // A dependency that is down or a process at capacity: worth retrying soon (CONTRACT section 11).
+    // A dependency that is down or a process at capacity: worth retrying soon (docs/API.md §13).
     case "Unavailable":
     case "Overloaded":
       return { "retry-after": "1" }
@@ -49,7 +49,7 @@ const pathOf = (url: string) => {
   return q === -1 ? url : url.slice(0, q)
 }
 
-/** A problem's `instance`: the request id the front door settled on (CONTRACT section 11), else the path. */
+/** A problem's `instance`: the request id the front door settled on (docs/API.md §5.1, §13), else the path. */
 export const instanceOf = (request: HttpServerRequest.HttpServerRequest): string => {
   const id = requestIdOf(request)
   return id === undefined ? pathOf(request.url) : problemInstance(id)

@@ -3,7 +3,7 @@ import { crc32 } from "node:zlib"
 import { sha256Hex } from "./Canonical.js"
 import { OneOf } from "./Json.js"
 
-/** Contract section 2: `pv_live_` + 32 base62 (CSPRNG) + 6 base62 CRC32 of everything before it. */
+/** docs/API.md §3.1: `pv_live_` + 32 base62 (CSPRNG) + 6 base62 CRC32 of everything before it. */
 export const KeyPrefix = "pv_live_"
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 const SECRET_LENGTH = 32

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto"
 import canonicalize from "canonicalize"
 
 /**
- * The one digest recipe of the contract: RFC 8785 (JCS) canonical JSON, SHA-256, lowercase hex.
+ * The one digest recipe of docs/API.md §2: RFC 8785 (JCS) canonical JSON, SHA-256, lowercase hex.
  * Digested values hold only strings, booleans, null, arrays, objects and safe integers, so JCS number
  * formatting never has to round.
  */

@@ -29,7 +29,7 @@ export const Subject = Schema.Struct({
   identity_state: NonEmptyText
 }).annotate({ identifier: "Subject" })
 
-/** Operator ingestion body (contract section 5); its JCS digest is the determination_digest. */
+/** Operator ingestion body (docs/API.md §7.11); its JCS digest is the determination_digest. */
 export const DeterminationBody = Schema.Struct({
   subject: Subject,
   tier: Tier,

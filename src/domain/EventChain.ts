@@ -4,7 +4,7 @@ import { jcsWithout } from "./Jcs.js"
 import type { EventJwk, TrustEvent, UnsignedEvent } from "./TrustEvent.js"
 
 /**
- * The one home of the event-hash recipe (contract section 6), used by the service when it appends and
+ * The one home of the event-hash recipe (docs/API.md §10.4), used by the service when it appends and
  * by every verifier: eventHash = SHA-256 hex of UTF-8 "pv-event-v1\n" + JCS(event without eventHash
  * and signature); the signature covers the 32 raw bytes of eventHash.
  */

@@ -9,7 +9,7 @@ export const LifecycleState = OneOf("LifecycleState", LifecycleStates)
 export type LifecycleState = typeof LifecycleState.Type
 
 /**
- * Contract section 5, the one home of the freshness rule. With w = valid_until - as_of:
+ * docs/API.md §6.2, the one home of the freshness rule. With w = valid_until - as_of:
  * CURRENT before valid_until - 0.2w; APPROACHING_STALE until valid_until; STALE until valid_until + w;
  * EXPIRED after. Integer arithmetic (scaled by 5) so no boundary is blurred by floating point.
  */

@@ -64,7 +64,7 @@ export const Text = Schema.String.check(
 )
 export const NonEmptyText = Text.check(Schema.isMinLength(1))
 
-/** Integers JCS prints exactly (contract section 0). */
+/** Integers JCS prints exactly (docs/API.md §2). */
 export const SafeInt = Schema.Number.check(Schema.isInt({ message: "must be an integer within ±2^53" }))
 
 export type JsonValue = string | boolean | null | number | ReadonlyArray<JsonValue> | { readonly [k: string]: JsonValue }
@@ -84,7 +84,7 @@ export const JsonObject = Schema.Record(Schema.String, JsonValue)
 const Rfc3339Pattern = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i
 
 /**
- * RFC 3339 in, the contract's form out (UTC, milliseconds, `Z`), so digests never depend on how a
+ * RFC 3339 in, the form of docs/API.md §2 out (UTC, milliseconds, `Z`), so digests never depend on how a
  * client wrote the same instant.
  */
 export const Timestamp = Schema.String.annotate({

@@ -19,7 +19,7 @@ export interface EventHead {
 
 const Strings = Schema.Array(Schema.String)
 
-/** The canonical trust document (contract section 5), also the OpenAPI schema of the trust endpoints. */
+/** The canonical trust document (docs/API.md §6), also the OpenAPI schema of the trust endpoints. */
 export const MachineTrustResponse = Schema.Struct({
   schema: Schema.Literal(MachineTrustSchemaId),
   trust_state_digest: Schema.String,

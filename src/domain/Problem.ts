@@ -191,7 +191,7 @@ export class ExpectationFailed extends problem<ExpectationFailed>()("Expectation
   { code: "expectation-failed", status: 417, title: "Expectation failed" }) {}
 export class HeaderFieldsTooLarge extends problem<HeaderFieldsTooLarge>()("HeaderFieldsTooLarge",
   { code: "header-fields-too-large", status: 431, title: "Request header fields too large" }) {}
-/** The receipt exists but the log has not integrated its entry yet (contract section 10). */
+/** The receipt exists but the log has not integrated its entry yet (docs/API.md §11.7). */
 export class NotYetLogged extends problem<NotYetLogged>()("NotYetLogged",
   { code: "not-yet-logged", status: 404, title: "Not yet logged" }) {
   readonly retry_after: number
@@ -200,11 +200,11 @@ export class NotYetLogged extends problem<NotYetLogged>()("NotYetLogged",
     this.retry_after = retryAfterOf(input)
   }
 }
-/** Contract section 10 answers a proof request outside the published tree with 400 (not 422), code validation-failed. */
+/** docs/API.md §11.6 answers a proof request outside the published tree with 400 (not 422), code validation-failed. */
 export class InvalidProofRequest extends problem<InvalidProofRequest>()("InvalidProofRequest",
   { code: "validation-failed", status: 400, title: "Validation failed" }) {}
 
-/** Every problem class (contract section 1). */
+/** Every problem class (docs/API.md §5.2). */
 export const problemClasses = [
   InvalidPublicId, MalformedJson, Unauthorized, InsufficientScope, Forbidden, DeterminationNotFound,
   ReceiptNotFound, NotFound, MethodNotAllowed, NotAcceptable, UnsupportedProtocolVersion, IdempotencyConflict,
@@ -215,7 +215,7 @@ export const problemClasses = [
 
 export type ProblemError = InstanceType<typeof problemClasses[number]>
 
-/** Contract section 1: tag → (code, status, title), read off the classes. */
+/** docs/API.md §5.2: tag → (code, status, title), read off the classes. */
 export const problemCatalog = Object.fromEntries(
   problemClasses.map((c) => [c.tag, { code: c.code, status: c.status, title: c.title }])
 ) as Record<ProblemError["_tag"], { readonly code: string; readonly status: number; readonly title: string }>

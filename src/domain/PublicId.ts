@@ -20,7 +20,7 @@ export const PublicId = Schema.String.check(
 )
 export type PublicId = typeof PublicId.Type
 
-/** The contract's 400 for a malformed id: the one decoder of a public id at every edge. */
+/** The 400 of docs/API.md §2 for a malformed id: the one decoder of a public id at every edge. */
 export const requirePublicId = (input: string): Effect.Effect<PublicId, InvalidPublicId> =>
   isPublicId(input)
     ? Effect.succeed(input as PublicId)

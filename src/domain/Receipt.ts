@@ -16,7 +16,7 @@ export const ClaimScope = Schema.Array(Name).check(Schema.isMinLength(1), Schema
   description: "Claim names relied upon (1..32); each must be allowed and not a prohibited inference"
 })
 
-/** Contract section 8: exactly the seed's 7 caller fields, for receipts and for actionability. */
+/** docs/API.md §9.1: exactly the 7 caller fields, for receipts and for actionability. */
 export const RelianceRequest = Schema.Struct({
   tenant_id: TenantId,
   organization: Name.annotate({ description: "Consuming organization" }),
@@ -40,7 +40,7 @@ export const RelianceRequest = Schema.Struct({
 })
 export type RelianceRequest = typeof RelianceRequest.Type
 
-/** Fields the server derives; a caller that sends one is refused with prohibited-field (the seed's list). */
+/** Fields the server derives; a caller that sends one is refused with prohibited-field (the list of docs/API.md §9.1). */
 export const ProhibitedRequestFields = [
   "decision",
   "trust_state_digest",
@@ -118,7 +118,7 @@ export const ActionabilityEvaluation = Schema.Struct({
   verdicts: Schema.Array(Verdict),
   authority_state: Schema.Literal("ISSUANCE_NOT_AUTHORIZED"),
   credential_state: Schema.Literal("NOT_ISSUED")
-}).annotate({ identifier: "ActionabilityEvaluation", description: "Verdicts in contract order and the decision; nothing is stored" })
+}).annotate({ identifier: "ActionabilityEvaluation", description: "Verdicts in their fixed order and the decision; nothing is stored" })
 export type ActionabilityEvaluation = typeof ActionabilityEvaluation.Type
 
 /** Everything a receipt states; receipt_digest covers exactly this object. */
@@ -130,7 +130,7 @@ export const ReceiptSnapshot = Schema.Struct({
 }).annotate({ identifier: "ReceiptSnapshot" })
 export type ReceiptSnapshot = typeof ReceiptSnapshot.Type
 
-/** The service's signature of a receipt (contract section 10); outside snapshot_payload, so the digest is unchanged. */
+/** The service's signature of a receipt (docs/API.md §9.4); outside snapshot_payload, so the digest is unchanged. */
 export const ReceiptSignature = Schema.Struct({
   alg: Schema.Literal("Ed25519"),
   kid: Schema.String.annotate({ description: "Key id of the signing key, listed at /api/v1/events/keys" }),

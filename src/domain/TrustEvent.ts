@@ -1,7 +1,7 @@
 import { Schema } from "effect"
 import { JsonObject } from "./Json.js"
 
-/** Contract section 6: the four kinds of change a determination's chain records. */
+/** docs/API.md §10.2: the four kinds of change a determination's chain records. */
 export const EventTypes = ["determination.recorded", "determination.updated", "lifecycle.changed", "freshness.changed"] as const
 export const EventType = Schema.Literals(EventTypes).annotate({ identifier: "EventType" })
 export type EventType = typeof EventType.Type

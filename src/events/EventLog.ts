@@ -106,7 +106,7 @@ const make = Effect.gen(function*() {
       yield* repo.insertEvent(event)
       // The webhook outbox: every webhook subscription of the chain owes this event, committed with it.
       yield* repo.owe(publicId, event.sequence)
-      // Its transparency-log entry commits with the event (contract section 10).
+      // Its transparency-log entry commits with the event (docs/API.md §11.1).
       if (logEnabled) {
         yield* pending.enqueue("event", event.event_id, entryBytesOf(eventEntryOf(event)))
         yield* nudges.nudge
@@ -209,7 +209,7 @@ const make = Effect.gen(function*() {
   ): Effect.Effect<EventPage, DeterminationNotFound | ValidationFailed> =>
     Effect.flatMap(head(publicId), (current) => pageAt(publicId, current, options))
 
-  /** Every public key any instance has signed with (contract: retired keys stay published). */
+  /** Every public key any instance has signed with (docs/API.md §7.9: retired keys stay published). */
   const jwks: Effect.Effect<EventJwks> = Effect.orDie(repo.keys).pipe(
     Effect.map((rows) => ({
       keys: rows.map((row) => ({ kty: "OKP", crv: "Ed25519", x: row.x, kid: row.kid, use: "sig", alg: "Ed25519" } as const))

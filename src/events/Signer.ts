@@ -74,7 +74,7 @@ const make = Effect.gen(function*() {
  * The event-signing key (Ed25519):
  * - PV_EVENT_SIGNING_KEY (PKCS#8 PEM) when set, in either mode;
  * - embedded mode: generated once and kept in the data directory (mode 0600);
- * - DATABASE_URL mode without it: the start is refused, naming the variable (CONTRACT section 11), since
+ * - DATABASE_URL mode without it: the start is refused, naming the variable (docs/API.md §14), since
  *   a key per process would grow the JWKS at every restart and every worker. `PV_DEV_EPHEMERAL_KEYS=true`
  *   allows that for development: a key for this process only, with a warning (every public key is still
  *   recorded in the database, so events stay verifiable).

@@ -102,7 +102,7 @@ const pathOf = (url: string | undefined) => {
 }
 
 /**
- * Endpoints a browser may read from any origin (CONTRACT section 11): they carry no credential, so
+ * Endpoints a browser may read from any origin (docs/API.md §3.6): they carry no credential, so
  * CORS `*` exposes nothing that a plain GET would not. Everything else is credentialed.
  */
 export const isOpenToBrowsers = (path: string): boolean =>

@@ -138,7 +138,7 @@ const pathOf = (url: string) => {
   return q === -1 ? url : url.slice(0, q)
 }
 
-/** HttpApi's decode failures become the contract's 422 with one JSON pointer per failing member. */
+/** HttpApi's decode failures become the 422 of docs/API.md §5 with one JSON pointer per failing member. */
 const schemaProblem = (error: HttpApiError.HttpApiSchemaError): ProblemError => {
   // Encoding our own response failed: that is ours, not the client's.
   if (error.kind === "Body" || error.kind === "ResponseHeaders") {

@@ -42,7 +42,7 @@ export const ReceiptProofBundle = Schema.Struct({
   receipt_key: Schema.optionalKey(EventJwk.annotate({ description: "The JWK of the receipt signature's kid (pin it: GET /events/keys)" }))
 }).annotate({ identifier: "ReceiptProofBundle", description: "Everything needed to verify, offline, that a receipt is signed and logged" })
 
-/** Query values arrive as text and are checked by the handler: contract section 10 answers a bad one 400, not 422. */
+/** Query values arrive as text and are checked by the handler: docs/API.md §11.6 answers a bad one 400, not 422. */
 const Param = (description: string) => Schema.optionalKey(Schema.String.annotate({ description }))
 
 const Tile = Schema.Uint8Array.pipe(HttpApiSchema.asUint8Array({ contentType: "application/octet-stream" }))

@@ -5,7 +5,7 @@ import { accept, refuse, type Checked } from "./Checked.js"
 import { leafHash, type Hash } from "./Merkle.js"
 
 /**
- * What the log records (contract section 10): one entry per receipt and one per event, each the
+ * What the log records (docs/API.md §11.1, §9.4): one entry per receipt and one per event, each the
  * UTF-8 of the JCS form of a small object; and the receipt signature recipe.
  */
 export const ReceiptEntryType = "pv.log.receipt.v1" as const

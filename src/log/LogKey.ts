@@ -48,7 +48,7 @@ const makeLogKey = Effect.gen(function*() {
 })
 
 /**
- * The transparency log's checkpoint key (contract section 10), named after PV_LOG_ORIGIN:
+ * The transparency log's checkpoint key (docs/API.md §11.3, §11.4), named after PV_LOG_ORIGIN:
  * - PV_LOG_SIGNING_KEY (Ed25519 PKCS#8 PEM) when set, in either mode;
  * - embedded mode: generated once into the data directory (0600), like the event key;
  * - PostgreSQL without it: the start is refused naming the variable (the config already refuses;

@@ -326,7 +326,7 @@ const makeTransparencyLog = Effect.gen(function*() {
 })
 
 /**
- * The log as readers see it (contract section 10): the latest signed checkpoint, hash tiles and
+ * The log as readers see it (docs/API.md §11): the latest signed checkpoint, hash tiles and
  * entry bundles, inclusion and consistency proofs, and receipt proof bundles. Everything is served
  * from stored rows with a few small range reads (the tiles a proof touches), never the whole tree;
  * full tiles are immutable and kept in memory.

@@ -3,7 +3,7 @@ import type { IncomingMessage } from "node:http"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import type { HttpServerRequest } from "effect/http"
 
-/** The request id header, in both directions (CONTRACT section 11). */
+/** The request id header, in both directions (docs/API.md §13). */
 export const RequestIdHeader = "x-request-id"
 
 /** Longest client-sent request id that is kept; a longer one is replaced. */

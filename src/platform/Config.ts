@@ -254,7 +254,7 @@ const settings: Config.Config<AppConfigShape> = Config.all({
 
 /**
  * Settings that only make sense together. On PostgreSQL every instance must sign with the same
- * configured keys (CONTRACT section 11), so a start without them is refused before anything touches the
+ * configured keys (docs/API.md §14), so a start without them is refused before anything touches the
  * database.
  */
 const requiredKey = (variable: string, signs: string) =>

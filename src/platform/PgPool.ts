@@ -118,7 +118,7 @@ export interface PgPool {
 
 /**
  * The transport under `@effect/sql-pg`'s pool for a real PostgreSQL, with a circuit breaker so a request
- * that needs an unavailable database fails fast (503) instead of waiting on it (CONTRACT section 11). A
+ * that needs an unavailable database fails fast (503) instead of waiting on it (docs/API.md §13). A
  * statement waiting on a row lock and a statement sent into a network black hole look the same from here
  * (no answer yet), so a per-statement time-out cannot tell contention from an outage. A probe on its own
  * connection can: while it gets no answer, every connection is destroyed (statements in flight fail at

@@ -44,7 +44,7 @@ export interface SigningKeySource {
 }
 
 /**
- * One rule for every Ed25519 key the service signs with (CONTRACT sections 6, 10, 11): the configured
+ * One rule for every Ed25519 key the service signs with (docs/OPERATIONS.md, "Keys and credentials"): the configured
  * PKCS#8 PEM in either mode; in embedded mode, one generated once into the data directory (0600); on
  * PostgreSQL without one, the start is refused naming the variable (every instance must sign with the
  * same key), unless PV_DEV_EPHEMERAL_KEYS=true allows a throw-away key for this process.

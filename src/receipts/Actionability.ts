@@ -23,7 +23,7 @@ export const ruleFor = (policy: PolicyDocument, purposeId: string, action: strin
 }
 
 /**
- * Contract section 8, the one home of the verdict list: freshness, lifecycle, authority, tier,
+ * docs/API.md §8.2, the one home of the verdict list: freshness, lifecycle, authority, tier,
  * eligibility, claim_scope, in that order.
  */
 export const verdictsFor = (
@@ -66,7 +66,7 @@ export const verdictsFor = (
 export const decisionOf = (verdicts: ReadonlyArray<Verdict>): Decision =>
   verdicts.every((v) => v.outcome === "PASS") ? "ACTIONABLE" : "NOT_ACTIONABLE"
 
-/** The rule for the request's purpose and action, or the contract's unknown-purpose problem. */
+/** The rule for the request's purpose and action, or the unknown-purpose problem (docs/API.md §5.2). */
 export const requireRule = (
   policy: LoadedPolicy,
   request: Pick<RelianceRequest, "purpose_id" | "requested_action">

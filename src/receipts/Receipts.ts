@@ -99,7 +99,7 @@ const make = Effect.gen(function*() {
   const events = yield* EventLog
   const log = yield* TransparencyLog
   const nudges = yield* LogNudge
-  // The service signing key of contract section 6 also signs receipts; its kid is in /events/keys.
+  // The service signing key of the events (docs/API.md §9.4) also signs receipts; its kid is in /events/keys.
   const sign = (receipt: SealedReceipt): RelianceReceipt => ({ ...receipt, signature: signReceiptDigest(receipt.receipt_digest, events.signer) })
   // Stored receipts never change, so a replay or a read can be answered from memory on any instance:
   // by idempotency key (replays) and by id (reads). A receipt is ~6 KB in memory, so each map keeps the

@@ -4,7 +4,7 @@ import { ApiKeyAuth } from "../access/Auth.js"
 import { MachineTrustResponse } from "../domain/MachineTrust.js"
 import { DeterminationNotFound, InsufficientScope, InvalidPublicId, RateLimited, Unauthorized, Unavailable } from "../domain/Problem.js"
 
-// The id is checked by the handler (requirePublicId), so a malformed one is the contract's 400 invalid-public-id.
+// The id is checked by the handler (requirePublicId), so a malformed one is the 400 invalid-public-id of docs/API.md §2.
 const TrustPath = { publicId: Schema.String.annotate({ description: "DET-V1-* or QUAL-V1-*" }) }
 const ConditionalHeaders = { "if-none-match": Schema.optionalKey(Schema.String) }
 

@@ -8,7 +8,7 @@ const publicV4 = fc.tuple(fc.integer({ min: 11, max: 99 }), fc.nat(255), fc.nat(
 const proxyV4 = fc.tuple(fc.nat(255), fc.nat(255), fc.integer({ min: 1, max: 254 })).map(([b, c, d]) => `10.${b}.${c}.${d}`)
 const junk = fc.oneof(fc.string(), fc.constantFrom("unknown", "_hidden", "999.1.1.1", "::ffff:zz", ""))
 
-describe("client address (CONTRACT section 11)", () => {
+describe("client address (docs/API.md §3.7)", () => {
   it("is the socket peer whenever the peer is not a trusted proxy, whatever the headers say", () => {
     fc.assert(fc.property(publicV4, fc.array(fc.oneof(publicV4, proxyV4, junk)), (peer, hops) => {
       expect(resolveClientAddress(peer, { "x-forwarded-for": hops.join(", "), forwarded: `for=${hops[0] ?? ""}` }, trusted)).toBe(peer)

@@ -23,7 +23,7 @@ const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 const KeyShape = /^pv_live_[0-9A-Za-z]{38}$/
 const UlidShape = /^[0-9A-HJKMNP-TV-Z]{26}$/
 
-/** Contract section 2, computed independently: CRC32 of `pv_live_` + secret, as 6 big-endian base62 digits. */
+/** docs/API.md §3.1, computed independently: CRC32 of `pv_live_` + secret, as 6 big-endian base62 digits. */
 const expectedChecksum = (body: string): string => {
   let n = BigInt(crc32(Buffer.from(body, "utf8")))
   const digits: Array<string> = []
@@ -36,7 +36,7 @@ const expectedChecksum = (body: string): string => {
 
 const base62Char = fc.constantFrom(...BASE62)
 const secret = fc.array(base62Char, { minLength: 32, maxLength: 32 }).map((chars) => chars.join(""))
-/** Keys built from arbitrary secrets with the contract's checksum: what a valid key looks like. */
+/** Keys built from arbitrary secrets with the documented checksum: what a valid key looks like. */
 const validKey = secret.map((s) => KeyPrefix + s + expectedChecksum(KeyPrefix + s))
 
 /** Every key that differs from `key` in exactly one position, by any base62 character or a few outside it. */
@@ -48,14 +48,14 @@ const singleCharacterChanges = function*(key: string) {
   }
 }
 
-/** Contract section 2 as a predicate, written from the contract and not from the service. */
+/** docs/API.md §3.1 as a predicate, written from the documentation and not from the service. */
 const contractSaysValid = (text: string): boolean =>
   KeyShape.test(text) && text.slice(-6) === expectedChecksum(text.slice(0, -6))
 
 interface Candidate {
   readonly label: string
   readonly text: string
-  /** What the generator built: a key that satisfies the contract, or one that must be refused. */
+  /** What the generator built: a key that satisfies docs/API.md §3.1, or one that must be refused. */
   readonly valid: boolean
 }
 
@@ -124,7 +124,7 @@ describe("API key format", () => {
     expect([...seen].sort().join("")).toBe([...BASE62].sort().join(""))
   })
 
-  it("computes the checksum the contract describes", () => fc.assert(fc.property(secret, (s) => {
+  it("computes the checksum docs/API.md §3.1 describes", () => fc.assert(fc.property(secret, (s) => {
     expect(base62Checksum(KeyPrefix + s)).toBe(expectedChecksum(KeyPrefix + s))
   })))
 
@@ -176,9 +176,9 @@ describe("API key format", () => {
     }
   })
 
-  it("accepts a candidate exactly when it has the contract's shape and checksum", () => fc.assert(fc.property(candidate, (c) => {
+  it("accepts a candidate exactly when it has the shape and checksum of docs/API.md §3.1", () => fc.assert(fc.property(candidate, (c) => {
     expect(isWellFormedApiKey(c.text), `${c.label}: ${JSON.stringify(c.text)}`).toBe(c.valid)
-    // The generator's own claim agrees with the contract's rule computed independently.
+    // The generator's own claim agrees with the documented rule computed independently.
     expect(contractSaysValid(c.text)).toBe(c.valid)
   }), { numRuns: 3000 }))
 

@@ -5,7 +5,7 @@ import { canonicalJson, DigestPattern, digestOf, sha256Hex } from "../../src/dom
 
 type Json = string | boolean | null | number | Array<Json> | { [k: string]: Json }
 
-/** What digested objects may hold (contract section 0): strings, booleans, null, safe integers, arrays, objects. */
+/** What digested objects may hold (docs/API.md §2): strings, booleans, null, safe integers, arrays, objects. */
 const { json } = fc.letrec<{ json: Json }>((tie) => ({
   json: fc.oneof(
     { depthSize: "small", withCrossShrink: true },

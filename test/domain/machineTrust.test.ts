@@ -67,7 +67,7 @@ const bodyEdits: ReadonlyArray<readonly [string, (b: DeterminationBody) => Deter
 ]
 
 describe("buildMachineTrust", () => {
-  it("builds the contract's document and a trust_state_digest a client can recompute", () => {
+  it("builds the document of docs/API.md §6 and a trust_state_digest a client can recompute", () => {
     const document = build()
     expect(Object.keys(document).sort()).toEqual([
       "allowed_claims", "authority", "claims", "determination", "engine", "evidence", "freshness", "integrity",

@@ -4,7 +4,7 @@ import * as fc from "fast-check"
 import { isPublicId, PublicId } from "../../src/domain/PublicId.js"
 
 /**
- * Contract section 0, written out by hand rather than as the regular expression the code uses:
+ * docs/API.md §2, written out by hand rather than as the regular expression the code uses:
  * `DET-V1-` or `QUAL-V1-`, then 1..64 characters of A-Z 0-9 and `-`, neither first nor last a hyphen.
  */
 const oracle = (input: string): boolean => {
@@ -35,7 +35,7 @@ const nearMiss = fc.tuple(
 ).map(([p, rest]) => p + rest.join(""))
 
 describe("publicId", () => {
-  it("accepts the examples the contract and the seed use", () => {
+  it("accepts the examples docs/API.md and the tests use", () => {
     for (const id of ["DET-V1-ACME-0001", "QUAL-V1-X", "DET-V1-0", "DET-V1-A-B", "QUAL-V1-ACME-ROBOTICS-0001", "DET-V1-A--B"]) {
       expect(isPublicId(id), id).toBe(true)
       expect(decodes(id), id).toBe(true)
@@ -76,7 +76,7 @@ describe("publicId", () => {
     expect(decodes(id)).toBe(true)
   })))
 
-  it("agrees with the contract's rule on near-miss strings", () => fc.assert(fc.property(nearMiss, (candidate) => {
+  it("agrees with the rule of docs/API.md §2 on near-miss strings", () => fc.assert(fc.property(nearMiss, (candidate) => {
     expect(isPublicId(candidate)).toBe(oracle(candidate))
     expect(decodes(candidate)).toBe(oracle(candidate))
   }), { numRuns: 2000 }))

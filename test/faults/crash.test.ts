@@ -6,9 +6,9 @@ import { databaseKinds, determination, eventChain, eventKeys, provisionKey, putD
 import { answer, call, describeOutcome, type Outcome } from "./wire.js"
 
 /**
- * Contract section 11, "Crash": after `kill -9` at any moment and a restart, every write that was
+ * docs/API.md §13, crashes: after `kill -9` at any moment and a restart, every write that was
  * acknowledged (2xx) is there unchanged and every chain is gapless and verifies, on PostgreSQL and on the
- * embedded database (section 8: an acknowledged receipt survives a crash).
+ * embedded database (docs/API.md §9.3: an acknowledged receipt survives a crash).
  *
  * Load: concurrent receipt creates (a new principal each) and, per determination, one sequential writer
  * of updates that each change a field (so each appends one event). SIGKILL lands at a random moment while

@@ -5,7 +5,7 @@ import { databaseKinds, determination, postgresAvailable, provisionKey, putDeter
 import { answer, call, describeOutcome, type Outcome, RawConnection } from "./wire.js"
 
 /**
- * Contract section 11, "Stop": SIGTERM or SIGINT → /readyz 503 at once, no new connections, requests in
+ * docs/API.md §13, "Stop": SIGTERM or SIGINT → /readyz 503 at once, no new connections, requests in
  * flight finish (grace PV_SHUTDOWN_GRACE_MS), pending writes (grouped receipt inserts, …) are flushed,
  * pools closed, exit code 0. Cluster workers do the same.
  */

@@ -48,7 +48,7 @@ describe("flood of unfinished unauthenticated bodies", () => {
     const started = Date.now()
     const health = await fetch(`${baseUrl}/healthz`, { signal: AbortSignal.timeout(5_000) })
     expect(health.status).toBe(200)
-    // Answered while the flood's sockets are still being refused (no contract bound; a hang or a crash fails).
+    // Answered while the flood's sockets are still being refused (no documented bound; a hang or a crash fails).
     expect(Date.now() - started).toBeLessThan(5_000)
     expect(child.exited).toBeUndefined()
     expect(residentMb(child.pid!)).toBeLessThan(1_024)

@@ -10,7 +10,7 @@ import { databaseKinds, determination, provisionKey, putDetermination, receiptBo
 import { answer, call } from "./wire.js"
 
 /**
- * Contract sections 10 and 11: `kill -9` of the process that integrates the transparency log, at random
+ * docs/API.md §11.3 and §13: `kill -9` of the process that integrates the transparency log, at random
  * moments under continuous receipt writes, then a restart on the same database. Afterwards every
  * checkpoint ever seen is consistent with every later one (the tree never forked), and the tree holds
  * every acknowledged receipt exactly once at gapless indexes (nothing acknowledged was lost).

@@ -8,7 +8,7 @@ import {
 import { answer, type Answer, call, describeOutcome, pollUntil } from "./wire.js"
 
 /**
- * Contract section 11, "Database outage": a request that needs the database fails within 2 s with 503
+ * docs/API.md §13, "Database outage": a request that needs the database fails within 2 s with 503
  * `unavailable` and Retry-After; nothing hangs and no process exits; /readyz 503; service resumes by itself
  * within 5 s of the database coming back. PostgreSQL only: the service reaches it through a TCP proxy
  * (test/support/tcpProxy.ts) that refuses connections or black-holes them.

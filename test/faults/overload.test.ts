@@ -8,7 +8,7 @@ import {
 import { answer, call, describeOutcome, RawConnection } from "./wire.js"
 
 /**
- * Contract section 11, "Overload": work in flight per process is bounded (PV_MAX_IN_FLIGHT); beyond it
+ * docs/API.md §13, "Overload": work in flight per process is bounded (PV_MAX_IN_FLIGHT); beyond it
  * requests get 503 `overloaded` with Retry-After immediately instead of queueing without bound.
  *
  * With PV_MAX_IN_FLIGHT=2 and the database black-holed, a request that needs the database is held until
@@ -70,7 +70,7 @@ describe.skipIf(!postgresAvailable)("overload", () => {
       expectOverloaded(reply)
       expect(reply.elapsedMs, "503 overloaded answered immediately").toBeLessThan(immediateMs)
     }
-    // The admitted ones are held by the database and then answered as an outage (section 11: within 2 s).
+    // The admitted ones are held by the database and then answered as an outage (docs/API.md §13: within 2 s).
     for (const reply of admitted) {
       expectUnavailable(reply)
       expect(reply.elapsedMs).toBeLessThan(2_000)

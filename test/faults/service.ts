@@ -47,13 +47,13 @@ export const receiptBody = (principal: string, subject: string) => ({
   claim_scope: ["identity"]
 })
 
-/** Contract section 11: a dependency outage is 503 `unavailable` with Retry-After. */
+/** docs/API.md §13: a dependency outage is 503 `unavailable` with Retry-After. */
 export const expectUnavailable = (reply: Answer) => {
   expectProblem(reply, 503, "unavailable")
   expect(reply.headers.get("retry-after") ?? "(no Retry-After header)", "Retry-After on 503 unavailable").toMatch(/^\d+$/)
 }
 
-/** Contract section 11: beyond PV_MAX_IN_FLIGHT, 503 `overloaded` with Retry-After. */
+/** docs/API.md §13: beyond PV_MAX_IN_FLIGHT, 503 `overloaded` with Retry-After. */
 export const expectOverloaded = (reply: Answer) => {
   expectProblem(reply, 503, "overloaded")
   expect(reply.headers.get("retry-after") ?? "(no Retry-After header)", "Retry-After on 503 overloaded").toMatch(/^\d+$/)

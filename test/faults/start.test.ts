@@ -5,7 +5,7 @@ import { databaseKinds } from "./service.js"
 import { answer, call, describeOutcome, type Outcome } from "./wire.js"
 
 /**
- * Contract section 11, "Start": no accepted connection goes unanswered. The port is opened only when
+ * docs/API.md §13, "Start": no accepted connection goes unanswered. The port is opened only when
  * requests can be served, or requests that arrive earlier get 503 `unavailable` at once. /healthz = the
  * process is serving; /readyz = database reachable, migrations applied, not draining.
  */
@@ -62,7 +62,7 @@ describe.each(databaseKinds)("start window (%s)", (kind) => {
       "an accepted connection was left unanswered (hang or close) or answered other than 503/200"
     ).toEqual([])
 
-    // Early answers are the contract's 503 `unavailable`, and readiness never goes back once reached.
+    // Early answers are the documented 503 `unavailable` (docs/API.md §5.2), and readiness never goes back once reached.
     for (const { outcome } of attempts) {
       if (outcome.kind === "answer" && outcome.answer.status === 503) expectProblem(outcome.answer, 503, "unavailable")
     }

@@ -9,7 +9,7 @@ import { isolatedConfig } from "../support/testConfig.js"
 const invalidToken = `Bearer realm="pv", error="invalid_token"`
 const internalToken = "internal-token-for-tests-0123456789"
 
-/** 401 with the contract's challenge. */
+/** 401 with the challenge of docs/API.md §5.1. */
 const expectUnauthorized = (reply: Reply) => {
   expectProblem(reply, 401, "unauthorized")
   expect(reply.headers.get("www-authenticate")).toBe(invalidToken)
@@ -27,7 +27,7 @@ const createKeyReply = (body: unknown) => request(server, "POST", "/api/v1/api-k
 const listKeys = (tenant?: string) =>
   request(server, "GET", `/api/v1/api-keys${tenant === undefined ? "" : `?tenant_id=${encodeURIComponent(tenant)}`}`, asOperator(server))
 
-/** Revocation reaches every instance within 2 s (contract section 2): wait at most that long for the 401. */
+/** Revocation reaches every instance within 2 s (docs/API.md §3.1): wait at most that long for the 401. */
 const eventuallyUnauthorized = (key: string) =>
   pollUntil(() => machine({ bearer: key }), (reply) => reply.status !== 200, { timeoutMs: 2_000, intervalMs: 100 })
 
@@ -139,7 +139,7 @@ describe("operator endpoints refuse everything but the operator token", () => {
 })
 
 describe("API key provisioning (operator)", () => {
-  it("creates a key: 201, the plaintext shown once, the contract's fields and defaults", async () => {
+  it("creates a key: 201, the plaintext shown once, the fields and defaults of docs/API.md §7.12", async () => {
     const before = server.clock.currentTimeMillisUnsafe()
     const reply = await createKeyReply({ tenant_id: "tenant-prov", name: "provisioning test", scopes: ["trust:read", "receipt:write"] })
     const after = server.clock.currentTimeMillisUnsafe()
@@ -165,7 +165,7 @@ describe("API key provisioning (operator)", () => {
     expect((await machine({ bearer: key.api_key })).status).toBe(200)
   })
 
-  it("keeps the given limits and expiry, with the expiry in the contract's timestamp form", async () => {
+  it("keeps the given limits and expiry, with the expiry in the timestamp form of docs/API.md §2", async () => {
     const reply = await createKeyReply({
       tenant_id: "tenant-prov", name: "limited", scopes: ["trust:read"],
       rate_limit_per_minute: 5, daily_quota: 50, expires_at: "2999-01-01T00:00:00Z"

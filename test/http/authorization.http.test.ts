@@ -9,7 +9,7 @@ import { startTestServer, type TestServer } from "../support/server.js"
 
 /**
  * Issue 10 item 10: the authorization matrix. Every endpoint of the HttpApi definition (src/api/Api.ts)
- * × every kind of credential, against the expectation table below (CONTRACT sections 2, 4, 7, 10, 11).
+ * × every kind of credential, against the expectation table below (docs/API.md §3, §7, §11, §12).
  * The endpoint list is generated from the definition, so an endpoint cannot ship without its row here.
  */
 
@@ -73,7 +73,7 @@ interface Row {
   readonly successProblem?: string
   /** Served outside the HttpApi definition (docs, OpenAPI): tested, but not part of the generated set. */
   readonly outsideDefinition?: true
-  /** Contract section 10 (second round): a row the definition must grow. */
+  /** A receipt proof or log endpoint (docs/API.md §7.7, §11), added later: a row the definition must grow. */
   readonly contract10?: true
   readonly call: (use: Use) => Call
 }
@@ -83,18 +83,18 @@ interface Row {
  * Keys are `METHOD /path` with path parameters written `{}`.
  */
 const table: Readonly<Record<string, Row>> = {
-  // contract section 4: open
+  // docs/API.md §3: open
   "GET /healthz": { auth: "none", success: [200], call: () => ({ path: "/healthz" }) },
   "GET /readyz": { auth: "none", success: [200], call: () => ({ path: "/readyz" }) },
   "GET /api/v1/trust/{}/human": { auth: "none", success: [200], call: () => ({ path: `/api/v1/trust/${publicId}/human` }) },
   "GET /api/v1/events/keys": { auth: "none", success: [200], call: () => ({ path: "/api/v1/events/keys" }) },
   "GET /openapi.json": { auth: "none", success: [200], outsideDefinition: true, call: () => ({ path: "/openapi.json" }) },
   "GET /docs": { auth: "none", success: [200], outsideDefinition: true, call: () => ({ path: "/docs" }) },
-  // contract section 7: GET → 405 (no stream, no session); the definition attaches no credential to it.
+  // docs/API.md §12.1: GET → 405 (no stream, no session); the definition attaches no credential to it.
   "GET /api/v1/mcp": { auth: "none", success: [405], successProblem: "method-not-allowed", call: () => ({ path: "/api/v1/mcp" }) },
   "DELETE /api/v1/mcp": { auth: "none", success: [405], successProblem: "method-not-allowed", call: () => ({ path: "/api/v1/mcp" }) },
 
-  // contract section 4: API key with a scope
+  // docs/API.md §3.2: API key with a scope
   "GET /api/v1/trust/{}/machine": {
     auth: "api-key", scope: "trust:read", success: [200], call: () => ({ path: `/api/v1/trust/${publicId}/machine` })
   },
@@ -152,7 +152,7 @@ const table: Readonly<Record<string, Row>> = {
     call: () => ({ path: `/api/v1/subscriptions/${ctx.subscriptionId}/rotate-secret` })
   },
 
-  // contract section 4: operator
+  // docs/API.md §3.4: operator
   "PUT /api/v1/determinations/{}": {
     auth: "operator", success: [200], call: () => ({ path: `/api/v1/determinations/${publicId}`, body: detBody })
   },
@@ -169,7 +169,7 @@ const table: Readonly<Record<string, Row>> = {
     call: (use) => ({ path: `/api/v1/api-keys/${use === "valid" ? ctx.validVictimKeyId : ctx.deniedVictimKeyId}` })
   },
 
-  // contract section 10 (second round): the receipt proof bundle and the transparency log
+  // Added later (docs/API.md §11.7, §11): the receipt proof bundle and the transparency log
   "GET /api/v1/reliance-receipts/{}/proof": {
     auth: "api-key", scope: "receipt:read", success: [200], contract10: true,
     otherTenant: { status: 404, code: "receipt-not-found" },
@@ -185,7 +185,7 @@ const table: Readonly<Record<string, Row>> = {
   }
 }
 
-/** Contract section 10: every `/log/…` read path is open. Tile paths not named above are held to this rule. */
+/** docs/API.md §11: every `/log/…` read path is open. Tile paths not named above are held to this rule. */
 const isLogPath = (key: string) => /^GET (\/api\/v1)?\/log\//.test(key)
 
 const defined = definedEndpoints()
@@ -275,7 +275,7 @@ const expectSuccess = (reply: Reply, row: Row) => {
   }
 }
 
-/** What one credential row must get on one endpoint (CONTRACT sections 1, 2, 4, 7, 10). */
+/** What one credential row must get on one endpoint (docs/API.md §3, §5, §7, §11, §12). */
 const expectOutcome = (reply: Reply, row: Row, kind: CredentialKind) => {
   if (row.auth === "none") return expectSuccess(reply, row)
   switch (kind) {
@@ -294,7 +294,7 @@ const expectOutcome = (reply: Reply, row: Row, kind: CredentialKind) => {
   }
 }
 
-/** Revocation takes effect within 2 s (contract section 2). */
+/** Revocation takes effect within 2 s (docs/API.md §3.1). */
 const waitUntilRefused = async (key: string) => {
   const deadline = Date.now() + 2_500
   for (;;) {
@@ -378,14 +378,14 @@ describe(`authorization matrix (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
       expect(mismatched).toEqual([])
     })
 
-    it("serves every endpoint of contract section 4 and 7 from the definition", () => {
+    it("serves every endpoint of docs/API.md §7 but the proof and log ones from the definition", () => {
       const absent = Object.entries(table).filter(([key, row]) => !row.outsideDefinition && !row.contract10 && !definedKeys.has(key))
       expect(absent.map(([key]) => key)).toEqual([])
     })
 
-    it("serves every endpoint of contract section 10 from the definition", () => {
+    it("serves the receipt proof and log endpoints (docs/API.md §7.7, §11) from the definition", () => {
       const absent = Object.entries(table).filter(([key, row]) => row.contract10 === true && !definedKeys.has(key))
-      expect(absent.map(([key]) => key), "contract section 10 endpoints missing from src/api/Api.ts").toEqual([])
+      expect(absent.map(([key]) => key), "receipt proof and log endpoints missing from src/api/Api.ts").toEqual([])
     })
 
     it("documents the same operations and security in /openapi.json", async () => {
@@ -411,7 +411,7 @@ describe(`authorization matrix (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
     ...Object.entries(table).filter(([key, row]) => row.outsideDefinition || (row.contract10 && !definedKeys.has(key))).map(([key]) => key)
   ]
   /**
-   * A section 10 endpoint the definition lacks (reported above) may still be served outside it: its rows run
+   * A receipt proof or log endpoint the definition lacks (reported above) may still be served outside it: its rows run
    * when the route answers with anything but 404 not-found, and are skipped otherwise.
    */
   const served = new Map<string, Promise<boolean>>()
@@ -429,7 +429,7 @@ describe(`authorization matrix (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
         it(kind, async (test) => {
           if (row.contract10 === true && !definedKeys.has(key) && !(await isServed(key, row))) return test.skip()
           let reply = await send(method, row, kind)
-          // Contract section 10: a receipt's proof exists once its entry is integrated (within 2 s).
+          // docs/API.md §11.3: a receipt's proof exists once its entry is integrated (within 2 s).
           for (let i = 0; i < 30 && kind === "valid credential" && reply.status === 404 && reply.body?.code === "not-yet-logged"; i++) {
             await new Promise((r) => setTimeout(r, 100))
             reply = await send(method, row, kind)
@@ -440,7 +440,7 @@ describe(`authorization matrix (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
     })
   }
 
-  // Contract section 10: log read paths not named in the table (tiles) are open: no credential changes the answer.
+  // docs/API.md §11: log read paths not named in the table (tiles) are open: no credential changes the answer.
   for (const endpoint of defined.filter((e) => table[e.key] === undefined && isLogPath(e.key))) {
     it(`${endpoint.key}: open, the same answer with any credential`, async () => {
       const path = endpoint.path.replace(/:[A-Za-z0-9_]+\??/g, "0")

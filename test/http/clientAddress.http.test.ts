@@ -5,7 +5,7 @@ import { createKey, expectProblem, putDetermination, type Reply, request } from 
 import { startTestServer, type TestServer } from "../support/server.js"
 
 /**
- * Contract §11 "Client address" and §3: the client address is the socket peer, unless that peer is a
+ * docs/API.md §3.7 and §4.2: the client address is the socket peer, unless that peer is a
  * trusted proxy (PV_TRUSTED_PROXIES): then the right-most X-Forwarded-For / Forwarded address that is not
  * itself trusted. Every per-address limit uses it. Failed-authentication throttling refuses further
  * failing attempts, never a request whose credential is valid.

@@ -10,7 +10,7 @@ import { testLogSigningKeyPem } from "../../src/log/LogKey.js"
 import { createScratchDatabase, testDatabaseKind } from "../support/databases.js"
 
 /**
- * The environment defaults (README "Configuration", CONTRACT section 9), on the real entry point: `src/main.ts`
+ * The environment defaults (README "Configuration", docs/API.md §14), on the real entry point: `src/main.ts`
  * started as a child process with an environment written here in full (nothing from the developer's).
  * Embedded mode with an empty database loads the demo data and generates an operator token (printed once,
  * kept in the data directory with mode 0600); DATABASE_URL mode never invents a credential.

@@ -5,7 +5,7 @@ import { asOperator, createKey, expectProblem, putDetermination, type Reply, req
 import { startTestServer, type TestServer } from "../support/server.js"
 
 /**
- * Contract sections 0 and 1: every non-2xx answer is problem+json with exactly type, title, status, detail,
+ * docs/API.md §5.1: every non-2xx answer is problem+json with exactly type, title, status, detail,
  * code and optionally instance and errors, and leaks nothing internal.
  */
 

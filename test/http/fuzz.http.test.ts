@@ -20,7 +20,7 @@ import { asOperator, createKey, expectProblem, putDetermination, type Reply, req
 import { startTestServer, type TestServer } from "../support/server.js"
 
 /**
- * HTTP fuzzing (contract sections 0, 1, 7, 11): generated requests, raw (node:net, so malformed bytes really
+ * HTTP fuzzing (docs/API.md §2, §4.3, §5, §12, §13): generated requests, raw (node:net, so malformed bytes really
  * reach the server) and through fetch, to real endpoints with a valid key and without. Every answer must
  * arrive within a few seconds (or the connection close), never be 5xx, and every non-2xx answer (but 304)
  * must be problem+json; JSON-RPC answers must follow JSON-RPC 2.0. Seeds are fixed: a failure reproduces.
@@ -553,7 +553,7 @@ const depthOf = (value: unknown): number =>
   typeof value !== "object" || value === null ? 0 : 1 + Math.max(0, ...Object.values(value).map(depthOf))
 
 /**
- * JSON-RPC 2.0 (contract section 7: ids are strings or numbers) classification of one message. A message
+ * JSON-RPC 2.0 (docs/API.md §12.1: ids are strings or numbers) classification of one message. A message
  * nested deeper than 32 levels is refused as an invalid request (docs/ARCHITECTURE.md, the body guard's limit).
  */
 const kindOf = (m: unknown): "request" | "notification" | "response" | "invalid" => {
@@ -570,7 +570,7 @@ const kindOf = (m: unknown): "request" | "notification" | "response" | "invalid"
 
 const allowedCodes = [-32700, -32600, -32601, -32602, -32000]
 
-/** Contract section 7 and JSON-RPC 2.0 for one POST body and its answer; violations go to `findings`. */
+/** docs/API.md §12 and JSON-RPC 2.0 for one POST body and its answer; violations go to `findings`. */
 const checkJsonRpc = (findings: Findings, text: string, reply: Reply & { readonly failure?: string }) => {
   const example = describeInput(text, 300)
   if (reply.failure !== undefined) return findings.add(`MCP: ${reply.failure === "hang" ? "hang" : "connection closed"}`, example)
@@ -718,11 +718,11 @@ describe(`HTTP fuzzing (${db})`, () => {
         }
         if (reply.status >= 500) return
         if (!isPlainJson(input.contentType)) {
-          // Contract section 0: a POST/PUT whose Content-Type is not JSON (application/json) → 415.
+          // docs/API.md §2: a POST/PUT whose Content-Type is not JSON (application/json) → 415.
           if (reply.status !== 415) findings.add(`Content-Type ${input.contentType} answered ${reply.status}, not 415`, example)
           else {
             const violation = problemViolation(reply, 415, "unsupported-media-type")
-            if (violation !== undefined) findings.add(`415 not the contract's problem: ${violation}`, example)
+            if (violation !== undefined) findings.add(`415 not the documented problem: ${violation}`, example)
           }
           return
         }

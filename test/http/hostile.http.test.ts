@@ -5,7 +5,7 @@ import { asOperator, createKey, expectProblem, putDetermination, type Reply, req
 import { startTestServer, type TestServer } from "../support/server.js"
 
 /**
- * Contract §0 and §11 "Input the database cannot hold": NUL characters, lone UTF-16 surrogates, integers
+ * docs/API.md §2, "text the database cannot keep": NUL characters, lone UTF-16 surrogates, integers
  * beyond a column's range, invalid UTF-8, in bodies, paths and query strings → 400/422 problem+json, never
  * 5xx or 503, and nothing stored. Also: non-JSON media types answered (415) promptly, and the errors Node's
  * HTTP parser produces (400, 431, 417) carry problem+json bodies too.

@@ -29,7 +29,7 @@ import { createKey, expectProblem, putDetermination, request } from "../support/
 import { startTestServer, type TestServer } from "../support/server.js"
 
 /**
- * Contract section 10 over HTTP, on each database: signed receipts, one append-only Merkle log of
+ * docs/API.md §11 over HTTP, on each database: signed receipts, one append-only Merkle log of
  * every receipt and event, C2SP checkpoints, tiles and proofs, proof bundles that verify offline, the
  * monitor, two instances on one database, and tampering with stored rows being detected.
  */
@@ -241,7 +241,7 @@ describe(`transparency log (${kind})`, () => {
     expect(seen[seen.length - 1]!.size).toBeGreaterThan(seen[0]!.size)
   })
 
-  it("holds exactly one entry per receipt and per event, at gapless indexes, in the JCS form of section 10", async () => {
+  it("holds exactly one entry per receipt and per event, at gapless indexes, in the JCS form of docs/API.md §11.1", async () => {
     const expected = await expectedEntries()
     const { size } = await checkpointCovering(expected.length)
     expect(size).toBe(expected.length)

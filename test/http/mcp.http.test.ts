@@ -9,7 +9,7 @@ import { ContractToolScopes } from "../support/contract.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 
 /**
- * Contract section 7 end to end: the official MCP SDK client against the real server, plus raw HTTP
+ * docs/API.md §12 end to end: the official MCP SDK client against the real server, plus raw HTTP
  * for what the SDK never sends (batches, parse errors, bare notifications, wrong headers).
  */
 

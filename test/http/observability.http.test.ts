@@ -9,7 +9,7 @@ import { startTestServer, type TestServer } from "../support/server.js"
 import { readConfig } from "../support/testConfig.js"
 
 /**
- * Issue 13 items 1–3 / CONTRACT section 11 "Observability": X-Request-Id on every response (echoed,
+ * Issue 13 items 1–3 / docs/API.md §13: X-Request-Id on every response (echoed,
  * replaced or generated) and in problem documents' `instance`; GET /metrics (Prometheus text, from
  * effect/observability's PrometheusMetrics) behind PV_METRICS_TOKEN; counters that move; one JSON log
  * line per request with PV_LOG_FORMAT=json; OTLP/HTTP spans per request and per SQL statement carrying

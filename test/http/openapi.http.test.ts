@@ -17,7 +17,7 @@ beforeAll(async () => {
 })
 afterAll(() => server?.close())
 
-/** The REST surface issue 2 ships (contract section 4); later issues add more paths beside these. */
+/** The REST surface issue 2 ships (docs/API.md §7); later issues add more paths beside these. */
 const foundationOperations: ReadonlyArray<readonly [string, string, "apiKey" | "operator" | "none"]> = [
   ["/api/v1/trust/{publicId}/machine", "get", "apiKey"],
   ["/api/v1/trust/{publicId}/human", "get", "none"],
@@ -107,7 +107,7 @@ const responseSchema = (path: string, method: string, status: string, mediaType:
   return response.content[mediaType].schema
 }
 
-/** The contract's problem document (section 1): these members, these required. */
+/** The problem document of docs/API.md §5.1: these members, these required. */
 const expectProblemSchema = (schema: unknown, where: string) => {
   const target: any = (schema as any)?.$ref === undefined ? schema : resolve((schema as any).$ref)
   expect(target, where).toBeTypeOf("object")
@@ -167,7 +167,7 @@ describe(`service documents (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
     }
   })
 
-  it("has bearer security schemes, required exactly where the contract requires credentials", () => {
+  it("has bearer security schemes, required exactly where docs/API.md requires credentials", () => {
     const schemes = spec.components.securitySchemes as Record<string, any>
     expect(Object.values(schemes).some((s) => s.type === "http" && String(s.scheme).toLowerCase() === "bearer")).toBe(true)
     for (const [path, method, auth] of foundationOperations) {
@@ -212,7 +212,7 @@ describe(`service documents (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
     expect(errorResponses).toBeGreaterThan(10)
   })
 
-  it("defines the problem schema with the contract's members", () => {
+  it("defines the problem schema with the members of docs/API.md §5.1", () => {
     const problem = resolve("#/components/schemas/ProblemDocument") as any
     expect(problem).toBeDefined()
     const body: any = problem.$ref !== undefined && problem.properties === undefined

@@ -13,7 +13,7 @@ import { startTestServer, type TestServer, testOperatorToken } from "../support/
 import { isolatedConfig } from "../support/testConfig.js"
 
 /**
- * Contract sections 2 and 9: with no PV_OPERATOR_TOKEN, DATABASE_URL mode never invents a credential (operator
+ * docs/API.md §3.4 and §14: with no PV_OPERATOR_TOKEN, DATABASE_URL mode never invents a credential (operator
  * endpoints answer 401 to everything), while embedded mode generates one once into its data directory (0600).
  * Each rule runs in the project of its database mode.
  */

@@ -5,7 +5,7 @@ import { asOperator, createKey, expectProblem, putDetermination, type Reply, req
 import { startTestServer, type TestServer } from "../support/server.js"
 
 /**
- * Contract §11 "Origin": a request whose `Origin` is not in PV_ALLOWED_ORIGINS → 403 `origin-not-allowed` on
+ * docs/API.md §3.6, the Origin rule: a request whose `Origin` is not in PV_ALLOWED_ORIGINS → 403 `origin-not-allowed` on
  * /mcp and every credentialed endpoint (MCP's DNS-rebinding rule), and nothing happens; requests without
  * `Origin` are unaffected; /human, /log/*, /events/keys, docs and health stay open to browsers (CORS GET).
  */

@@ -279,7 +279,7 @@ describe(`per-address limits (${kind})`, () => {
     })
   })
 
-  it("throttles an address's failed authentications, never its valid credentials (CONTRACT section 11)", async () => {
+  it("throttles an address's failed authentications, never its valid credentials (docs/API.md §3.7)", async () => {
     const { api_key } = await createKey(server, ["trust:read"])
     const guess = `pv_live_${"A".repeat(38)}`
     for (let i = 0; i < 3; i++) expect((await request(server, "GET", machine, { bearer: guess })).status).toBe(401)
@@ -340,7 +340,7 @@ describe.runIf(kind === "postgres")("two server processes sharing one PostgreSQL
     expect(await onB()).toBe(200) // now cached on B
     expect((await request(a, "DELETE", `/api/v1/api-keys/${key_id}`, { bearer: a.operatorToken })).status).toBe(204)
     expect((await request(a, "GET", machine, { bearer: api_key })).status).toBe(401) // same instance: at once
-    // The other instance: within the contract's 2 s (its key cache holds for 1 s), polled rather than slept.
+    // The other instance: within the documented 2 s (docs/API.md §3.1; its key cache holds for 1 s), polled rather than slept.
     expect(await pollUntil(onB, (status) => status === 401, { timeoutMs: 2_000 })).toBe(401)
   })
 })

@@ -14,7 +14,7 @@ import { createKey, putDetermination, request } from "../support/http.js"
 import { startTestServer, testOperatorToken } from "../support/server.js"
 
 /**
- * Contract §11 "Signing keys on PostgreSQL" and §6: on PostgreSQL the service refuses to start without
+ * docs/OPERATIONS.md "Keys and credentials" and docs/API.md §7.9: on PostgreSQL the service refuses to start without
  * PV_EVENT_SIGNING_KEY (and PV_LOG_SIGNING_KEY), naming the variable, unless PV_DEV_EPHEMERAL_KEYS=true.
  * Rotation = configure a new key; old public keys stay published and old events keep verifying.
  * Embedded mode keeps a generated key in its data directory, so none of this applies to PGlite.
@@ -25,7 +25,7 @@ const root = fileURLToPath(new URL("../..", import.meta.url))
 
 const newPem = () => generateKeyPairSync("ed25519").privateKey.export({ format: "pem", type: "pkcs8" }).toString()
 
-/** Contract §6: kid = first 16 hex of SHA-256 of the raw 32-byte public key. */
+/** docs/API.md §7.9: kid = first 16 hex of SHA-256 of the raw 32-byte public key. */
 const kidOfPem = (pem: string) => {
   const x = createPublicKey(pem).export({ format: "jwk" }).x as string
   return createHash("sha256").update(Buffer.from(x, "base64url")).digest("hex").slice(0, 16)

@@ -6,8 +6,8 @@ import { createKey, putDetermination, request } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 
 /**
- * Contract §11 "Slow or idle clients cannot starve others": header and request time-outs, bounded
- * connection count; a few hundred dribbling or idle sockets do not delay other clients' answers. And §0/§2:
+ * docs/API.md §13, "Slow clients" (slow or idle clients cannot starve others): header and request time-outs, bounded
+ * connection count; a few hundred dribbling or idle sockets do not delay other clients' answers. And docs/API.md §4.3, §5.2:
  * a request is refused for its credentials without waiting for a body that may never come.
  */
 

@@ -44,7 +44,7 @@ describe("receipt proof bundle: the good case", () => {
     expect(verdict.failed_step).toBeUndefined()
   })
 
-  it("has the contract's members, and its log entry is the receipt's", () => {
+  it("has the members of docs/API.md §11.7, and its log entry is the receipt's", () => {
     const bundle = good()
     expect(Object.keys(bundle).sort()).toEqual(["checkpoint", "inclusion_path", "leaf_index", "log_entry", "receipt", "verifier_key"])
     expect(bundle.log_entry).toEqual({

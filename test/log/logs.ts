@@ -16,7 +16,7 @@ export const receiptSigner: SignerShape = signerFromPrivateKey(privateKeyFromSee
 export const otherReceiptSigner: SignerShape = signerFromPrivateKey(privateKeyFromSeed(Buffer.alloc(32, 14)), "seed")
 export const receiptJwks = { keys: [receiptSigner.jwk] }
 
-/** A snapshot with every field of contract section 8, fixed except its id and time. */
+/** A snapshot with every field of docs/API.md §9.2, fixed except its id and time. */
 export const snapshotOf = (n: number): ReceiptSnapshot => ({
   schema: ReceiptSchemaId,
   receipt_id: `rr_01J${String(n).padStart(23, "0")}`,

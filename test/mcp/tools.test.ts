@@ -3,7 +3,7 @@ import { Schema } from "effect"
 import { objectJsonSchema, tools } from "../../src/mcp/Tools.js"
 import { ContractToolScopes } from "../support/contract.js"
 
-/** Contract section 7: the registry as tools/list shows it. */
+/** docs/API.md §12.4: the registry as tools/list shows it. */
 const contractScopes = ContractToolScopes
 
 /** Every `$ref` in a schema document, which must all point into its own `$defs`. */
@@ -13,7 +13,7 @@ const refsOf = (node: unknown): Array<string> =>
     : Object.entries(node).flatMap(([key, value]) => (key === "$ref" && typeof value === "string" ? [value] : refsOf(value)))
 
 describe("tool registry", () => {
-  it("declares exactly the contract's 8 tools, once each, with the contract's scopes", () => {
+  it("declares exactly the 8 tools of docs/API.md §12.4, once each, with their scopes", () => {
     expect(tools.map((t) => t.name).sort()).toEqual(Object.keys(contractScopes).sort())
     for (const tool of tools) expect(tool.scope, tool.name).toBe(contractScopes[tool.name])
   })

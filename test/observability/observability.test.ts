@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest"
 import { logEntryQueued, logIntegrationLagSeconds, logRoundEnded, logRoundStarted, logState } from "../../src/observability/Metrics.js"
 import { isAcceptableRequestId, problemInstance, requestIdFrom } from "../../src/observability/RequestRecord.js"
 
-describe("request ids (CONTRACT section 11)", () => {
+describe("request ids (docs/API.md §13)", () => {
   it("accepts 1 to 128 visible ASCII characters (0x21–0x7E) and nothing else", () => {
     expect(isAcceptableRequestId("a")).toBe(true)
     expect(isAcceptableRequestId("x".repeat(128))).toBe(true)

@@ -21,7 +21,7 @@ const tokenOf = (env: Record<string, string>) =>
 const printable = fc.constantFrom(..."ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.~+/=")
 const tokenOfLength = (min: number, max: number) => fc.array(printable, { minLength: min, maxLength: max }).map((cs) => cs.join(""))
 
-describe("PV_OPERATOR_TOKEN (contract section 2: at least 32 characters)", () => {
+describe("PV_OPERATOR_TOKEN (docs/API.md §3.4: at least 32 characters)", () => {
   it("refuses 31 characters and accepts 32, naming the variable", () => {
     const message = refusal({ PV_OPERATOR_TOKEN: "x".repeat(31) })
     expect(message).toContain("PV_OPERATOR_TOKEN")

@@ -16,7 +16,7 @@ import {
   trustDocument
 } from "./arbitraries.js"
 
-/** Contract section 8, restated check by check: the outcome each verdict must have. */
+/** docs/API.md §8.2, restated check by check: the outcome each verdict must have. */
 const expectedOutcomes = (trust: MachineTrustResponse, rule: ActionRule, scope: ReadonlyArray<string>) => ({
   freshness: rule.freshness.includes(trust.freshness.state),
   lifecycle: rule.lifecycle.includes(trust.lifecycle.state),
@@ -31,7 +31,7 @@ const evaluate = (trust: MachineTrustResponse, rule: ActionRule, scope: Readonly
   Result.getOrThrow(evaluateActionability(trust, policyWith(rule), request("test-purpose", "test-action", scope)))
 
 describe("verdicts", () => {
-  it("come in the contract's order, each PASS or FAIL with a reason", () => fc.assert(fc.property(trustDocument, actionRule, claimScope, (trust, rule, scope) => {
+  it("come in the order of docs/API.md §8.2, each PASS or FAIL with a reason", () => fc.assert(fc.property(trustDocument, actionRule, claimScope, (trust, rule, scope) => {
     const verdicts = verdictsFor(trust, rule, scope)
     expect(verdicts.map((v) => v.check)).toEqual(["freshness", "lifecycle", "authority", "tier", "eligibility", "claim_scope"])
     for (const v of verdicts) {

@@ -36,7 +36,7 @@ const snapshot: fc.Arbitrary<ReceiptSnapshot> = fc.tuple(
   ...Result.getOrThrow(evaluateActionability(trust, policyWith(rule), request("test-purpose", "test-action", scope)))
 }))
 
-/** What the contract says a client computes, without the service's helpers: SHA-256 of the RFC 8785 text. */
+/** What docs/API.md §9.4 says a client computes, without the service's helpers: SHA-256 of the RFC 8785 text. */
 const independentDigest = (value: unknown) => createHash("sha256").update(canonicalize(value)!, "utf8").digest("hex")
 
 /** A JSON value other than `current`, for replacing one snapshot field. */
@@ -50,7 +50,7 @@ const otherValue = (current: unknown) =>
     typeof current === "string" ? fc.string({ minLength: 1, maxLength: 3 }).map((s) => current + s) : fc.constant(null)
   ).filter((value) => independentDigest(value) !== independentDigest(current))
 
-/** Contract section 8: the receipt's fields, every one of them covered by receipt_digest. */
+/** docs/API.md §9.2: the receipt's fields, every one of them covered by receipt_digest. */
 const contractSnapshotFields = [
   "schema", "receipt_id", "created_at", "tenant_id", "organization", "principal", "subject_public_id", "purpose_id",
   "requested_action", "claim_scope", "determination_id", "determination_digest", "trust_state_digest",
@@ -114,7 +114,7 @@ const vectorJcs =
 const vectorDigest = createHash("sha256").update(vectorJcs, "utf8").digest("hex")
 
 describe("receipt digests", () => {
-  it("the service's receipt schema and its evaluation hold exactly the contract's receipt fields", () => {
+  it("the service's receipt schema and its evaluation hold exactly the receipt fields of docs/API.md §9.2", () => {
     // What the service encodes a snapshot with...
     expect(Object.keys(ReceiptSnapshot.fields).sort()).toEqual([...contractSnapshotFields].sort())
     // ...and what its evaluation produces (Receipts.create adds schema, receipt_id and created_at to it).
@@ -172,7 +172,7 @@ describe("receipt digests", () => {
   })))
 
   it("the client package's trust digest recipe matches a hand-written vector", () => {
-    // trust_state_digest = SHA-256 of the JCS of the document without trust_state_digest (contract section 5).
+    // trust_state_digest = SHA-256 of the JCS of the document without trust_state_digest (docs/API.md §6.3).
     const document = { tier: "T2", schema: "pv.machine-trust.v1", trust_state_digest: "f".repeat(64), authority: { issuance: "NOT_AUTHORIZED" } }
     const text = `{"authority":{"issuance":"NOT_AUTHORIZED"},"schema":"pv.machine-trust.v1","tier":"T2"}`
     const expected = createHash("sha256").update(text, "utf8").digest("hex")

@@ -1,4 +1,4 @@
-/** CONTRACT.md section 7, restated as the tests' expectation: each MCP tool and the scope it needs. */
+/** docs/API.md §12.4, restated as the tests' expectation: each MCP tool and the scope it needs. */
 export const ContractToolScopes: Readonly<Record<string, string>> = {
   resolve_trust: "trust:read",
   resolve_subject: "trust:read",

@@ -78,7 +78,7 @@ export const putDetermination = (server: TestServer, publicId: string, body: unk
   request(server, "PUT", `/api/v1/determinations/${publicId}`, { ...asOperator(server), body })
 
 /**
- * Contract sections 0 and 1: a non-2xx answer is problem+json with exactly type, title, status, detail,
+ * docs/API.md §5.1: a non-2xx answer is problem+json with exactly type, title, status, detail,
  * code and optionally instance and errors (`[{ pointer, detail }]`), and leaks nothing internal.
  */
 export const expectProblem = (reply: Reply, status: number, code: string) => {
@@ -94,7 +94,7 @@ export const expectProblem = (reply: Reply, status: number, code: string) => {
   expect(body.title.length).toBeGreaterThan(0)
   expect(body.detail).toBeTypeOf("string")
   if ("instance" in body) expect(body.instance).toBeTypeOf("string")
-  // CONTRACT section 11: every response carries X-Request-Id; a problem's `instance` names that request.
+  // docs/API.md §13: every response carries X-Request-Id; a problem's `instance` names that request.
   const requestId = reply.headers.get("x-request-id")
   expect(requestId, "X-Request-Id").toBeTruthy()
   if ("instance" in body) expect(body.instance).toBe(`urn:pv:request:${encodeURIComponent(requestId!)}`)

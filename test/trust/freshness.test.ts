@@ -13,7 +13,7 @@ const DAY = 86_400_000
 const rank = (state: FreshnessState) => FreshnessStates.indexOf(state)
 
 /**
- * Contract section 5 in exact rational arithmetic (everything times 5, in BigInt): with w = valid_until - as_of,
+ * docs/API.md §6.2 in exact rational arithmetic (everything times 5, in BigInt): with w = valid_until - as_of,
  * CURRENT while now < valid_until - w/5, APPROACHING_STALE while now < valid_until, STALE while
  * now < valid_until + w, then EXPIRED; lifecycle EXPIRED forces EXPIRED.
  */
@@ -46,7 +46,7 @@ const instantFor = ({ asOf, validUntil, w }: { asOf: number; validUntil: number;
 
 const windowAndInstant = window.chain((win) => fc.tuple(fc.constant(win), instantFor(win)))
 
-describe("freshnessAt: the contract's boundaries", () => {
+describe("freshnessAt: the boundaries of docs/API.md §6.2", () => {
   // as_of 2030-01-01, valid_until 100 days later: w = 100 d, so 0.2w = 20 d.
   const asOf = Date.parse("2030-01-01T00:00:00.000Z")
   const validUntil = asOf + 100 * DAY
@@ -98,7 +98,7 @@ describe("freshnessAt: the contract's boundaries", () => {
     }
   })
 
-  it("matches the contract's rule at every instant", () => fc.assert(fc.property(windowAndInstant, lifecycle, ([win, now], state) => {
+  it("matches the rule of docs/API.md §6.2 at every instant", () => fc.assert(fc.property(windowAndInstant, lifecycle, ([win, now], state) => {
     expect(freshnessAt(now, win.asOf, win.validUntil, state)).toBe(oracle(now, win.asOf, win.validUntil, state))
   }), { numRuns: 5000 }))
 
@@ -109,7 +109,7 @@ describe("freshnessAt: the contract's boundaries", () => {
       .toBeLessThanOrEqual(rank(freshnessAt(t2, win.asOf, win.validUntil, state)))
   }), { numRuns: 2000 }))
 
-  it("goes through the states in order, each boundary at the contract's instant", () => fc.assert(fc.property(window, (win) => {
+  it("goes through the states in order, each boundary at its documented instant", () => fc.assert(fc.property(window, (win) => {
     const approaching = Math.ceil(win.validUntil - win.w / 5)
     const states = [approaching - 1, approaching, win.validUntil - 1, win.validUntil, win.validUntil + win.w - 1, win.validUntil + win.w]
       .map((t) => freshnessAt(t, win.asOf, win.validUntil, "NOT_ISSUED"))

@@ -1,7 +1,7 @@
 // @ts-check
 /**
  * Every check the page runs, in one plain ES module with no dependencies: RFC 8785 (JCS), the event
- * chain recipe (CONTRACT §6) and the receipt proof bundle (CONTRACT §10: RFC 9162 Merkle inclusion,
+ * chain recipe (docs/API.md §10.4) and the receipt proof bundle (docs/API.md §11.7, §11.8: RFC 9162 Merkle inclusion,
  * C2SP signed-note checkpoints, Ed25519). Crypto is WebCrypto only (`crypto.subtle`), so the same file
  * runs in a browser and in Node 20, where test/web/verify.test.ts checks it against the service's own
  * verifiers (src/domain/EventVerify.ts, src/client/log.ts). Verdicts and details follow those verifiers.
@@ -230,7 +230,7 @@ export const sha256 = async (input) =>
 /** @param {string | Uint8Array} input */
 export const sha256Hex = async (input) => hexOf(await sha256(input))
 
-/** The contract's digest: SHA-256 hex of the JCS form. @param {unknown} value */
+/** The documented digest (docs/API.md §2): SHA-256 hex of the JCS form. @param {unknown} value */
 export const digestOf = (value) => sha256Hex(canonicalJson(value))
 
 // ---------------------------------------------------------------------------------------------------
@@ -288,7 +288,7 @@ const SignaturePattern = /^[A-Za-z0-9_-]{86}$/
 const signatureBytes = (sig) => (SignaturePattern.test(sig) ? decodeBase64Url(sig) : undefined)
 
 // ---------------------------------------------------------------------------------------------------
-// Event chain (CONTRACT §6; src/domain/EventChain.ts, src/domain/EventVerify.ts).
+// Event chain (docs/API.md §10.4; src/domain/EventChain.ts, src/domain/EventVerify.ts).
 
 export const EventHashDomain = "pv-event-v1\n"
 
@@ -682,7 +682,7 @@ export const openCheckpoint = async (note, verifier) => {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Receipt proof bundle (CONTRACT §10; src/client/log.ts, src/log/Entries.ts).
+// Receipt proof bundle (docs/API.md §11.7, §11.8; src/client/log.ts, src/log/Entries.ts).
 
 const ReceiptEntryType = "pv.log.receipt.v1"
 const EventEntryType = "pv.log.event.v1"

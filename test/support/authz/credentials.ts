@@ -1,6 +1,6 @@
 import { base62Checksum, generateApiKey, isWellFormedApiKey, KeyPrefix } from "../../../src/domain/ApiKey.js"
 
-/** `pv_live_` + 32 base62 + a checksum that does not match (contract section 2: refused before any lookup). */
+/** `pv_live_` + 32 base62 + a checksum that does not match (docs/API.md §3.1: refused before any lookup). */
 export const keyWithWrongChecksum = (): string => {
   const good = generateApiKey()
   const body = good.slice(0, -6)

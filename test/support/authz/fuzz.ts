@@ -57,7 +57,7 @@ export const forAllSampled = async <T>(
   return values.length
 }
 
-/** expectProblem as a predicate: the assertion message when `reply` is not the contract's problem, else undefined. */
+/** expectProblem as a predicate: the assertion message when `reply` is not the problem of docs/API.md §5, else undefined. */
 export const problemViolation = (reply: Reply, status = reply.status, code?: string): string | undefined => {
   const contentType = reply.headers.get("content-type")
   if (contentType === null) return `no Content-Type (status ${reply.status}, ${reply.text.length} body bytes)`
@@ -81,8 +81,8 @@ export const isJsonRpcAnswer = (reply: Reply): boolean =>
   (Array.isArray(reply.body) || reply.body.jsonrpc === "2.0")
 
 /**
- * The generic checks of every fuzzed HTTP exchange (contract sections 1 and 11): an answer or a close
- * within the time-out, never 5xx, and every non-2xx answer (except 304) is problem+json per section 1.
+ * The generic checks of every fuzzed HTTP exchange (docs/API.md §5 and §13): an answer or a close
+ * within the time-out, never 5xx, and every non-2xx answer (except 304) is problem+json per docs/API.md §5.1.
  */
 export const checkExchange = (
   findings: Findings,
@@ -134,7 +134,7 @@ const toReply = (reply: RawReply): Reply => {
 
 // ---- arbitraries ----
 
-/** Strings PostgreSQL cannot keep exactly (contract section 11): NUL and lone UTF-16 surrogates. */
+/** Strings PostgreSQL cannot keep exactly (docs/API.md §2): NUL and lone UTF-16 surrogates. */
 export const unstorableString = fc.oneof(
   fc.constantFrom("\u0000", "a\u0000b", "\ud800", "x\udfffy", "\ud800\u0000", "ok\udbff", "\udc00\ud800"),
   fc.tuple(fc.string({ maxLength: 8 }), fc.constantFrom("\u0000", "\ud800", "\udfff", "\udbff"), fc.string({ maxLength: 8 }))
