@@ -17,18 +17,31 @@ export const concat = (...parts: ReadonlyArray<Uint8Array>): Uint8Array => {
   return out
 }
 
-export const bytesEqual = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && a.every((byte, i) => byte === b[i])
+export const bytesEqual = (a: Uint8Array, b: Uint8Array): boolean => {
+  if (a.length !== b.length) return false
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
+  return true
+}
 
-export const hexOf = (bytes: Uint8Array): string => Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")
+const hexByte = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, "0"))
+
+export const hexOf = (bytes: Uint8Array): string => {
+  let out = ""
+  for (const b of bytes) out += hexByte[b]
+  return out
+}
 
 /** 64 lowercase hex characters: every hash and digest on the wire. */
 export const HexHashPattern = /^[0-9a-f]{64}$/u
+
+/** The value of a lowercase hex digit's character code (the pattern has already admitted only those). */
+const hexValue = (code: number): number => (code <= 0x39 ? code - 0x30 : code - 0x57)
 
 /** A hash from its wire form: exactly 64 lowercase hex characters, nothing else. */
 export const hashFromHex = (hex: unknown): Uint8Array | undefined => {
   if (typeof hex !== "string" || !HexHashPattern.test(hex)) return undefined
   const out = new Uint8Array(32)
-  for (let i = 0; i < 32; i++) out[i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16)
+  for (let i = 0; i < 32; i++) out[i] = (hexValue(hex.charCodeAt(2 * i)) << 4) | hexValue(hex.charCodeAt(2 * i + 1))
   return out
 }
 
@@ -51,24 +64,50 @@ export const base64Of = (bytes: Uint8Array): string => {
 
 export const base64UrlOf = (bytes: Uint8Array): string => base64Of(bytes).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "")
 
-const bytesOfBinary = (text: string): Uint8Array => Uint8Array.from(text, (c) => c.charCodeAt(0))
+const tableOf = (alphabet: string): Int8Array => {
+  const table = new Int8Array(128).fill(-1)
+  for (const [value, char] of Array.from(alphabet).entries()) table[char.charCodeAt(0)] = value
+  return table
+}
+
+const Digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+const StdTable = tableOf(Digits + "+/")
+const UrlTable = tableOf(Digits + "-_")
+
+/**
+ * Unpadded base64 digits → bytes, canonical only: a length that leaves 6 stray bits, a character
+ * outside the alphabet, or a non-zero unused bit in the last character is refused, so each byte
+ * string has exactly one accepted text.
+ */
+const decodeDigits = (text: string, table: Int8Array): Uint8Array | undefined => {
+  if (text.length % 4 === 1) return undefined
+  const out = new Uint8Array(Math.floor((text.length * 3) / 4))
+  let acc = 0
+  let bits = 0
+  let at = 0
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i)
+    const value = code < 128 ? table[code]! : -1
+    if (value < 0) return undefined
+    acc = (acc << 6) | value
+    bits += 6
+    if (bits >= 8) {
+      bits -= 8
+      out[at++] = (acc >> bits) & 0xff
+    }
+    acc &= (1 << bits) - 1
+  }
+  return acc === 0 ? out : undefined
+}
 
 const StdBase64Pattern = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/
 
 /** Standard base64 with padding, canonical only (the unused bits of the last character are zero). */
-export const decodeStdBase64 = (text: string): Uint8Array | undefined => {
-  if (!StdBase64Pattern.test(text)) return undefined
-  const bytes = bytesOfBinary(atob(text))
-  return base64Of(bytes) === text ? bytes : undefined
-}
+export const decodeStdBase64 = (text: string): Uint8Array | undefined =>
+  StdBase64Pattern.test(text) ? decodeDigits(text.replace(/=+$/, ""), StdTable) : undefined
 
 /** Unpadded base64url, canonical only. */
-export const decodeBase64Url = (text: string): Uint8Array | undefined => {
-  if (!/^[A-Za-z0-9_-]*$/.test(text) || text.length % 4 === 1) return undefined
-  const std = text.replace(/-/g, "+").replace(/_/g, "/")
-  const bytes = bytesOfBinary(atob(std + "=".repeat((4 - (std.length % 4)) % 4)))
-  return base64UrlOf(bytes) === text ? bytes : undefined
-}
+export const decodeBase64Url = (text: string): Uint8Array | undefined => decodeDigits(text, UrlTable)
 
 export const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 

@@ -4,12 +4,18 @@ import { runSync, type SyncCrypto, type Verifying } from "./Run.js"
 /** SPKI DER of an Ed25519 public key is this fixed prefix followed by the 32 raw bytes. */
 const spkiEd25519Prefix = Buffer.from("302a300506032b6570032100", "hex")
 
-/** Imported keys by their hex, so a chain signed by one key imports it once; bounded, since input chooses keys. */
+/**
+ * Imported keys, so a chain signed by one key imports it once: by the array a verifier holds (every
+ * event of a chain passes the same one), then by value, bounded, since input chooses keys.
+ */
+const importedArrays = new WeakMap<Uint8Array, KeyObject | null>()
 const imported = new Map<string, KeyObject | null>()
 const MaxImported = 256
 
 const keyOf = (raw: Uint8Array): KeyObject | null => {
-  const id = Buffer.from(raw).toString("hex")
+  const held = importedArrays.get(raw)
+  if (held !== undefined) return held
+  const id = Buffer.from(raw.buffer, raw.byteOffset, raw.length).toString("hex")
   let key = imported.get(id)
   if (key === undefined) {
     try {
@@ -20,6 +26,7 @@ const keyOf = (raw: Uint8Array): KeyObject | null => {
     if (imported.size >= MaxImported) imported.clear()
     imported.set(id, key)
   }
+  importedArrays.set(raw, key)
   return key
 }
 
