@@ -248,7 +248,7 @@ export function* witnessQuorum(note: unknown, policy: WitnessPolicy): Verifying<
   const nowSeconds = policy.nowSeconds ?? Math.floor(Date.now() / 1000)
   const checked = yield* requireQuorum(note, verifiers, quorum, nowSeconds)
   if (!checked.ok) return checked
-  const names = checked.value.map((w) => w.name).join(", ")
+  const names = checked.value.map((w) => w.witness.name).join(", ")
   return { ok: true, detail: `${checked.value.length} of ${verifiers.length} pinned witnesses cosigned the checkpoint (${names}); the quorum is ${quorum}` }
 }
 

@@ -29,7 +29,7 @@ export const MaxNoteSignatures = 100
 /** Em dash, space: how every signature line starts. */
 export const SignatureLinePrefix = "\u2014 "
 
-const ControlCharacter = /[\u0000-\u0009\u000b-\u001f]/
+export const ControlCharacter = /[\u0000-\u0009\u000b-\u001f]/
 
 /** A key a note or cosignature is checked with: its name, 4-byte key ID and raw 32-byte Ed25519 key. */
 export interface NoteKey {
@@ -208,15 +208,15 @@ export const parseCosignatureBytes = (bytes: Uint8Array): Checked<{ readonly tim
   return accept({ timestamp: Number(stamp), signature: bytes.subarray(8) })
 }
 
-/** One pinned witness's valid cosignature. */
-export interface WitnessedBy {
-  readonly name: string
+/** One pinned witness's valid cosignature: the witness as it was given, and the time it cosigned. */
+export interface WitnessedBy<W extends NoteKey = NoteKey> {
+  readonly witness: W
   readonly timestamp: number
 }
 
-export interface CosignatureCheck {
+export interface CosignatureCheck<W extends NoteKey = NoteKey> {
   /** Witnesses (of those pinned) with a valid cosignature, in the order pinned. */
-  readonly valid: ReadonlyArray<WitnessedBy>
+  readonly valid: ReadonlyArray<WitnessedBy<W>>
   /** Why a pinned witness's line was refused (it does not verify, or its time lies in the future). */
   readonly refused: ReadonlyArray<string>
 }
@@ -227,15 +227,15 @@ export interface CosignatureCheck {
  * key ID but does not verify, or whose time is more than `MaxFutureSkewSeconds` after `nowSeconds`, is
  * reported in `refused`: the verifier fails on it rather than counting it.
  */
-export function* checkCosignatures(note: unknown, witnesses: ReadonlyArray<NoteKey>, nowSeconds: number): Verifying<Checked<CosignatureCheck>> {
+export function* checkCosignatures<W extends NoteKey>(note: unknown, witnesses: ReadonlyArray<W>, nowSeconds: number): Verifying<Checked<CosignatureCheck<W>>> {
   const split = splitNote(note)
   if (!split.ok) return split
   const { text, signatures } = split.value
-  const valid: Array<WitnessedBy> = []
+  const valid: Array<WitnessedBy<W>> = []
   const refused: Array<string> = []
   for (const witness of witnesses) {
     const label = labelOf(witness)
-    let good: WitnessedBy | undefined
+    let good: WitnessedBy<W> | undefined
     for (const line of signatures.filter((s) => s.name === witness.name && bytesEqual(s.keyId, witness.keyId))) {
       const parsed = parseCosignatureBytes(line.signature)
       if (!parsed.ok) {
@@ -251,7 +251,7 @@ export function* checkCosignatures(note: unknown, witnesses: ReadonlyArray<NoteK
         refused.push(`the cosignature by ${label} is dated ${timestamp}, more than ${MaxFutureSkewSeconds} s in the future`)
         continue
       }
-      good ??= { name: witness.name, timestamp }
+      good ??= { witness, timestamp }
     }
     if (good !== undefined) valid.push(good)
   }
@@ -262,18 +262,18 @@ export function* checkCosignatures(note: unknown, witnesses: ReadonlyArray<NoteK
  * A quorum of pinned witnesses must have cosigned the note: fails on any refused line by a pinned
  * witness, and when fewer than `quorum` verify. Returns the witnesses that did.
  */
-export function* requireQuorum(
+export function* requireQuorum<W extends NoteKey>(
   note: unknown,
-  witnesses: ReadonlyArray<NoteKey>,
+  witnesses: ReadonlyArray<W>,
   quorum: number,
   nowSeconds: number
-): Verifying<Checked<ReadonlyArray<WitnessedBy>>> {
+): Verifying<Checked<ReadonlyArray<WitnessedBy<W>>>> {
   const checked = yield* checkCosignatures(note, witnesses, nowSeconds)
   if (!checked.ok) return checked
   if (checked.value.refused.length > 0) return refuse(checked.value.refused.join("; "))
   const valid = checked.value.valid
   if (valid.length < quorum) {
-    const names = valid.length === 0 ? "none" : valid.map((w) => w.name).join(", ")
+    const names = valid.length === 0 ? "none" : valid.map((w) => w.witness.name).join(", ")
     return refuse(`${valid.length} of the ${witnesses.length} pinned witnesses cosigned the checkpoint (${names}); the quorum is ${quorum}`)
   }
   return accept(valid)
