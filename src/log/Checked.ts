@@ -1,6 +1,6 @@
 /**
  * What every parser and verifier of the log returns: the value, or why the input was refused.
  * Verifiers never throw on what came over the wire; a refusal is data the caller reports.
- * Defined with the verifiers the page shares (src/verify/Note.ts).
+ * One definition with the verifiers the page shares.
  */
-export { accept, refuse, type Checked } from "../verify/Note.js"
+export { accept, refuse, type Checked } from "../verify/Checked.js"

@@ -1,8 +1,9 @@
 import { hashesFromHex, hexOf, HexHashPattern, isRecord, shown, utf8 } from "./Bytes.js"
 import { kidOf, rawKeysFromJwks, signatureBytes } from "./Chain.js"
+import { accept, refuse, type Checked } from "./Checked.js"
 import { canonicalJson, sha256Hex } from "./Jcs.js"
 import { leafHash, verifyInclusion } from "./Merkle.js"
-import { accept, isNoteKey, openCheckpoint, parseCosignerKey, parseVerifierKey, peekCheckpoint, refuse, requireQuorum, type Checked, type NoteKey } from "./Note.js"
+import { isNoteKey, openCheckpoint, parseCosignerKey, parseVerifierKey, peekCheckpoint, requireQuorum, type NoteKey } from "./Note.js"
 import { ed25519Key, ed25519Verify, type Verifying } from "./Run.js"
 
 /**

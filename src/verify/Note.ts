@@ -1,4 +1,5 @@
 import { bytesEqual, concat, decodeStdBase64, hexOf, isWellFormed, utf8 } from "./Bytes.js"
+import { accept, refuse, type Checked } from "./Checked.js"
 import { ed25519Key, ed25519Verify, sha256, type Verifying } from "./Run.js"
 
 /**
@@ -8,14 +9,6 @@ import { ed25519Key, ed25519Verify, sha256, type Verifying } from "./Run.js"
  * `— <key name> <base64(4-byte key ID ‖ signature)>`; the signature covers the text with its final newline.
  */
 
-/** What either check returns: the value, or why the input was refused. Verifiers never throw on input. */
-export type Checked<A> =
-  | { readonly ok: true; readonly value: A }
-  | { readonly ok: false; readonly detail: string }
-
-export const accept = <A>(value: A): Checked<A> => ({ ok: true, value })
-
-export const refuse = <A = never>(detail: string): Checked<A> => ({ ok: false, detail })
 
 export const Ed25519SignatureType = 0x01
 export const CosignatureV1Type = 0x04
