@@ -19,6 +19,8 @@ done
 curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null || { cat "$log"; echo "smoke: not ready after 60 s" >&2; exit 1; }
 curl -fsS "http://127.0.0.1:$port/log/checkpoint" | head -1
 curl -fsS -o /dev/null -w "smoke: GET / → %{http_code}\n" "http://127.0.0.1:$port/"
+# The page's verifier exists only as the bundle `npm run build` writes into dist.
+curl -fsS -o /dev/null -w "smoke: GET /web/verify.js → %{http_code} (%{size_download} bytes)\n" "http://127.0.0.1:$port/web/verify.js"
 # npm start → node: signal the node process itself (npm does not forward signals to its child everywhere).
 node_pid="$(pgrep -n -f 'dist/src/main.js')"
 kill -TERM "$node_pid"

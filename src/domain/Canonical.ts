@@ -1,16 +1,11 @@
 import { createHash } from "node:crypto"
-import canonicalize from "canonicalize"
+import { canonicalJson } from "../verify/Jcs.js"
 
 /**
  * The one digest recipe of docs/API.md §2: RFC 8785 (JCS) canonical JSON, SHA-256, lowercase hex.
- * Digested values hold only strings, booleans, null, arrays, objects and safe integers, so JCS number
- * formatting never has to round.
+ * The JCS is src/verify/Jcs.ts's, which the page bundles too; the hashing here is node:crypto's.
  */
-export const canonicalJson = (value: unknown): string => {
-  const text = canonicalize(value)
-  if (text === undefined) throw new TypeError("value has no canonical JSON form")
-  return text
-}
+export { canonicalJson }
 
 export const sha256Hex = (input: string | Uint8Array): string => createHash("sha256").update(input).digest("hex")
 

@@ -1,26 +1,30 @@
-import { createHash, sign, verify, type KeyObject } from "node:crypto"
+import { sign, verify, type KeyObject } from "node:crypto"
+import { verifySync } from "../verify/NodeCrypto.js"
+import {
+  checkCosignatures as checkCosignaturesWith,
+  CosignatureV1Type,
+  keyIdOf,
+  parseCosignatureBytes,
+  parseCosignerKey as parseKey,
+  requireQuorum as requireQuorumWith
+} from "../verify/Note.js"
+import { bytesEqual } from "../verify/Bytes.js"
 import { accept, refuse, type Checked } from "./Checked.js"
-import { decodeStdBase64, isValidKeyName, publicKeyFromRaw, rawPublicKeyOf, splitNote } from "./Note.js"
+import { isValidKeyName, publicKeyFromRaw, rawPublicKeyOf, splitNote } from "./Note.js"
 
 /**
  * C2SP tlog-cosignature, the Ed25519 `cosignature/v1` type: a witness's note signature line on a
  * checkpoint, `— <witness name> base64(key ID ‖ u64 big-endian timestamp ‖ Ed25519 signature)`, where
  * the signature covers `cosignature/v1\ntime <timestamp>\n` followed by the checkpoint's note text
  * (its body with the final newline, no signature lines). Key ID = SHA-256(name ‖ 0x0A ‖ 0x04 ‖ key)[:4];
- * the verifier key is `<name>+<8 hex key ID>+base64(0x04 ‖ key)`.
+ * the verifier key is `<name>+<8 hex key ID>+base64(0x04 ‖ key)`. Cosigning is here; reading and
+ * checking cosignatures are src/verify/Note.ts's (the page runs the same code), wrapped with node:crypto.
  */
-export const CosignatureV1Type = 0x04
-
-/** Verifiers refuse a cosignature dated further ahead than this (clock skew between witness and verifier). */
-export const MaxFutureSkewSeconds = 60
-
-/** The timestamp is a u64 that must not exceed 2^63 - 1; here it also has to be a safe integer (year 285 million). */
-const MaxTimestamp = Number.MAX_SAFE_INTEGER
+export { CosignatureV1Type, MaxFutureSkewSeconds, parseCosignatureBytes } from "../verify/Note.js"
 
 const SignatureLinePrefix = "\u2014 "
 
-export const cosignatureKeyId = (name: string, rawPublicKey: Uint8Array): Uint8Array =>
-  createHash("sha256").update(name, "utf8").update(Uint8Array.of(0x0a, CosignatureV1Type)).update(rawPublicKey).digest().subarray(0, 4)
+export const cosignatureKeyId = (name: string, rawPublicKey: Uint8Array): Uint8Array => verifySync(keyIdOf(name, CosignatureV1Type, rawPublicKey))
 
 /** The bytes a v1 cosignature signs: two header lines, then the checkpoint body. */
 export const cosignedMessage = (checkpointText: string, timestamp: number): Buffer => {
@@ -99,38 +103,13 @@ const verifierOf = (name: string, raw: Uint8Array): CosignatureVerifier => {
 
 /** Parses a witness verifier key: name, 8 lowercase hex key ID, type 0x04, 32-byte key, matching ID. */
 export const parseCosignerKey = (verifierKey: unknown): Checked<CosignatureVerifier> => {
-  if (typeof verifierKey !== "string") return refuse("the witness key is not a string")
-  const first = verifierKey.indexOf("+")
-  const second = verifierKey.indexOf("+", first + 1)
-  if (first < 0 || second < 0) return refuse("a witness key is <name>+<key ID>+<base64 key>")
-  const [name, id, key] = [verifierKey.slice(0, first), verifierKey.slice(first + 1, second), verifierKey.slice(second + 1)]
-  if (!isValidKeyName(name)) return refuse(`${JSON.stringify(name)} is not a valid key name`)
-  if (!/^[0-9a-f]{8}$/.test(id)) return refuse("the key ID is not 8 lowercase hex characters")
-  const typed = decodeStdBase64(key)
-  if (typed === undefined) return refuse("the key is not standard base64")
-  if (typed[0] !== CosignatureV1Type) return refuse(`signature type ${typed[0] ?? "(none)"} is not an Ed25519 cosignature/v1 key (4)`)
-  if (typed.length !== 33) return refuse("an Ed25519 witness key holds 32 bytes after its type")
-  const raw = typed.subarray(1)
-  if (hex(cosignatureKeyId(name, raw)) !== id) return refuse(`key ID ${id} is not the ID of this name and key`)
+  const parsed = verifySync(parseKey(verifierKey))
+  if (!parsed.ok) return parsed
   try {
-    return accept(verifierOf(name, raw))
+    return accept(verifierOf(parsed.value.name, Buffer.from(parsed.value.publicKey)))
   } catch {
     return refuse("the key is not a usable Ed25519 public key")
   }
-}
-
-/** A cosignature's parts: 4-byte key ID, then (in the signature bytes a note line carries) timestamp and signature. */
-export interface ParsedCosignature {
-  readonly timestamp: number
-  readonly signature: Uint8Array
-}
-
-/** The timestamp and signature of a note signature's bytes after the key ID (72 bytes for cosignature/v1). */
-export const parseCosignatureBytes = (bytes: Uint8Array): Checked<ParsedCosignature> => {
-  if (bytes.length !== 72) return refuse(`a cosignature/v1 holds 8 timestamp bytes and 64 signature bytes, not ${bytes.length}`)
-  const stamp = Buffer.from(bytes.subarray(0, 8)).readBigUInt64BE()
-  if (stamp > BigInt(MaxTimestamp)) return refuse(`the cosignature's timestamp ${stamp} is out of range`)
-  return accept({ timestamp: Number(stamp), signature: bytes.subarray(8) })
 }
 
 /** One pinned witness's valid cosignature. */
@@ -147,7 +126,8 @@ export interface CosignatureCheck {
   readonly refused: ReadonlyArray<string>
 }
 
-const sameBytes = (a: Uint8Array, b: Uint8Array) => Buffer.from(a).equals(Buffer.from(b))
+const witnessedBy = ({ witness, timestamp }: { readonly witness: CosignatureVerifier; readonly timestamp: number }): WitnessedBy =>
+  ({ name: witness.name, verifierKey: witness.verifierKey, timestamp })
 
 /**
  * The pinned witnesses' cosignatures on a checkpoint note. Lines by other keys (the log's own, a
@@ -156,34 +136,8 @@ const sameBytes = (a: Uint8Array, b: Uint8Array) => Buffer.from(a).equals(Buffer
  * reported in `refused`: the verifier fails on it rather than counting it.
  */
 export const checkCosignatures = (note: unknown, witnesses: ReadonlyArray<CosignatureVerifier>, nowSeconds: number): Checked<CosignatureCheck> => {
-  const split = splitNote(note)
-  if (!split.ok) return split
-  const { text, signatures } = split.value
-  const valid: Array<WitnessedBy> = []
-  const refused: Array<string> = []
-  for (const witness of witnesses) {
-    const label = `${witness.name}+${hex(witness.keyId)}`
-    const lines = signatures.filter((s) => s.name === witness.name && sameBytes(s.keyId, witness.keyId))
-    let good: WitnessedBy | undefined
-    for (const line of lines) {
-      const parsed = parseCosignatureBytes(line.signature)
-      if (!parsed.ok) {
-        refused.push(`the cosignature by ${label} is malformed: ${parsed.detail}`)
-        continue
-      }
-      if (!witness.verify(text, parsed.value.timestamp, parsed.value.signature)) {
-        refused.push(`the cosignature by ${label} does not verify`)
-        continue
-      }
-      if (parsed.value.timestamp > nowSeconds + MaxFutureSkewSeconds) {
-        refused.push(`the cosignature by ${label} is dated ${parsed.value.timestamp}, more than ${MaxFutureSkewSeconds} s in the future`)
-        continue
-      }
-      good ??= { name: witness.name, verifierKey: witness.verifierKey, timestamp: parsed.value.timestamp }
-    }
-    if (good !== undefined) valid.push(good)
-  }
-  return accept({ valid, refused })
+  const checked = verifySync(checkCosignaturesWith(note, witnesses, nowSeconds))
+  return checked.ok ? accept({ valid: checked.value.valid.map(witnessedBy), refused: checked.value.refused }) : checked
 }
 
 /**
@@ -196,15 +150,8 @@ export const requireQuorum = (
   quorum: number,
   nowSeconds: number
 ): Checked<ReadonlyArray<WitnessedBy>> => {
-  const checked = checkCosignatures(note, witnesses, nowSeconds)
-  if (!checked.ok) return checked
-  if (checked.value.refused.length > 0) return refuse(checked.value.refused.join("; "))
-  const valid = checked.value.valid
-  if (valid.length < quorum) {
-    const names = valid.length === 0 ? "none" : valid.map((w) => w.name).join(", ")
-    return refuse(`${valid.length} of the ${witnesses.length} pinned witnesses cosigned the checkpoint (${names}); the quorum is ${quorum}`)
-  }
-  return accept(valid)
+  const checked = verifySync(requireQuorumWith(note, witnesses, quorum, nowSeconds))
+  return checked.ok ? accept(checked.value.map(witnessedBy)) : checked
 }
 
 /**
@@ -235,7 +182,7 @@ export const cosignatureLinesOf = (
   if (!split.ok) return refuse(`the answer is not signature lines: ${split.detail}`)
   let found: { line: string; timestamp: number } | undefined
   for (const [i, signature] of split.value.signatures.entries()) {
-    if (signature.name !== witness.name || !sameBytes(signature.keyId, witness.keyId)) continue
+    if (signature.name !== witness.name || !bytesEqual(signature.keyId, witness.keyId)) continue
     const parsed = parseCosignatureBytes(signature.signature)
     if (!parsed.ok) return refuse(parsed.detail)
     if (!witness.verify(checkpointText, parsed.value.timestamp, parsed.value.signature)) return refuse("its cosignature does not verify")

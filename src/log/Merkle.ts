@@ -1,4 +1,6 @@
 import { createHash } from "node:crypto"
+import { verifyInclusion as verifyInclusionWith } from "../verify/Merkle.js"
+import { verifySync } from "../verify/NodeCrypto.js"
 
 /**
  * The Merkle tree of the transparency log (RFC 9162 §2.1, SHA-256): tree hashes, inclusion and
@@ -158,36 +160,14 @@ export const consistencyPath = (first: number, second: number, subtree: SubtreeH
 const half = (n: number) => Math.floor(n / 2)
 const isOdd = (n: number) => n % 2 === 1
 
-/** RFC 9162 §2.1.3.2: does `path` prove `leaf` at `index` in the tree of `size` leaves with `root`? */
+/** RFC 9162 §2.1.3.2: does `path` prove `leaf` at `index` in the tree of `size` leaves with `root`? (src/verify/Merkle.ts's, as the page checks it.) */
 export const verifyInclusion = (proof: {
   readonly index: number
   readonly size: number
   readonly leaf: Hash
   readonly path: ReadonlyArray<Hash>
   readonly root: Hash
-}): boolean => {
-  const { index, size, leaf, path, root } = proof
-  if (!isSize(index) || !isSize(size) || index >= size) return false
-  if (!isHash(leaf) || !isHash(root) || !Array.isArray(path) || !path.every(isHash)) return false
-  let fn = index
-  let sn = size - 1
-  let r = leaf
-  for (const p of path) {
-    if (sn === 0) return false
-    if (isOdd(fn) || fn === sn) {
-      r = nodeHash(p, r)
-      while (!isOdd(fn) && fn !== 0) {
-        fn = half(fn)
-        sn = half(sn)
-      }
-    } else {
-      r = nodeHash(r, p)
-    }
-    fn = half(fn)
-    sn = half(sn)
-  }
-  return sn === 0 && hashEquals(r, root)
-}
+}): boolean => verifySync(verifyInclusionWith(proof))
 
 /**
  * RFC 9162 §2.1.4.2: is the tree of `second` leaves with `secondRoot` an append-only extension of

@@ -1,3 +1,4 @@
+import { MaxEntrySize } from "../verify/Bundle.js"
 import { accept, refuse, type Checked } from "./Checked.js"
 import { HashSize, nodeHash, rootOf, type Hash, type SubtreeHash } from "./Merkle.js"
 
@@ -147,8 +148,8 @@ export const tileHashes = (tile: Tile, subtree: SubtreeHash): Uint8Array => {
   return data
 }
 
-/** Entries are at most 65535 bytes: each is preceded by its length as a big-endian uint16. */
-export const MaxEntrySize = 0xffff
+/** Entries are at most 65535 bytes: each is preceded by its length as a big-endian uint16 (a relying party checks the same bound). */
+export { MaxEntrySize }
 
 export const encodeEntryBundle = (entries: ReadonlyArray<Uint8Array>): Uint8Array => {
   const total = entries.reduce((sum, entry) => sum + 2 + entry.length, 0)

@@ -7,8 +7,8 @@ import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 /**
  * The page for people at `/` (issue 13 item 5): static files from `src/web/assets` (copied beside the
  * compiled server by `npm run build`), read once at start. Verification runs in the browser
- * (assets/verify.js), so the page calls only the service's own open endpoints, or the event feed
- * with a key the visitor types in.
+ * (/web/verify.js, bundled from src/web/browser.ts: the client module's own verifiers), so the page
+ * calls only the service's own open endpoints, or the event feed with a key the visitor types in.
  */
 export const assetsDir = fileURLToPath(new URL("./assets/", import.meta.url))
 
@@ -17,7 +17,6 @@ export const pageFiles: ReadonlyArray<readonly [route: string, file: string, con
   ["/", "index.html", "text/html; charset=utf-8"],
   ["/web/app.js", "app.js", "text/javascript; charset=utf-8"],
   ["/web/verify.js", "verify.js", "text/javascript; charset=utf-8"],
-  ["/web/live.js", "live.js", "text/javascript; charset=utf-8"],
   ["/web/style.css", "style.css", "text/css; charset=utf-8"],
   ["/web/icon.svg", "icon.svg", "image/svg+xml"]
 ]
@@ -54,19 +53,34 @@ interface Asset {
   readonly etag: string
 }
 
+const assetOf = (body: Uint8Array, contentType: string): Asset =>
+  ({ body, contentType, etag: `"${createHash("sha256").update(body).digest("base64url").slice(0, 22)}"` })
+
 const loadAsset = (file: string, contentType: string): Asset => {
   let body: Buffer
   try {
     body = readFileSync(assetsDir + file)
   } catch (error) {
-    throw new Error(`the page's file ${assetsDir}${file} is missing (npm run build copies src/web/assets): ${String(error)}`)
+    throw new Error(`the page's file ${assetsDir}${file} is missing (npm run build copies src/web/assets and bundles verify.js): ${String(error)}`)
   }
-  return { body, contentType, etag: `"${createHash("sha256").update(body).digest("base64url").slice(0, 22)}"` }
+  return assetOf(body, contentType)
 }
 
+/** The bundle the build writes into dist; absent from the source tree, where the server is run by tsx or vitest. */
+const BundledFile = "verify.js"
+
+const fromSource = import.meta.url.endsWith(".ts")
+
+/** Run from source, the verifier is bundled in memory on its first request (once per process), not at every start. */
+let bundling: Promise<Asset> | undefined
+const bundledFromSource = (contentType: string): Effect.Effect<Asset> =>
+  Effect.promise(() => (bundling ??= import("./Bundle.js").then(async (bundle) => assetOf(await bundle.bundleVerifier(), contentType))))
+
 /** `no-cache`: a browser keeps the file but asks every time; an unchanged file costs a 304 (ETag). */
-const respond = (asset: Asset) =>
-  Effect.map(HttpServerRequest.HttpServerRequest, (request) => {
+const respond = (load: Effect.Effect<Asset>) =>
+  Effect.gen(function*() {
+    const asset = yield* load
+    const request = yield* HttpServerRequest.HttpServerRequest
     const headers = { ...securityHeaders, "cache-control": "no-cache", etag: asset.etag }
     const ifNoneMatch = request.headers["if-none-match"]
     if (ifNoneMatch !== undefined && ifNoneMatch.split(",").some((tag) => tag.trim().replace(/^W\//, "") === asset.etag)) {
@@ -79,7 +93,9 @@ const respond = (asset: Asset) =>
 export const WebLive = HttpRouter.use((router) =>
   Effect.gen(function*() {
     for (const [route, file, contentType] of pageFiles) {
-      const asset = yield* Effect.sync(() => loadAsset(file, contentType))
+      const asset = fromSource && file === BundledFile
+        ? bundledFromSource(contentType)
+        : Effect.succeed(yield* Effect.sync(() => loadAsset(file, contentType)))
       yield* router.add("GET", route as HttpRouter.PathInput, respond(asset))
     }
   })

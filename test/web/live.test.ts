@@ -4,9 +4,10 @@ import type { TrustEvent } from "../../src/domain/TrustEvent.js"
 import { HeartbeatComment, sseMessageOf, StreamEventName } from "../../src/events/LiveStream.js"
 import { buildChain, otherSigner, testJwks, testSigner } from "../events/chains.js"
 import { overTheWire } from "../log/logs.js"
+import { importBundledVerifier } from "./bundled.js"
 
 /**
- * The page's live-stream module (src/web/assets/live.js, plain JS for the browser): its SSE parser on
+ * The page's live-stream module (src/web/live.ts, as bundled into /web/verify.js): its SSE parser on
  * what the service's own stream writer sends, cut into arbitrary chunks, and on the format's other line
  * endings; and the check of one arriving event against the one before it, with the keys fetched again
  * once for an unknown kid.
@@ -41,9 +42,7 @@ interface WebLive {
   readonly checkArrival: (data: string, previous: Head, publicId: string, keys: Keyring) => Promise<Arrival>
 }
 
-// A specifier TypeScript does not resolve: the module is browser JavaScript, typed by the interface above.
-const webModule = "../../src/web/assets/live.js"
-const web = (await import(/* @vite-ignore */ webModule)) as WebLive
+const web = await importBundledVerifier<WebLive>()
 
 const publicId = "DET-V1-WEB-LIVE-0001"
 const chain = overTheWire(buildChain(publicId, [0, 1, 2, 3, 4].map((n) => ({ type: "determination.updated" as const, payload: { n } })))) as Array<TrustEvent>

@@ -148,7 +148,6 @@ describe("the page at / (chromium)", () => {
     for (const [path, type] of [
       ["/web/app.js", "text/javascript; charset=utf-8"],
       ["/web/verify.js", "text/javascript; charset=utf-8"],
-      ["/web/live.js", "text/javascript; charset=utf-8"],
       ["/web/style.css", "text/css; charset=utf-8"],
       ["/web/icon.svg", "image/svg+xml"]
     ] as const) {
@@ -161,6 +160,11 @@ describe("the page at / (chromium)", () => {
       expect(again.status, path).toBe(304)
       expect(again.text).toBe("")
     }
+    // The verifier is one bundled module (src/web/browser.ts and src/verify): it imports nothing.
+    const bundle = await request(server, "GET", "/web/verify.js")
+    expect(bundle.text).toContain("cosignature/v1")
+    expect(bundle.text).not.toMatch(/^\s*import\b|\bfrom\s*["']|node:/m)
+    expect((await request(server, "GET", "/web/live.js")).status).toBe(404)
     // Module scripts are fetched with an Origin header: the page's files are open to browsers (no credential).
     const crossOrigin = await request(server, "GET", "/web/verify.js", { headers: { origin: "https://elsewhere.example" } })
     expect(crossOrigin.status).toBe(200)

@@ -1,13 +1,13 @@
 // @ts-check
 /**
  * The page's behaviour: three forms, each rendering into its result area, and the event chain followed
- * live. Every check is delegated to ./verify.js (through ./live.js for the stream); this file only
+ * live. Every check is delegated to ./verify.js (bundled from src/web/browser.ts: the same verifiers as the
+ * client module, and the live stream's parser); this file only
  * fetches, parses and shows. The DOM is built with textContent only (the page's CSP enforces Trusted
  * Types with no policy, so markup from a string cannot happen). The API key lives in its input field,
  * and in an open stream's request while it is followed; never in storage, cookies or the URL.
  */
-import { checkArrival, keyring, sseParser } from "./live.js"
-import { cryptoAvailable, verifyEventChain, verifyReceiptBundle } from "./verify.js"
+import { checkArrival, cryptoAvailable, keyring, sseParser, verifyEventChain, verifyReceiptBundle } from "./verify.js"
 
 /** @typedef {Record<string, unknown>} JsonRecord */
 /** @typedef {import("./verify.js").ChainReport} ChainReport */
@@ -383,7 +383,7 @@ const verifyPastedChain = async () => {
 
 // ---------------------------------------------------------------------------------------------------
 // 2b. The event chain, followed live: GET /api/v1/events/stream read with fetch (EventSource cannot send
-// the key), each event checked by ./live.js as it arrives.
+// the key), each event checked by ./verify.js (src/web/live.ts) as it arrives.
 
 const StreamEventName = "pv.trust.event"
 /** The first wait before reconnecting; it doubles on each failure up to ReconnectMaxMs, and resets once connected. */
@@ -395,7 +395,7 @@ const SilenceMs = 45_000
 const MaxLiveRows = 500
 
 /** @typedef {"connecting" | "connected" | "reconnecting" | "stopped"} LiveState */
-/** @typedef {import("./live.js").Arrival} Arrival */
+/** @typedef {import("./verify.js").Arrival} Arrival */
 
 /** @type {{ readonly stop: (why: string) => void } | undefined} */
 let following

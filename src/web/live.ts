@@ -1,16 +1,18 @@
-// @ts-check
+import { verifyEventChain, type ChainHead, type ChainReport } from "./verifier.js"
+
 /**
  * Following an event chain live (GET /api/v1/events/stream), without the network: a Server-Sent Events
  * parser fed decoded text as it arrives, and the check of one arriving event against the one before it.
  * The stream needs an Authorization header, which EventSource cannot send, so the page reads it with
- * fetch() and parses it here. Every check is verify.js's: an arriving event is a chain of one, anchored
- * on the event before it. test/web/live.test.ts covers this file in Node.
+ * fetch() and parses it here. Every check is the verifier's: an arriving event is a chain of one,
+ * anchored on the event before it. test/web/live.test.ts covers this file in Node.
  */
-import { verifyEventChain } from "./verify.js"
 
-/** @typedef {import("./verify.js").ChainHead} ChainHead */
-/** @typedef {import("./verify.js").ChainReport} ChainReport */
-/** @typedef {{ readonly id: string, readonly event: string, readonly data: string }} SseMessage */
+export interface SseMessage {
+  readonly id: string
+  readonly event: string
+  readonly data: string
+}
 
 /** A line longer than this is not an event of this service: the stream is treated as broken. */
 export const MaxSseLine = 1 << 20
@@ -21,22 +23,19 @@ export const MaxSseLine = 1 << 20
  * resumes from); comment lines (`: keep-alive`) and `retry` are ignored; a blank line dispatches, unless
  * no data was given. Returns a function taking the next decoded text and returning the messages it
  * completed. Throws when a line passes MaxSseLine, so a stream that never ends a line cannot exhaust memory.
- * @returns {(chunk: string) => Array<SseMessage>}
  */
-export const sseParser = () => {
+export const sseParser = (): (chunk: string) => Array<SseMessage> => {
   let buffer = ""
   let lastId = ""
   let event = ""
-  /** @type {Array<string> | undefined} */
-  let data
+  let data: Array<string> | undefined
   // A CR that ended the last chunk may be the first half of a CRLF split across chunks: its LF is skipped.
   let afterCr = false
   return (chunk) => {
     if (chunk === "") return []
     buffer += afterCr && chunk.startsWith("\n") ? chunk.slice(1) : chunk
     afterCr = false
-    /** @type {Array<SseMessage>} */
-    const messages = []
+    const messages: Array<SseMessage> = []
     for (;;) {
       const end = /\r\n|\r|\n/.exec(buffer)
       if (end === null) break
@@ -62,17 +61,20 @@ export const sseParser = () => {
   }
 }
 
+export interface Keyring {
+  readonly jwks: () => Promise<unknown>
+  /** Whether the keys were fetched again. */
+  readonly refresh: (kid: string) => Promise<boolean>
+}
+
 /**
  * The keys events are checked against, fetched again once when an event names a kid they lack (a key
  * the service started signing with after the page fetched them). A kid still unknown after that
  * refetch is not fetched for again: the event is rejected as unknown-kid.
- * @param {() => Promise<unknown>} fetchJwks
  */
-export const keyring = (fetchJwks) => {
-  /** @type {Promise<unknown> | undefined} */
-  let current
-  /** @type {Set<string>} */
-  const refetchedFor = new Set()
+export const keyring = (fetchJwks: () => Promise<unknown>): Keyring => {
+  let current: Promise<unknown> | undefined
+  const refetchedFor = new Set<string>()
   // A failed fetch is not kept: the next event asks again.
   const load = () => {
     const loading = fetchJwks()
@@ -82,9 +84,7 @@ export const keyring = (fetchJwks) => {
     return loading
   }
   return {
-    /** @returns {Promise<unknown>} */
     jwks: () => (current ??= load()),
-    /** @param {string} kid @returns {Promise<boolean>} whether the keys were fetched again */
     refresh: async (kid) => {
       if (refetchedFor.has(kid)) return false
       refetchedFor.add(kid)
@@ -95,16 +95,12 @@ export const keyring = (fetchJwks) => {
   }
 }
 
-/** @typedef {ReturnType<typeof keyring>} Keyring */
-
-/**
- * @typedef {{
- *   readonly report: ChainReport,
- *   readonly event: unknown,
- *   readonly next: ChainHead,
- *   readonly refetchedKeys: boolean
- * }} Arrival
- */
+export interface Arrival {
+  readonly report: ChainReport
+  readonly event: unknown
+  readonly next: ChainHead
+  readonly refetchedKeys: boolean
+}
 
 /**
  * Checks one arriving event against the event before it (`previous`; sequence 0 and a null hash before
@@ -112,15 +108,10 @@ export const keyring = (fetchJwks) => {
  * public id, and its Ed25519 signature by a published key. `next` is what the following event must link
  * to: this event's stated sequence and hash even when it was rejected, so each later event is judged on
  * its own (a changed payload rejects one event, not every event after it).
- * @param {string} data the message's data: one event as JSON
- * @param {ChainHead} previous
- * @param {string} publicId
- * @param {Keyring} keys
- * @returns {Promise<Arrival>}
+ * `data` is the message's data: one event as JSON.
  */
-export const checkArrival = async (data, previous, publicId, keys) => {
-  /** @type {unknown} */
-  let event
+export const checkArrival = async (data: string, previous: ChainHead, publicId: string, keys: Keyring): Promise<Arrival> => {
+  let event: unknown
   try {
     event = JSON.parse(data)
   } catch {
@@ -136,9 +127,9 @@ export const checkArrival = async (data, previous, publicId, keys) => {
       report = await verify()
     }
   }
-  const record = /** @type {Record<string, unknown>} */ (typeof event === "object" && event !== null ? event : {})
+  const record = (typeof event === "object" && event !== null ? event : {}) as Record<string, unknown>
   const stated = Number.isSafeInteger(record.sequence) && typeof record.eventHash === "string"
-    ? { sequence: /** @type {number} */ (record.sequence), eventHash: record.eventHash }
+    ? { sequence: record.sequence as number, eventHash: record.eventHash }
     : previous
   return { report, event, next: report.ok ? report.head : stated, refetchedKeys }
 }

@@ -1,0 +1,231 @@
+import { decodeBase64Url, hashFromHex, HexHashPattern, isRecord } from "./Bytes.js"
+import { canonicalJson, sha256Hex } from "./Jcs.js"
+import { ed25519Key, ed25519Verify, type Verifying } from "./Run.js"
+
+/**
+ * A consumer's check of an event feed (docs/API.md, "Event chain"): every sequence, every link, every
+ * hash and every signature, against the published JWKS. Pure: give it the events and keys you fetched.
+ */
+
+export type ChainFailureReason =
+  | "malformed-event"
+  | "wrong-determination"
+  | "sequence-mismatch"
+  | "broken-link"
+  | "hash-mismatch"
+  | "unknown-kid"
+  | "bad-signature"
+  | "head-mismatch"
+
+export interface ChainHead {
+  readonly sequence: number
+  readonly eventHash: string | null
+}
+
+export type ChainVerdict =
+  | {
+    readonly ok: true
+    /** Events checked. */
+    readonly count: number
+    /** The last verified event (sequence 0 and null for an empty chain). */
+    readonly head: ChainHead
+    readonly kids: ReadonlyArray<string>
+  }
+  | {
+    readonly ok: false
+    /** The first sequence at which the chain is not what it claims to be. */
+    readonly sequence: number
+    readonly reason: ChainFailureReason
+    readonly detail: string
+    /** Events before the failure that did verify. */
+    readonly verified: number
+  }
+
+export interface VerifyOptions {
+  /** Every event must belong to this determination. */
+  readonly publicId?: string
+  /**
+   * Where the given events start: the event just before them. Default: the genesis (sequence 0, no hash),
+   * so the first event must be sequence 1 with previousEventHash null.
+   */
+  readonly anchor?: ChainHead
+  /**
+   * The head the server reported. The chain must end exactly there, which is how an event removed
+   * from the end is caught.
+   */
+  readonly head?: ChainHead
+}
+
+/**
+ * One event as the page shows it: its own checks, each independent of the others, so every row says
+ * what is wrong with that event even after the first failure.
+ */
+export interface EventCheck {
+  readonly index: number
+  readonly sequence: unknown
+  readonly type: unknown
+  readonly malformed: string | null
+  readonly hash_ok: boolean
+  readonly link_ok: boolean
+  readonly signature_ok: boolean
+  readonly kid: string | null
+}
+
+export const EventHashDomain = "pv-event-v1\n"
+
+/** eventHash: SHA-256 hex of "pv-event-v1\n" + JCS(event without eventHash and signature). */
+export function* eventHashOf(event: Readonly<Record<string, unknown>>): Verifying<string> {
+  const { eventHash: _hash, signature: _signature, ...covered } = event
+  return yield* sha256Hex(EventHashDomain + canonicalJson(covered))
+}
+
+/** `kid` = first 16 hex of SHA-256 of the raw public key. */
+export function* kidOf(rawPublicKey: Uint8Array): Verifying<string> {
+  return (yield* sha256Hex(rawPublicKey)).slice(0, 16)
+}
+
+/**
+ * Raw Ed25519 public keys by kid from a JWKS. A key whose stated kid is not the kid of its own `x` is
+ * left out, so it can never vouch for anything; so is one the crypto provider refuses.
+ */
+export function* rawKeysFromJwks(jwks: unknown): Verifying<ReadonlyMap<string, Uint8Array>> {
+  const keys = new Map<string, Uint8Array>()
+  const list = isRecord(jwks) && Array.isArray(jwks.keys) ? jwks.keys : []
+  for (const jwk of list) {
+    if (!isRecord(jwk) || jwk.kty !== "OKP" || jwk.crv !== "Ed25519" || typeof jwk.x !== "string" || typeof jwk.kid !== "string") continue
+    const raw = decodeBase64Url(jwk.x)
+    if (raw === undefined || raw.length !== 32 || (yield* kidOf(raw)) !== jwk.kid) continue
+    if (yield* ed25519Key(raw)) keys.set(jwk.kid, raw)
+  }
+  return keys
+}
+
+const SignaturePattern = /^[A-Za-z0-9_-]{86}$/
+
+/** An unpadded base64url Ed25519 signature (64 bytes), or undefined. */
+export const signatureBytes = (sig: string): Uint8Array | undefined => (SignaturePattern.test(sig) ? decodeBase64Url(sig) : undefined)
+
+const shapeProblem = (event: unknown): string | null => {
+  if (!isRecord(event)) return "the event is not an object"
+  if (!Number.isSafeInteger(event.sequence)) return "sequence is not an integer"
+  for (const field of ["event_id", "public_id", "type", "occurred_at"] as const) {
+    if (typeof event[field] !== "string") return `${field} is not a string`
+  }
+  if (!isRecord(event.payload)) return "payload is not an object"
+  if (event.previousEventHash !== null && typeof event.previousEventHash !== "string") {
+    return "previousEventHash is neither null nor a string"
+  }
+  if (typeof event.eventHash !== "string" || !HexHashPattern.test(event.eventHash)) return "eventHash is not 64 lowercase hex"
+  const signature = event.signature
+  if (!isRecord(signature) || signature.alg !== "Ed25519" || typeof signature.kid !== "string" || typeof signature.sig !== "string") {
+    return "signature is not { alg: \"Ed25519\", kid, sig }"
+  }
+  return null
+}
+
+interface WellFormedEvent {
+  readonly sequence: number
+  readonly public_id: string
+  readonly previousEventHash: string | null
+  readonly eventHash: string
+  readonly signature: { readonly kid: string; readonly sig: string }
+}
+
+/**
+ * Checks, in order, for each event: its shape, its sequence (one more than the previous), its link
+ * (previousEventHash = the previous eventHash), its hash (recomputed by the recipe), its signature
+ * (by a JWKS key, over the raw hash bytes); then that the chain ends at `head` when one is given.
+ * The verdict is the first failure: a changed payload is a hash mismatch at that event, a removed or
+ * reordered event a sequence mismatch at the first missing sequence. With `rows`, every event's own
+ * checks are reported too (the page's table); without, checking stops at the first failure.
+ */
+export function* checkEventChain(
+  events: ReadonlyArray<unknown>,
+  jwks: unknown,
+  options: VerifyOptions,
+  rows: boolean
+): Verifying<{ readonly verdict: ChainVerdict; readonly events: ReadonlyArray<EventCheck> }> {
+  const keys = yield* rawKeysFromJwks(jwks)
+  const anchor = options.anchor ?? { sequence: 0, eventHash: null }
+  // Each event's hash and signature are computed at most once, whether for its row or for the verdict.
+  const hashes = new Map<number, string>()
+  const signatures = new Map<number, boolean>()
+  function* hashAt(index: number, event: WellFormedEvent): Verifying<string> {
+    let hash = hashes.get(index)
+    if (hash === undefined) hashes.set(index, hash = yield* eventHashOf(event as unknown as Record<string, unknown>))
+    return hash
+  }
+  function* signatureAt(index: number, event: WellFormedEvent): Verifying<boolean> {
+    let valid = signatures.get(index)
+    if (valid === undefined) {
+      const key = keys.get(event.signature.kid)
+      const sig = signatureBytes(event.signature.sig)
+      const input = hashFromHex(event.eventHash)
+      valid = key !== undefined && sig !== undefined && input !== undefined && (yield* ed25519Verify(key, input, sig))
+      signatures.set(index, valid)
+    }
+    return valid
+  }
+
+  const checks: Array<EventCheck> = []
+  if (rows) {
+    for (const [index, candidate] of events.entries()) {
+      const malformed = shapeProblem(candidate)
+      const record = isRecord(candidate) ? candidate : {}
+      const before = events[index - 1]
+      const previous = index === 0 ? anchor : isRecord(before) ? before : {}
+      const linked = malformed === null && Number.isSafeInteger(previous.sequence) && record.sequence === (previous.sequence as number) + 1 &&
+        record.previousEventHash === previous.eventHash
+      const event = candidate as WellFormedEvent
+      checks.push({
+        index,
+        sequence: record.sequence,
+        type: record.type,
+        malformed,
+        hash_ok: malformed === null && (yield* hashAt(index, event)) === event.eventHash,
+        link_ok: linked,
+        signature_ok: malformed === null && (yield* signatureAt(index, event)),
+        kid: malformed === null ? event.signature.kid : null
+      })
+    }
+  }
+
+  const kids = new Set<string>()
+  let previous: ChainHead = anchor
+  const fail = (sequence: number, reason: ChainFailureReason, detail: string) =>
+    ({ verdict: { ok: false, sequence, reason, detail, verified: previous.sequence - anchor.sequence } as const, events: checks })
+  for (const [index, candidate] of events.entries()) {
+    const expected = previous.sequence + 1
+    const problem = shapeProblem(candidate)
+    if (problem !== null) return fail(expected, "malformed-event", problem)
+    const event = candidate as WellFormedEvent
+    if (options.publicId !== undefined && event.public_id !== options.publicId) {
+      return fail(expected, "wrong-determination", `event belongs to ${String(event.public_id)}, not ${options.publicId}`)
+    }
+    if (event.sequence !== expected) {
+      return fail(expected, "sequence-mismatch", `expected sequence ${expected}, found ${event.sequence}: an event is missing or out of order`)
+    }
+    if (event.previousEventHash !== previous.eventHash) {
+      return fail(expected, "broken-link", `previousEventHash does not match the eventHash of sequence ${previous.sequence}`)
+    }
+    const recomputed = yield* hashAt(index, event)
+    if (recomputed !== event.eventHash) {
+      return fail(expected, "hash-mismatch", `eventHash ${event.eventHash} does not match the content (recomputed ${recomputed})`)
+    }
+    if (!keys.has(event.signature.kid)) return fail(expected, "unknown-kid", `kid ${event.signature.kid} is not in the JWKS`)
+    if (!(yield* signatureAt(index, event))) return fail(expected, "bad-signature", `the signature does not verify with key ${event.signature.kid}`)
+    kids.add(event.signature.kid)
+    previous = { sequence: expected, eventHash: event.eventHash }
+  }
+
+  const head = options.head
+  if (head !== undefined && (head.sequence !== previous.sequence || head.eventHash !== previous.eventHash)) {
+    if (head.sequence > previous.sequence) {
+      return fail(previous.sequence + 1, "head-mismatch", `the chain ends at ${previous.sequence} but the head is ${head.sequence}: events are missing`)
+    }
+    return head.sequence < previous.sequence
+      ? fail(head.sequence + 1, "head-mismatch", `the chain runs past the head (${head.sequence}) to ${previous.sequence}`)
+      : fail(head.sequence, "head-mismatch", `the head's eventHash ${String(head.eventHash)} is not the eventHash of sequence ${head.sequence}`)
+  }
+  return { verdict: { ok: true, count: previous.sequence - anchor.sequence, head: previous, kids: [...kids] }, events: checks }
+}

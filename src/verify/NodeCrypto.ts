@@ -1,0 +1,49 @@
+import { createHash, createPublicKey, verify, type KeyObject } from "node:crypto"
+import { runSync, type SyncCrypto, type Verifying } from "./Run.js"
+
+/** SPKI DER of an Ed25519 public key is this fixed prefix followed by the 32 raw bytes. */
+const spkiEd25519Prefix = Buffer.from("302a300506032b6570032100", "hex")
+
+/**
+ * Imported keys, so a chain signed by one key imports it once: by the array a verifier holds (every
+ * event of a chain passes the same one), then by value, bounded, since input chooses keys.
+ */
+const importedArrays = new WeakMap<Uint8Array, KeyObject | null>()
+const imported = new Map<string, KeyObject | null>()
+const MaxImported = 256
+
+const keyOf = (raw: Uint8Array): KeyObject | null => {
+  const held = importedArrays.get(raw)
+  if (held !== undefined) return held
+  const id = Buffer.from(raw.buffer, raw.byteOffset, raw.length).toString("hex")
+  let key = imported.get(id)
+  if (key === undefined) {
+    try {
+      key = raw.length === 32 ? createPublicKey({ key: Buffer.concat([spkiEd25519Prefix, raw]), format: "der", type: "spki" }) : null
+    } catch {
+      key = null
+    }
+    if (imported.size >= MaxImported) imported.clear()
+    imported.set(id, key)
+  }
+  importedArrays.set(raw, key)
+  return key
+}
+
+/** node:crypto, synchronous: what the client module (src/client) and the service run the verifiers with. */
+export const nodeCrypto: SyncCrypto = {
+  sha256: (data) => createHash("sha256").update(data).digest(),
+  ed25519Key: (raw) => keyOf(raw) !== null,
+  ed25519Verify: (raw, message, signature) => {
+    const key = keyOf(raw)
+    if (key === null || signature.length !== 64) return false
+    try {
+      return verify(null, message, key, signature)
+    } catch {
+      return false
+    }
+  }
+}
+
+/** Runs a verifier with node:crypto. */
+export const verifySync = <A>(program: Verifying<A>): A => runSync(program, nodeCrypto)
