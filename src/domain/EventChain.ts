@@ -1,6 +1,6 @@
 import { hash } from "node:crypto"
 import { DigestPattern, sha256Hex } from "./Canonical.js"
-import { jcsWithout } from "./Jcs.js"
+import { jcsWithout } from "../verify/FastJcs.js"
 import type { EventJwk, TrustEvent, UnsignedEvent } from "./TrustEvent.js"
 
 /**

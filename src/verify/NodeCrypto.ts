@@ -1,4 +1,4 @@
-import { createHash, createPublicKey, verify, type KeyObject } from "node:crypto"
+import { createPublicKey, hash, verify, type KeyObject } from "node:crypto"
 import { runSync, type SyncCrypto, type Verifying } from "./Run.js"
 
 /** SPKI DER of an Ed25519 public key is this fixed prefix followed by the 32 raw bytes. */
@@ -32,7 +32,8 @@ const keyOf = (raw: Uint8Array): KeyObject | null => {
 
 /** node:crypto, synchronous: what the client module (src/client) and the service run the verifiers with. */
 export const nodeCrypto: SyncCrypto = {
-  sha256: (data) => createHash("sha256").update(data).digest(),
+  // One-shot: no Hash object per call (most calls hash one event).
+  sha256: (data) => hash("sha256", data, "buffer"),
   ed25519Key: (raw) => keyOf(raw) !== null,
   ed25519Verify: (raw, message, signature) => {
     const key = keyOf(raw)

@@ -3,7 +3,7 @@ import canonicalize from "canonicalize"
 import * as fc from "fast-check"
 import { canonicalJson, sha256Hex } from "../../src/domain/Canonical.js"
 import { EventHashDomain, eventHashOf } from "../../src/domain/EventChain.js"
-import { jcs, jcsWithout } from "../../src/domain/Jcs.js"
+import { jcs, jcsWithout } from "../../src/verify/FastJcs.js"
 
 /** What a call gives: its text (or undefined) or the message it throws, so errors are compared too. */
 const outcome = (f: () => string | undefined): { text: string | undefined } | { error: string } => {
