@@ -14,9 +14,8 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
-import pg from "pg"
 import { mcp2026Body, mcp2026Headers } from "./data.js"
-import { cpuSeconds, load, type LoadOptions, type Process, startProcess } from "./lib.js"
+import { adminQuery, benchAdminUrl, cpuSeconds, load, type LoadOptions, type Process, startProcess } from "./lib.js"
 
 const { values } = parseArgs({
   options: { requests: { type: "string", default: "20000" }, connections: { type: "string", default: "16" }, cpu: { type: "boolean", default: true } },
@@ -26,20 +25,12 @@ const requests = Number(values.requests)
 const connections = Number(values.connections)
 const operatorToken = `bench_${randomBytes(24).toString("hex")}`
 const pem = () => generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }).toString()
-const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
+const adminUrl = benchAdminUrl
 const publicId = "DET-V1-BENCH-CPU-0001"
 const dir = mkdtempSync(join(tmpdir(), "pv-bench-cpu-"))
 const log = (line: string) => console.error(`[bench:cpu] ${line}`)
 
-const withAdmin = async (sql: string) => {
-  const admin = new pg.Client({ connectionString: adminUrl })
-  await admin.connect()
-  try {
-    await admin.query(sql)
-  } finally {
-    await admin.end()
-  }
-}
+const withAdmin = adminQuery
 
 const determination = (tier: string, limitation: string) => {
   const asOf = Date.now() - 86_400_000

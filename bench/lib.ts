@@ -205,3 +205,38 @@ export const ed25519VerifyRate = (seconds: number): Promise<Rate> => {
     return messages.length
   })
 }
+
+/** The PostgreSQL server the benches make their scratch databases on (DATABASE_URL's, or the local default). */
+export const benchAdminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
+
+/** One statement as the administrator of that server (CREATE / DROP DATABASE). */
+export const adminQuery = async (sql: string): Promise<void> => {
+  const { default: pg } = await import("pg")
+  const admin = new pg.Client({ connectionString: benchAdminUrl })
+  await admin.connect()
+  try {
+    await admin.query(sql)
+  } finally {
+    await admin.end()
+  }
+}
+
+/**
+ * The service's environment in every bench: compiled and quiet, no demo data, the bench's operator token and
+ * keys, and the per-address limits out of the way (the load comes from one address).
+ */
+export const benchServiceEnv = (keys: { readonly operatorToken: string; readonly signingKey: string; readonly logSigningKey: string }) => ({
+  NODE_ENV: "production",
+  PORT: "0",
+  HOST: "127.0.0.1",
+  PV_BANNER: "true",
+  PV_DEMO_DATA: "false",
+  PV_OPERATOR_TOKEN: keys.operatorToken,
+  PV_EVENT_SIGNING_KEY: keys.signingKey,
+  PV_LOG_SIGNING_KEY: keys.logSigningKey,
+  PV_LOG_RATE_LIMIT_PER_MINUTE: "1000000",
+  PV_HUMAN_RATE_LIMIT_PER_MINUTE: "1000000",
+  PV_OPERATOR_RATE_LIMIT_PER_MINUTE: "1000000",
+  PV_AUTH_FAILURE_LIMIT_PER_MINUTE: "1000000",
+  REDIS_URL: ""
+})

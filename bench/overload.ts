@@ -6,9 +6,8 @@
 // against the unloaded throughput (target ≥ 0.9 ×).
 import { generateKeyPairSync, randomBytes } from "node:crypto"
 import { parseArgs } from "node:util"
-import pg from "pg"
 import { drive, type DriveResult } from "./faultLoad.js"
-import { startProcess } from "./lib.js"
+import { adminQuery, benchAdminUrl, startProcess } from "./lib.js"
 
 const { values } = parseArgs({
   options: { seconds: { type: "string", default: "10" }, connections: { type: "string", default: "32" }, fixed: { type: "string", default: "64" } }
@@ -17,18 +16,10 @@ const seconds = Number(values.seconds)
 const connections = Number(values.connections)
 const operatorToken = `bench_${randomBytes(24).toString("hex")}`
 const pem = () => generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }).toString()
-const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
+const adminUrl = benchAdminUrl
 const publicId = "DET-V1-BENCH-OVERLOAD-0001"
 
-const withAdmin = async (sql: string) => {
-  const admin = new pg.Client({ connectionString: adminUrl })
-  await admin.connect()
-  try {
-    await admin.query(sql)
-  } finally {
-    await admin.end()
-  }
-}
+const withAdmin = adminQuery
 
 const run = async (label: string, env: Record<string, string>) => {
   const dbName = `pv_bench_overload_${Date.now()}`

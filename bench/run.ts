@@ -18,7 +18,7 @@ import { verifyEventChain } from "../src/domain/EventVerify.js"
 import { encodeTileIndex } from "../src/log/Tiles.js"
 import { execFileSync } from "node:child_process"
 import { drive } from "./faultLoad.js"
-import { ed25519VerifyRate, load, type LoadResult, mapConcurrent, peakRssMb, type Process, processTree, root, runScript, startProcess } from "./lib.js"
+import { benchServiceEnv, ed25519VerifyRate, load, type LoadResult, mapConcurrent, peakRssMb, type Process, processTree, root, runScript, startProcess } from "./lib.js"
 
 const { values } = parseArgs({
   options: {
@@ -75,20 +75,8 @@ const dropDatabase = async () => {
 let dbEnv: Record<string, string> = {}
 const serviceEnv = () => ({
   ...dbEnv,
-  NODE_ENV: "production",
-  PORT: "0",
-  HOST: "127.0.0.1",
-  PV_BANNER: "true",
-  PV_DEMO_DATA: "false",
-  PV_OPERATOR_TOKEN: operatorToken,
-  PV_EVENT_SIGNING_KEY: signingKey,
-  PV_LOG_SIGNING_KEY: logSigningKey,
-  PV_LOG_RATE_LIMIT_PER_MINUTE: "1000000",
-  PV_HUMAN_RATE_LIMIT_PER_MINUTE: "1000000",
-  PV_OPERATOR_RATE_LIMIT_PER_MINUTE: "1000000",
-  PV_AUTH_FAILURE_LIMIT_PER_MINUTE: "1000000",
-  PV_WORKERS: String(workers),
-  REDIS_URL: ""
+  ...benchServiceEnv({ operatorToken, signingKey, logSigningKey }),
+  PV_WORKERS: String(workers)
 })
 /** The service as `npm start` runs it (same node flags): compiled JavaScript, built at the start of the run. */
 const startService = (env: Record<string, string> = {}) =>

@@ -28,7 +28,7 @@ import { join } from "node:path"
 import { parseArgs } from "node:util"
 import pg from "pg"
 import { benchBody, benchPublicId } from "./data.js"
-import { cpuSeconds, load, type LoadResult, mapConcurrent, type Process, root, runScript, startProcess } from "./lib.js"
+import { benchServiceEnv, cpuSeconds, load, type LoadResult, mapConcurrent, type Process, root, runScript, startProcess } from "./lib.js"
 
 const { values } = parseArgs({
   options: {
@@ -87,22 +87,10 @@ const admin = async <A>(url: string, f: (client: pg.Client) => Promise<A>): Prom
 
 const serviceEnv = {
   DATABASE_URL: databaseUrl,
-  NODE_ENV: "production",
-  PORT: "0",
-  HOST: "127.0.0.1",
-  PV_BANNER: "true",
-  PV_DEMO_DATA: "false",
-  PV_OPERATOR_TOKEN: operatorToken,
-  PV_EVENT_SIGNING_KEY: signingKey,
-  PV_LOG_SIGNING_KEY: logSigningKey,
-  PV_LOG_RATE_LIMIT_PER_MINUTE: "1000000",
-  PV_HUMAN_RATE_LIMIT_PER_MINUTE: "1000000",
-  PV_OPERATOR_RATE_LIMIT_PER_MINUTE: "1000000",
-  PV_AUTH_FAILURE_LIMIT_PER_MINUTE: "1000000",
+  ...benchServiceEnv({ operatorToken, signingKey, logSigningKey }),
   PV_WORKERS: "1",
   PV_WEBHOOK_ALLOW_HTTP: "true",
-  PV_WEBHOOK_ALLOW_PRIVATE: "true",
-  REDIS_URL: ""
+  PV_WEBHOOK_ALLOW_PRIVATE: "true"
 }
 
 // ---- receivers ------------------------------------------------------------------------------------
