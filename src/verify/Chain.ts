@@ -156,7 +156,7 @@ export function* checkEventChain(
     // One pass over the event, leaving the two members out, with `canonicalize`'s output and errors (FastJcs.ts).
     const covered = jcsWithout(event as unknown as Record<string, unknown>, Uncovered)
     if (covered === undefined) throw new TypeError("value has no canonical JSON form")
-    return eventCheck({ text: EventHashDomain + covered, publicKey: keys.get(event.signature.kid), hash: event.eventHash, signature: event.signature.sig })
+    return eventCheck(EventHashDomain + covered, keys.get(event.signature.kid), event.eventHash, event.signature.sig)
   }
 
   const checks: Array<EventCheck> = []

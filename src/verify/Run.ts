@@ -72,7 +72,8 @@ export function* ed25519Verify(publicKey: Uint8Array, message: Uint8Array, signa
 }
 
 /** One event's checks (EventOp); the chain verifier yields this op directly, without a generator of its own. */
-export const eventCheck = (op: Omit<EventOp, "op">): EventOp => ({ op: "event", ...op })
+export const eventCheck = (text: string, publicKey: Uint8Array | undefined, hash: string, signature: string): EventOp =>
+  ({ op: "event", text, publicKey, hash, signature })
 
 const syncEvent = (crypto: SyncCrypto, op: EventOp): EventAnswer => {
   const hash = crypto.sha256Text !== undefined ? crypto.sha256Text(op.text) : hexOf(crypto.sha256(utf8(op.text)))

@@ -19,7 +19,7 @@ function* ask(op: ReturnType<typeof eventCheck>): Verifying<EventAnswer> {
 }
 
 const answers = (text: string, key: Uint8Array | undefined, hash: string, signature: string) => {
-  const op = eventCheck({ text, publicKey: key, hash, signature })
+  const op = eventCheck(text, key, hash, signature)
   return [runSync(ask(op), nodeCrypto), runSync(ask(op), primitivesOnly)] as const
 }
 
