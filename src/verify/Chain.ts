@@ -161,7 +161,8 @@ export function* checkEventChain(
 
   const checks: Array<EventCheck> = []
   if (rows) {
-    for (const [index, candidate] of events.entries()) {
+    for (let index = 0; index < events.length; index++) {
+      const candidate = events[index]
       const malformed = shapeProblem(candidate)
       const record = isRecord(candidate) ? candidate : {}
       const before = events[index - 1]
@@ -188,7 +189,9 @@ export function* checkEventChain(
   let previous: ChainHead = anchor
   const fail = (sequence: number, reason: ChainFailureReason, detail: string) =>
     ({ verdict: { ok: false, sequence, reason, detail, verified: previous.sequence - anchor.sequence } as const, events: checks })
-  for (const [index, candidate] of events.entries()) {
+  // Indexed, not entries(): no [index, event] pair per event on the hot path.
+  for (let index = 0; index < events.length; index++) {
+    const candidate = events[index]
     const expected = previous.sequence + 1
     const problem = shapeProblem(candidate)
     if (problem !== null) return fail(expected, "malformed-event", problem)
