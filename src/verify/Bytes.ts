@@ -109,6 +109,17 @@ export const decodeStdBase64 = (text: string): Uint8Array | undefined =>
 /** Unpadded base64url, canonical only. */
 export const decodeBase64Url = (text: string): Uint8Array | undefined => decodeDigits(text, UrlTable)
 
+const SignaturePattern = /^[A-Za-z0-9_-]{86}$/
+
+/**
+ * Whether `sig` is the one canonical unpadded base64url text of 64 bytes (an Ed25519 signature): 86
+ * characters of the alphabet, the last one's 4 unused bits zero. A provider may then decode it its own way.
+ */
+export const isSignatureText = (sig: string): boolean => SignaturePattern.test(sig) && (UrlTable[sig.charCodeAt(85)]! & 0x0f) === 0
+
+/** An unpadded base64url Ed25519 signature (64 bytes), or undefined. */
+export const signatureBytes = (sig: string): Uint8Array | undefined => (SignaturePattern.test(sig) ? decodeBase64Url(sig) : undefined)
+
 export const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 /** A value for a detail message; never throws. */

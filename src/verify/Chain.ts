@@ -1,7 +1,7 @@
-import { decodeBase64Url, hashFromHex, HexHashPattern, isRecord } from "./Bytes.js"
+import { decodeBase64Url, HexHashPattern, isRecord } from "./Bytes.js"
 import { jcsWithout } from "./FastJcs.js"
 import { sha256Hex } from "./Jcs.js"
-import { ed25519Key, ed25519Verify, type Verifying } from "./Run.js"
+import { ed25519Key, eventCheck, type EventAnswer, type EventOp, type Verifying } from "./Run.js"
 
 /**
  * A consumer's check of an event feed (docs/API.md, "Event chain"): every sequence, every link, every
@@ -104,10 +104,7 @@ export function* rawKeysFromJwks(jwks: unknown): Verifying<ReadonlyMap<string, U
   return keys
 }
 
-const SignaturePattern = /^[A-Za-z0-9_-]{86}$/
-
-/** An unpadded base64url Ed25519 signature (64 bytes), or undefined. */
-export const signatureBytes = (sig: string): Uint8Array | undefined => (SignaturePattern.test(sig) ? decodeBase64Url(sig) : undefined)
+export { signatureBytes } from "./Bytes.js"
 
 const shapeProblem = (event: unknown): string | null => {
   if (!isRecord(event)) return "the event is not an object"
@@ -151,29 +148,21 @@ export function* checkEventChain(
 ): Verifying<{ readonly verdict: ChainVerdict; readonly events: ReadonlyArray<EventCheck> }> {
   const keys = yield* rawKeysFromJwks(jwks)
   const anchor = options.anchor ?? { sequence: 0, eventHash: null }
-  // Each event's hash and signature are computed at most once, whether for its row or for the verdict.
-  const hashes = new Map<number, string>()
-  const signatures = new Map<number, boolean>()
-  function* hashAt(index: number, event: WellFormedEvent): Verifying<string> {
-    let hash = hashes.get(index)
-    if (hash === undefined) hashes.set(index, hash = yield* eventHashOf(event as unknown as Record<string, unknown>))
-    return hash
-  }
-  function* signatureAt(index: number, event: WellFormedEvent): Verifying<boolean> {
-    let valid = signatures.get(index)
-    if (valid === undefined) {
-      const key = keys.get(event.signature.kid)
-      const sig = signatureBytes(event.signature.sig)
-      const input = hashFromHex(event.eventHash)
-      valid = key !== undefined && sig !== undefined && input !== undefined && (yield* ed25519Verify(key, input, sig))
-      signatures.set(index, valid)
-    }
-    return valid
+  // Each event's hash and signature are computed at most once, whether for its row or for the verdict,
+  // and together: one hand-off to the crypto provider per event, yielded here rather than through a
+  // generator per event (the chain's hot path).
+  const answers: Array<EventAnswer | undefined> = []
+  const eventOp = (event: WellFormedEvent): EventOp => {
+    // One pass over the event, leaving the two members out, with `canonicalize`'s output and errors (FastJcs.ts).
+    const covered = jcsWithout(event as unknown as Record<string, unknown>, Uncovered)
+    if (covered === undefined) throw new TypeError("value has no canonical JSON form")
+    return eventCheck(EventHashDomain + covered, keys.get(event.signature.kid), event.eventHash, event.signature.sig)
   }
 
   const checks: Array<EventCheck> = []
   if (rows) {
-    for (const [index, candidate] of events.entries()) {
+    for (let index = 0; index < events.length; index++) {
+      const candidate = events[index]
       const malformed = shapeProblem(candidate)
       const record = isRecord(candidate) ? candidate : {}
       const before = events[index - 1]
@@ -181,14 +170,16 @@ export function* checkEventChain(
       const linked = malformed === null && Number.isSafeInteger(previous.sequence) && record.sequence === (previous.sequence as number) + 1 &&
         record.previousEventHash === previous.eventHash
       const event = candidate as WellFormedEvent
+      let answer: EventAnswer | undefined
+      if (malformed === null) answers[index] = answer = (yield eventOp(event)) as EventAnswer
       checks.push({
         index,
         sequence: record.sequence,
         type: record.type,
         malformed,
-        hash_ok: malformed === null && (yield* hashAt(index, event)) === event.eventHash,
+        hash_ok: answer !== undefined && answer.hash === event.eventHash,
         link_ok: linked,
-        signature_ok: malformed === null && (yield* signatureAt(index, event)),
+        signature_ok: answer !== undefined && answer.signature,
         kid: malformed === null ? event.signature.kid : null
       })
     }
@@ -198,7 +189,9 @@ export function* checkEventChain(
   let previous: ChainHead = anchor
   const fail = (sequence: number, reason: ChainFailureReason, detail: string) =>
     ({ verdict: { ok: false, sequence, reason, detail, verified: previous.sequence - anchor.sequence } as const, events: checks })
-  for (const [index, candidate] of events.entries()) {
+  // Indexed, not entries(): no [index, event] pair per event on the hot path.
+  for (let index = 0; index < events.length; index++) {
+    const candidate = events[index]
     const expected = previous.sequence + 1
     const problem = shapeProblem(candidate)
     if (problem !== null) return fail(expected, "malformed-event", problem)
@@ -212,12 +205,13 @@ export function* checkEventChain(
     if (event.previousEventHash !== previous.eventHash) {
       return fail(expected, "broken-link", `previousEventHash does not match the eventHash of sequence ${previous.sequence}`)
     }
-    const recomputed = yield* hashAt(index, event)
-    if (recomputed !== event.eventHash) {
-      return fail(expected, "hash-mismatch", `eventHash ${event.eventHash} does not match the content (recomputed ${recomputed})`)
+    let answer = answers[index]
+    if (answer === undefined) answer = (yield eventOp(event)) as EventAnswer
+    if (answer.hash !== event.eventHash) {
+      return fail(expected, "hash-mismatch", `eventHash ${event.eventHash} does not match the content (recomputed ${answer.hash})`)
     }
     if (!keys.has(event.signature.kid)) return fail(expected, "unknown-kid", `kid ${event.signature.kid} is not in the JWKS`)
-    if (!(yield* signatureAt(index, event))) return fail(expected, "bad-signature", `the signature does not verify with key ${event.signature.kid}`)
+    if (!answer.signature) return fail(expected, "bad-signature", `the signature does not verify with key ${event.signature.kid}`)
     kids.add(event.signature.kid)
     previous = { sequence: expected, eventHash: event.eventHash }
   }

@@ -1,4 +1,5 @@
 import { createPublicKey, hash, verify, type KeyObject } from "node:crypto"
+import { HexHashPattern, isSignatureText } from "./Bytes.js"
 import { runSync, type SyncCrypto, type Verifying } from "./Run.js"
 
 /** SPKI DER of an Ed25519 public key is this fixed prefix followed by the 32 raw bytes. */
@@ -30,20 +31,33 @@ const keyOf = (raw: Uint8Array): KeyObject | null => {
   return key
 }
 
+const verifyWith = (raw: Uint8Array, message: Uint8Array, signature: Uint8Array): boolean => {
+  const key = keyOf(raw)
+  if (key === null || signature.length !== 64) return false
+  try {
+    return verify(null, message, key, signature)
+  } catch {
+    return false
+  }
+}
+
+// An event's signature and hash decoded into these (verify is synchronous, so one pair serves every event):
+// no allocation per event.
+const signatureBuffer = Buffer.alloc(64)
+const hashBuffer = Buffer.alloc(32)
+
 /** node:crypto, synchronous: what the client module (src/client) and the service run the verifiers with. */
 export const nodeCrypto: SyncCrypto = {
   // One-shot: no Hash object per call (most calls hash one event).
   sha256: (data) => hash("sha256", data, "buffer"),
   ed25519Key: (raw) => keyOf(raw) !== null,
-  ed25519Verify: (raw, message, signature) => {
-    const key = keyOf(raw)
-    if (key === null || signature.length !== 64) return false
-    try {
-      return verify(null, message, key, signature)
-    } catch {
-      return false
-    }
-  }
+  ed25519Verify: verifyWith,
+  // Node's own UTF-8 and hex, one shot.
+  sha256Text: (text) => hash("sha256", text, "hex"),
+  // The texts are held to the portable decoders' canonical forms first, then Buffer's decoders (lenient) fill the buffers.
+  ed25519VerifyText: (raw, hashHex, sig) =>
+    HexHashPattern.test(hashHex) && isSignatureText(sig) && hashBuffer.write(hashHex, "hex") === 32 &&
+    signatureBuffer.write(sig, "base64url") === 64 && verifyWith(raw, hashBuffer, signatureBuffer)
 }
 
 /** Runs a verifier with node:crypto. */
