@@ -160,6 +160,8 @@ const handleOrigin = (req: Http.IncomingMessage, res: Http.ServerResponse, allow
 
 /** After the last request in flight, how long kept-alive sockets may still bring a (refused) request. */
 const DrainLingerMs = 300
+/** The longest a draining server keeps accepting while it waits for a quiet turn to close its listener. */
+const ListenerQuietMs = 250
 
 type Handler = (req: Http.IncomingMessage, res: Http.ServerResponse) => void
 
@@ -355,20 +357,55 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
     })
 
     /**
-     * Stop accepting, but keep kept-alive sockets open: a request already on its way over one gets a
-     * 503 with `Connection: close` instead of a reset (Node's own `server.close()` would drop idle
-     * sockets at once, racing with requests in flight on the wire). Every answer from here on closes
-     * its connection; once the work in flight is done, stragglers get a short linger, then everything
-     * still open is closed.
+     * Closing a listening socket resets the connections the system completed and nobody accepted yet
+     * (under load, a busy process has some in its backlog), so a draining server keeps accepting (every
+     * request on them gets a 503 with `Connection: close`) until a turn of the event loop that accepted
+     * nothing: the queue was empty when it looked, and the close follows at once. Up to ListenerQuietMs
+     * (within the grace), after which it closes anyway. A cluster worker has no listener: its primary does
+     * the same (app/Launch.ts).
+     */
+    const closeListener = (boundMs: number, then: () => void) => {
+      if (!server.listening) return then()
+      let accepted = 0
+      const count = () => {
+        accepted++
+      }
+      server.on("connection", count)
+      const until = performance.now() + boundMs
+      const look = () => {
+        if (accepted === 0 || performance.now() > until || !server.listening) {
+          server.off("connection", count)
+          Net.Server.prototype.close.call(server)
+          return then()
+        }
+        accepted = 0
+        setImmediate(look)
+      }
+      // The first full turn after this one.
+      setImmediate(() => {
+        accepted = 0
+        setImmediate(look)
+      })
+    }
+
+    /**
+     * Stop accepting (once the backlog is empty, closeListener), but keep kept-alive sockets open: a
+     * request already on its way over one gets a 503 with `Connection: close` instead of a reset (Node's
+     * own `server.close()` would drop idle sockets at once, racing with requests in flight on the wire).
+     * Every answer from here on closes its connection; once the listener is closed and the work in
+     * flight is done, stragglers get a short linger, then everything still open is closed.
      */
     const drain = Effect.andThen(Deferred.succeed(stopping, undefined), Effect.callback<void>((resume) => {
       draining = true
       const started = Date.now()
-      Net.Server.prototype.close.call(server)
       for (const res of open) if (!res.headersSent) res.setHeader("connection", "close")
+      let finished = false
       const finish = () => {
+        if (finished) return
+        finished = true
         clearTimeout(graceTimer)
         onIdle = undefined
+        if (server.listening) Net.Server.prototype.close.call(server)
         const linger = Math.max(0, Math.min(DrainLingerMs, config.shutdownGraceMs - (Date.now() - started)))
         setTimeout(() => {
           server.closeAllConnections()
@@ -376,8 +413,11 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
         }, linger)
       }
       const graceTimer = setTimeout(finish, config.shutdownGraceMs)
-      if (open.size === 0) finish()
-      else onIdle = finish
+      closeListener(Math.min(ListenerQuietMs, config.shutdownGraceMs), () => {
+        if (finished) return
+        if (open.size === 0) finish()
+        else onIdle = finish
+      })
     }))
 
     const httpServer = HttpServer.make({
