@@ -160,8 +160,10 @@ const handleOrigin = (req: Http.IncomingMessage, res: Http.ServerResponse, allow
 
 /** After the last request in flight, how long kept-alive sockets may still bring a (refused) request. */
 const DrainLingerMs = 300
-/** The longest a draining server keeps accepting while it waits for a quiet turn to close its listener. */
-const ListenerQuietMs = 250
+/** How long a draining server must have accepted nothing, with nothing in flight, to close its listener. */
+const ListenerQuietMs = 25
+/** The longest a draining server keeps accepting while it waits for that. */
+const ListenerCloseMaxMs = 250
 
 type Handler = (req: Http.IncomingMessage, res: Http.ServerResponse) => void
 
@@ -218,6 +220,8 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
     let handler: Handler | undefined
     let draining = false
     let onIdle: (() => void) | undefined
+    /** While a drain waits to close the listener: the connections accepted meanwhile, and their held answers. */
+    let closing: { readonly accepted: WeakSet<Duplex>; readonly held: Array<() => void> } | undefined
     const telemetry = yield* Telemetry
     // Pinned by the operator, or adaptive: it learns from every admitted request's time (requestDone).
     const limit = Option.match(config.maxInFlight, { onNone: () => gradientLimit(), onSome: fixedLimit })
@@ -264,10 +268,14 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
     server.on("request", (req: Http.IncomingMessage, res: Http.ServerResponse) => {
       const record = arrive(req, res)
       if (draining || handler === undefined) {
-        return sendProblem(res, new Unavailable({ detail: "The service is shutting down; retry on another connection." }), {
-          "retry-after": "1",
-          connection: "close"
-        })
+        const refuse = () =>
+          sendProblem(res, new Unavailable({ detail: "The service is shutting down; retry on another connection." }), {
+            "retry-after": "1",
+            connection: "close"
+          })
+        // A client answered now would come straight back on a new connection (closeListener).
+        if (closing?.accepted.has(req.socket) && pathOf(req.url) !== "/readyz") return void closing.held.push(refuse)
+        return refuse()
       }
       if (req.headers.host === undefined && req.httpVersionMinor >= 1) {
         return sendProblem(res, new BadRequest({ detail: "HTTP/1.1 requests must carry a Host header." }), { connection: "close" })
@@ -358,24 +366,41 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
 
     /**
      * Closing a listening socket resets the connections the system completed and nobody accepted yet
-     * (under load, a busy process has some in its backlog), so a draining server keeps accepting (every
-     * request on them gets a 503 with `Connection: close`) until a turn of the event loop that accepted
-     * nothing: the queue was empty when it looked, and the close follows at once. Up to ListenerQuietMs
-     * (within the grace), after which it closes anyway. A cluster worker has no listener: its primary does
-     * the same (app/Launch.ts).
+     * (under load, a busy process has some in its backlog), so a draining server keeps accepting until
+     * nobody has a reason to connect: nothing accepted and nothing in flight for ListenerQuietMs, and
+     * nothing accepted on the turn of the event loop that closes it (the queue was empty when it looked).
+     * A client answered at once would come straight back on a new connection, so requests on the
+     * connections accepted meanwhile get their 503 (with `Connection: close`) only once the listener is
+     * closed (`/readyz` at once). Up to ListenerCloseMaxMs (within the grace), after which it closes
+     * anyway. A cluster worker has no listener: its primary does the same (app/Launch.ts).
      */
+    const stopListening = () => {
+      if (server.listening) Net.Server.prototype.close.call(server)
+      const held = closing?.held ?? []
+      closing = undefined
+      for (const refuse of held) refuse()
+    }
     const closeListener = (boundMs: number, then: () => void) => {
       if (!server.listening) return then()
+      const state = { accepted: new WeakSet<Duplex>(), held: new Array<() => void>() }
+      closing = state
       let accepted = 0
-      const count = () => {
+      const count = (socket: Duplex) => {
         accepted++
+        state.accepted.add(socket)
       }
       server.on("connection", count)
       const until = performance.now() + boundMs
+      let lastActive = performance.now()
+      let inFlight = open.size
       const look = () => {
-        if (accepted === 0 || performance.now() > until || !server.listening) {
+        const now = performance.now()
+        if (accepted > 0 || open.size !== inFlight) lastActive = now
+        inFlight = open.size
+        const quiet = accepted === 0 && inFlight === 0 && now - lastActive >= ListenerQuietMs
+        if (quiet || now > until || !server.listening) {
           server.off("connection", count)
-          Net.Server.prototype.close.call(server)
+          stopListening()
           return then()
         }
         accepted = 0
@@ -405,7 +430,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
         finished = true
         clearTimeout(graceTimer)
         onIdle = undefined
-        if (server.listening) Net.Server.prototype.close.call(server)
+        stopListening()
         const linger = Math.max(0, Math.min(DrainLingerMs, config.shutdownGraceMs - (Date.now() - started)))
         setTimeout(() => {
           server.closeAllConnections()
@@ -413,7 +438,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
         }, linger)
       }
       const graceTimer = setTimeout(finish, config.shutdownGraceMs)
-      closeListener(Math.min(ListenerQuietMs, config.shutdownGraceMs), () => {
+      closeListener(Math.min(ListenerCloseMaxMs, config.shutdownGraceMs), () => {
         if (finished) return
         if (open.size === 0) finish()
         else onIdle = finish
