@@ -162,7 +162,7 @@ const handleOrigin = (req: Http.IncomingMessage, res: Http.ServerResponse, allow
 const DrainLingerMs = 300
 /** How long a draining server must have accepted nothing, with nothing in flight, to close its listener. */
 const ListenerQuietMs = 25
-/** The longest a draining server keeps accepting while it waits for that. */
+/** How long a draining server waits for that; then only for a turn that accepted nothing (twice as long at most). */
 const ListenerCloseMaxMs = 250
 
 type Handler = (req: Http.IncomingMessage, res: Http.ServerResponse) => void
@@ -371,8 +371,9 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
      * nothing accepted on the turn of the event loop that closes it (the queue was empty when it looked).
      * A client answered at once would come straight back on a new connection, so requests on the
      * connections accepted meanwhile get their 503 (with `Connection: close`) only once the listener is
-     * closed (`/readyz` at once). Up to ListenerCloseMaxMs (within the grace), after which it closes
-     * anyway. A cluster worker has no listener: its primary does the same (app/Launch.ts).
+     * closed (`/readyz` at once). After ListenerCloseMaxMs (within the grace; a request still in flight) it
+     * closes on the next turn that accepted nothing (as a cluster primary does, app/Launch.ts: a worker
+     * has no listener), and after twice that anyway.
      */
     const stopListening = () => {
       if (server.listening) Net.Server.prototype.close.call(server)
@@ -398,7 +399,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
         if (accepted > 0 || open.size !== inFlight) lastActive = now
         inFlight = open.size
         const quiet = accepted === 0 && inFlight === 0 && now - lastActive >= ListenerQuietMs
-        if (quiet || now > until || !server.listening) {
+        if (quiet || (now > until && accepted === 0) || now > until + boundMs || !server.listening) {
           server.off("connection", count)
           stopListening()
           return then()
