@@ -12,7 +12,8 @@ import { answer, call, describeOutcome, type Outcome } from "./wire.js"
  * it may retry elsewhere). A connection accepted and then reset, with the request already sent, would
  * leave the client unsure whether its receipt was stored. Every acknowledged receipt is there after a
  * restart, and the process exits 0. A busy process leaves connections the system completed unaccepted in
- * its backlog, and closing the listener would reset them: both close it only on an accept-free turn.
+ * its backlog, and closing the listener would reset them: both close it only once accepting has stopped
+ * (a single process holds the 503s of the connections accepted meanwhile until then, http/FrontDoor.ts).
  *
  * PV_FAULTS_CLUSTER_DRAIN_RUNS=10 repeats the start-load-SIGTERM cycle (one deployment) to measure;
  * PV_FAULTS_CLUSTER_DRAIN_WORKERS=1 (or 2) runs one of the two cases only.
