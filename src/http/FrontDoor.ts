@@ -161,7 +161,7 @@ const handleOrigin = (req: Http.IncomingMessage, res: Http.ServerResponse, allow
 /** After the last request in flight, how long kept-alive sockets may still bring a (refused) request. */
 const DrainLingerMs = 300
 /** How long a draining server must have accepted nothing, with nothing in flight, to close its listener. */
-const ListenerQuietMs = 25
+const ListenerQuietMs = 60
 /** How long a draining server waits for that; then only for a turn that accepted nothing (twice as long at most). */
 const ListenerCloseMaxMs = 250
 
