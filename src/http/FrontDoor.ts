@@ -160,6 +160,10 @@ const handleOrigin = (req: Http.IncomingMessage, res: Http.ServerResponse, allow
 
 /** After the last request in flight, how long kept-alive sockets may still bring a (refused) request. */
 const DrainLingerMs = 300
+/** How long a draining server must have accepted nothing, with nothing in flight, to close its listener. */
+const ListenerQuietMs = 60
+/** How long a draining server waits for that; then only for a turn that accepted nothing (twice as long at most). */
+const ListenerCloseMaxMs = 250
 
 type Handler = (req: Http.IncomingMessage, res: Http.ServerResponse) => void
 
@@ -216,6 +220,8 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
     let handler: Handler | undefined
     let draining = false
     let onIdle: (() => void) | undefined
+    /** While a drain waits to close the listener: the connections accepted meanwhile, and their held answers. */
+    let closing: { readonly accepted: WeakSet<Duplex>; readonly held: Array<() => void> } | undefined
     const telemetry = yield* Telemetry
     // Pinned by the operator, or adaptive: it learns from every admitted request's time (requestDone).
     const limit = Option.match(config.maxInFlight, { onNone: () => gradientLimit(), onSome: fixedLimit })
@@ -262,10 +268,14 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
     server.on("request", (req: Http.IncomingMessage, res: Http.ServerResponse) => {
       const record = arrive(req, res)
       if (draining || handler === undefined) {
-        return sendProblem(res, new Unavailable({ detail: "The service is shutting down; retry on another connection." }), {
-          "retry-after": "1",
-          connection: "close"
-        })
+        const refuse = () =>
+          sendProblem(res, new Unavailable({ detail: "The service is shutting down; retry on another connection." }), {
+            "retry-after": "1",
+            connection: "close"
+          })
+        // A client answered now would come straight back on a new connection (closeListener).
+        if (closing?.accepted.has(req.socket) && pathOf(req.url) !== "/readyz") return void closing.held.push(refuse)
+        return refuse()
       }
       if (req.headers.host === undefined && req.httpVersionMinor >= 1) {
         return sendProblem(res, new BadRequest({ detail: "HTTP/1.1 requests must carry a Host header." }), { connection: "close" })
@@ -355,20 +365,73 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
     })
 
     /**
-     * Stop accepting, but keep kept-alive sockets open: a request already on its way over one gets a
-     * 503 with `Connection: close` instead of a reset (Node's own `server.close()` would drop idle
-     * sockets at once, racing with requests in flight on the wire). Every answer from here on closes
-     * its connection; once the work in flight is done, stragglers get a short linger, then everything
-     * still open is closed.
+     * Closing a listening socket resets the connections the system completed and nobody accepted yet
+     * (under load, a busy process has some in its backlog), so a draining server keeps accepting until
+     * nobody has a reason to connect: nothing accepted and nothing in flight for ListenerQuietMs, and
+     * nothing accepted on the turn of the event loop that closes it (the queue was empty when it looked).
+     * A client answered at once would come straight back on a new connection, so requests on the
+     * connections accepted meanwhile get their 503 (with `Connection: close`) only once the listener is
+     * closed (`/readyz` at once). After ListenerCloseMaxMs (within the grace; a request still in flight) it
+     * closes on the next turn that accepted nothing (as a cluster primary does, app/Launch.ts: a worker
+     * has no listener), and after twice that anyway.
+     */
+    const stopListening = () => {
+      if (server.listening) Net.Server.prototype.close.call(server)
+      const held = closing?.held ?? []
+      closing = undefined
+      for (const refuse of held) refuse()
+    }
+    const closeListener = (boundMs: number, then: () => void) => {
+      if (!server.listening) return then()
+      const state = { accepted: new WeakSet<Duplex>(), held: new Array<() => void>() }
+      closing = state
+      let accepted = 0
+      const count = (socket: Duplex) => {
+        accepted++
+        state.accepted.add(socket)
+      }
+      server.on("connection", count)
+      const until = performance.now() + boundMs
+      let lastActive = performance.now()
+      let inFlight = open.size
+      const look = () => {
+        const now = performance.now()
+        if (accepted > 0 || open.size !== inFlight) lastActive = now
+        inFlight = open.size
+        const quiet = accepted === 0 && inFlight === 0 && now - lastActive >= ListenerQuietMs
+        if (quiet || (now > until && accepted === 0) || now > until + boundMs || !server.listening) {
+          server.off("connection", count)
+          stopListening()
+          return then()
+        }
+        accepted = 0
+        setImmediate(look)
+      }
+      // The first full turn after this one.
+      setImmediate(() => {
+        accepted = 0
+        setImmediate(look)
+      })
+    }
+
+    /**
+     * Stop accepting (once the backlog is empty, closeListener), but keep kept-alive sockets open: a
+     * request already on its way over one gets a 503 with `Connection: close` instead of a reset (Node's
+     * own `server.close()` would drop idle sockets at once, racing with requests in flight on the wire).
+     * Every answer from here on closes its connection; once the listener is closed and the work in
+     * flight is done, stragglers get a short linger, then everything still open is closed.
      */
     const drain = Effect.andThen(Deferred.succeed(stopping, undefined), Effect.callback<void>((resume) => {
       draining = true
       const started = Date.now()
-      Net.Server.prototype.close.call(server)
       for (const res of open) if (!res.headersSent) res.setHeader("connection", "close")
+      let finished = false
       const finish = () => {
+        if (finished) return
+        finished = true
         clearTimeout(graceTimer)
         onIdle = undefined
+        stopListening()
         const linger = Math.max(0, Math.min(DrainLingerMs, config.shutdownGraceMs - (Date.now() - started)))
         setTimeout(() => {
           server.closeAllConnections()
@@ -376,8 +439,11 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
         }, linger)
       }
       const graceTimer = setTimeout(finish, config.shutdownGraceMs)
-      if (open.size === 0) finish()
-      else onIdle = finish
+      closeListener(Math.min(ListenerCloseMaxMs, config.shutdownGraceMs), () => {
+        if (finished) return
+        if (open.size === 0) finish()
+        else onIdle = finish
+      })
     }))
 
     const httpServer = HttpServer.make({

@@ -5,21 +5,25 @@ import { determination, postgresAvailable, provisionKey, putDetermination, recei
 import { answer, call, describeOutcome, type Outcome } from "./wire.js"
 
 /**
- * The cluster's drain loses nothing: with PV_WORKERS=2 under receipt load on many connections, SIGTERM
- * ends every request in one of two ways, never a third. Either it is answered (2xx, or 503 `unavailable`
+ * The drain loses nothing, for a cluster (PV_WORKERS=2, the primary owns the listener) and for a single
+ * process (PV_WORKERS=1, the front door's own listener): under receipt load on many new connections,
+ * SIGTERM ends every request in one of two ways, never a third. Either it is answered (2xx, or 503 `unavailable`
  * with `Connection: close`), or its connect is refused (ECONNREFUSED: nothing was sent, the client knows
  * it may retry elsewhere). A connection accepted and then reset, with the request already sent, would
  * leave the client unsure whether its receipt was stored. Every acknowledged receipt is there after a
- * restart, and the primary exits 0.
+ * restart, and the process exits 0. A busy process leaves connections the system completed unaccepted in
+ * its backlog, and closing the listener would reset them: both close it only once accepting has stopped
+ * (a single process holds the 503s of the connections accepted meanwhile until then, http/FrontDoor.ts).
  *
- * PV_FAULTS_CLUSTER_DRAIN_RUNS=10 repeats the start-load-SIGTERM cycle (one deployment) to measure.
+ * PV_FAULTS_CLUSTER_DRAIN_RUNS=10 repeats the start-load-SIGTERM cycle (one deployment) to measure;
+ * PV_FAULTS_CLUSTER_DRAIN_WORKERS=1 (or 2) runs one of the two cases only.
  */
 
 const graceMs = 6_000
 const clients = 48
 const runs = Math.max(1, Number(process.env.PV_FAULTS_CLUSTER_DRAIN_RUNS ?? "1"))
-/** PV_FAULTS_CLUSTER_DRAIN_WORKERS=1 measures the same load on a single process, for comparison. */
-const workers = process.env.PV_FAULTS_CLUSTER_DRAIN_WORKERS ?? "2"
+const only = process.env.PV_FAULTS_CLUSTER_DRAIN_WORKERS
+const workerCounts = ["2", "1"].filter((count) => only === undefined || only === count)
 
 interface Tally {
   acknowledged: number
@@ -29,7 +33,8 @@ interface Tally {
   other: Array<string>
 }
 
-describe.skipIf(!postgresAvailable)("SIGTERM drain of a cluster under receipt load (postgres, PV_WORKERS=2)", () => {
+describe.skipIf(!postgresAvailable).each(workerCounts)("SIGTERM drain under receipt load on new connections (postgres, PV_WORKERS=%s)", (workers) => {
+  const label = workers === "1" ? "1 process" : `${workers} workers`
   let deployment: Deployment | undefined
   afterAll(async () => {
     await deployment?.dispose()
@@ -59,7 +64,7 @@ describe.skipIf(!postgresAvailable)("SIGTERM drain of a cluster under receipt lo
         }
         if (outcome.kind === "answer" && outcome.answer.status === 503) {
           expectProblem(outcome.answer, 503, "unavailable")
-          expect(outcome.answer.headers.get("connection"), "Connection: close on a draining worker's 503").toMatch(/close/i)
+          expect(outcome.answer.headers.get("connection"), "Connection: close on a draining server's 503").toMatch(/close/i)
           tally.unavailable++
           return true
         }
@@ -82,7 +87,7 @@ describe.skipIf(!postgresAvailable)("SIGTERM drain of a cluster under receipt lo
         }
       }
       const load = Array.from({ length: clients }, (_, c) => client(c))
-      // Load on both workers before the signal.
+      // Load on every worker before the signal.
       const loadStarted = performance.now()
       while (tally.acknowledged < 200 && performance.now() - loadStarted < 15_000) await new Promise((resolve) => setTimeout(resolve, 20))
       expect(tally.acknowledged, "receipts acknowledged before the signal").toBeGreaterThan(0)
@@ -91,7 +96,7 @@ describe.skipIf(!postgresAvailable)("SIGTERM drain of a cluster under receipt lo
       const exit = await child.waitForExit(graceMs + 15_000)
       tallies.push(tally)
       console.log(
-        `cluster drain run ${run + 1}/${runs}: ${sent} sent, ${tally.acknowledged} acknowledged, ${tally.unavailable} 503, ` +
+        `drain (${label}) run ${run + 1}/${runs}: ${sent} sent, ${tally.acknowledged} acknowledged, ${tally.unavailable} 503, ` +
           `${tally.refused} refused at connect, ${tally.reset.length} reset${tally.reset.length ? ` (${tally.reset.join("; ")})` : ""}, ` +
           `${tally.other.length} other${tally.other.length ? ` (${tally.other.join("; ")})` : ""}, exit ${exit.code ?? exit.signal}`
       )
@@ -99,7 +104,7 @@ describe.skipIf(!postgresAvailable)("SIGTERM drain of a cluster under receipt lo
     }
     const resets = tallies.reduce((sum, t) => sum + t.reset.length, 0)
     const others = tallies.flatMap((t) => t.other)
-    console.log(`cluster drain: ${runs} runs, ${resets} requests reset in all, runs with a reset: ${tallies.filter((t) => t.reset.length > 0).length}`)
+    console.log(`drain (${label}): ${runs} runs, ${resets} requests reset in all, runs with a reset: ${tallies.filter((t) => t.reset.length > 0).length}`)
     expect(others, "time-outs or other outcomes").toEqual([])
     expect(tallies.flatMap((t) => t.reset), "requests reset after being sent").toEqual([])
 
@@ -113,7 +118,7 @@ describe.skipIf(!postgresAvailable)("SIGTERM drain of a cluster under receipt lo
         expect(read.body.receipt_digest).toBe(digest)
       }))
     }
-    console.log(`cluster drain: ${acknowledged.size} acknowledged receipts all present after restart`)
+    console.log(`drain (${label}): ${acknowledged.size} acknowledged receipts all present after restart`)
     restarted.child.signal("SIGTERM")
     await restarted.child.waitForExit(graceMs + 5_000).catch(() => undefined)
   })
