@@ -22,12 +22,34 @@ export const etagMatches = (header: string | undefined, etag: string): boolean =
  * The cached body is sent as-is: it was encoded through the declared success schema (MachineTrustResponse)
  * once per cached document (TrustResolver), not per request. The ETag is the digest, not a hash of the bytes.
  */
+interface Answers {
+  readonly etag: string
+  readonly ok: HttpServerResponse.HttpServerResponse
+  readonly notModified: HttpServerResponse.HttpServerResponse
+}
+/**
+ * Responses are immutable values, so the 200 and the 304 of a cached document are built once per cache
+ * entry, on first use; the per-request headers (request id, RateLimit, CORS) are added to the copy each
+ * request's middlewares make of it.
+ */
+const answers = new WeakMap<CachedTrust, Answers>()
+const answersOf = (trust: CachedTrust): Answers => {
+  let found = answers.get(trust)
+  if (found === undefined) {
+    const etag = `"${trust.document.trust_state_digest}"`
+    const headers = { etag, "cache-control": "no-cache" }
+    found = {
+      etag,
+      ok: HttpServerResponse.text(trust.json, { contentType: "application/json", headers }),
+      notModified: HttpServerResponse.empty({ status: 304, headers })
+    }
+    answers.set(trust, found)
+  }
+  return found
+}
 const conditional = (trust: CachedTrust, ifNoneMatch: string | undefined) => {
-  const etag = `"${trust.document.trust_state_digest}"`
-  const headers = { etag, "cache-control": "no-cache" }
-  return etagMatches(ifNoneMatch, etag)
-    ? HttpServerResponse.empty({ status: 304, headers })
-    : HttpServerResponse.text(trust.json, { contentType: "application/json", headers })
+  const found = answersOf(trust)
+  return etagMatches(ifNoneMatch, found.etag) ? found.notModified : found.ok
 }
 
 export const TrustHttpLive = HttpApiBuilder.group(Api, "trust", (handlers) =>
@@ -40,7 +62,7 @@ export const TrustHttpLive = HttpApiBuilder.group(Api, "trust", (handlers) =>
     return handlers
       .handle("machine", ({ params, headers }) =>
         requireScope("trust:read").pipe(
-          Effect.andThen(resolveCached(params.publicId)),
+          Effect.flatMap(() => resolveCached(params.publicId)),
           Effect.map((trust) => conditional(trust, headers["if-none-match"]))
         ))
       .handle("human", ({ params, headers, request }) =>
