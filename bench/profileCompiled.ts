@@ -4,6 +4,7 @@ import { generateKeyPairSync, randomBytes } from "node:crypto"
 import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import pg from "pg"
 import { adminQuery, benchAdminUrl, load, startProcess } from "./lib.js"
 
 const scenario = process.argv[2] ?? "machine"
@@ -99,8 +100,21 @@ try {
       })
     }
   }[scenario]!
+  // How many statements the load itself cost the database (transactions committed in the scratch database).
+  const commits = async () => {
+    const client = new pg.Client({ connectionString: benchAdminUrl })
+    await client.connect()
+    const { rows } = await client.query("SELECT xact_commit::int AS n FROM pg_stat_database WHERE datname = $1", [dbName])
+    await client.end()
+    return rows[0].n as number
+  }
+  const before = await commits()
+  const started = performance.now()
   await load({ ...options, connections: 16, seconds: 0, amount: 30_000 })
+  await new Promise((done) => setTimeout(done, 600))
+  console.log(`30,000 requests in ${((performance.now() - started) / 1000).toFixed(1)} s; ${(await commits()) - before} database transactions meanwhile`)
   await service.stop()
+  if (process.env.PV_TRACE_SQL) console.log([...service.output().matchAll(/^SQL (.*)$/gm)].map((m) => m[1]).slice(-400).join("\n"))
   const file = readdirSync(profileDir).find((f) => f.endsWith(".cpuprofile"))
   if (file) copyFileSync(join(profileDir, file), join(tmpdir(), `pv-profc-${scenario}.cpuprofile`))
   console.log(file ? summarise(join(profileDir, file)) : "no profile")
