@@ -114,6 +114,7 @@ try {
   await new Promise((done) => setTimeout(done, 600))
   console.log(`30,000 requests in ${((performance.now() - started) / 1000).toFixed(1)} s; ${(await commits()) - before} database transactions meanwhile`)
   await service.stop()
+  if (process.env.PV_TRACE_CTX) console.log(service.output().split("\n").filter((l) => l.includes("CTX")).slice(0, 3).join("\n"))
   if (process.env.PV_TRACE_SQL) console.log([...service.output().matchAll(/^SQL (.*)$/gm)].map((m) => m[1]).slice(-400).join("\n"))
   const file = readdirSync(profileDir).find((f) => f.endsWith(".cpuprofile"))
   if (file) copyFileSync(join(profileDir, file), join(tmpdir(), `pv-profc-${scenario}.cpuprofile`))
