@@ -1,10 +1,12 @@
-import { Effect } from "effect"
+import { Context, Effect, Layer, Scope } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { requireScope } from "../access/ApiKeys.js"
+import { ApiKeyAuth } from "../access/Auth.js"
 import { ClientAddresses } from "../access/ClientAddress.js"
 import { RateLimits } from "../access/RateLimits.js"
 import { Api } from "../api/Api.js"
+import { RequestGuard } from "../api/Guard.js"
 import { requirePublicId } from "../domain/PublicId.js"
 import { AppConfig } from "../platform/Config.js"
 import type { CachedTrust } from "./TrustCache.js"
@@ -52,22 +54,37 @@ const conditional = (trust: CachedTrust, ifNoneMatch: string | undefined) => {
   return etagMatches(ifNoneMatch, found.etag) ? found.notModified : found.ok
 }
 
-export const TrustHttpLive = HttpApiBuilder.group(Api, "trust", (handlers) =>
+/**
+ * `HttpApiBuilder.group` keeps the whole context it is built in and provides it to every request of the
+ * group: a merge, so a copy of the request's context plus one write per service (about 40 here), per
+ * request. The handlers take their services here, in the full context; the group itself is built in a
+ * context holding only its endpoints' middlewares, which HandlersLive (http/Server.ts) provides to the groups
+ * alone. Everything else an endpoint reads per request (Caller, the request) is in the request's context.
+ */
+export const TrustHttpLive = Layer.unwrap(
   Effect.gen(function*() {
     const resolver = yield* TrustResolver
     const limits = yield* RateLimits
     const { humanRateLimitPerMinute } = yield* AppConfig
     const addresses = yield* ClientAddresses
     const resolveCached = (publicId: string) => Effect.flatMap(requirePublicId(publicId), resolver.resolveCached)
-    return handlers
-      .handle("machine", ({ params, headers }) =>
-        requireScope("trust:read").pipe(
-          Effect.flatMap(() => resolveCached(params.publicId)),
-          Effect.map((trust) => conditional(trust, headers["if-none-match"]))
-        ))
-      .handle("human", ({ params, headers, request }) =>
-        limits.consumeAddress("human", addresses.of(request), humanRateLimitPerMinute).pipe(
-          Effect.andThen(resolveCached(params.publicId)),
-          Effect.map((trust) => conditional(trust, headers["if-none-match"]))
-        ))
-  }))
+    const group = HttpApiBuilder.group(Api, "trust", (handlers) =>
+      handlers
+        .handle("machine", ({ params, headers }) =>
+          requireScope("trust:read").pipe(
+            Effect.flatMap(() => resolveCached(params.publicId)),
+            Effect.map((trust) => conditional(trust, headers["if-none-match"]))
+          ))
+        .handle("human", ({ params, headers, request }) =>
+          limits.consumeAddress("human", addresses.of(request), humanRateLimitPerMinute).pipe(
+            Effect.andThen(resolveCached(params.publicId)),
+            Effect.map((trust) => conditional(trust, headers["if-none-match"]))
+          )))
+    return Layer.effectContext(
+      Effect.updateContext(
+        Layer.build(group),
+        (context: Context.Context<Scope.Scope | ApiKeyAuth | RequestGuard>) => Context.pick(Scope.Scope, ApiKeyAuth, RequestGuard)(context)
+      )
+    )
+  })
+)
