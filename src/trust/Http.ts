@@ -1,13 +1,12 @@
-import { Context, Effect, Layer, Scope } from "effect"
+import { Effect, Layer } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { requireScope } from "../access/ApiKeys.js"
-import { ApiKeyAuth } from "../access/Auth.js"
 import { ClientAddresses } from "../access/ClientAddress.js"
 import { RateLimits } from "../access/RateLimits.js"
 import { Api } from "../api/Api.js"
-import { RequestGuard } from "../api/Guard.js"
 import { requirePublicId } from "../domain/PublicId.js"
+import { withMiddlewaresOnly } from "../http/GroupContext.js"
 import { AppConfig } from "../platform/Config.js"
 import type { CachedTrust } from "./TrustCache.js"
 import { TrustResolver } from "./TrustResolver.js"
@@ -54,13 +53,7 @@ const conditional = (trust: CachedTrust, ifNoneMatch: string | undefined) => {
   return etagMatches(ifNoneMatch, found.etag) ? found.notModified : found.ok
 }
 
-/**
- * `HttpApiBuilder.group` keeps the whole context it is built in and provides it to every request of the
- * group: a merge, so a copy of the request's context plus one write per service (about 40 here), per
- * request. The handlers take their services here, in the full context; the group itself is built in a
- * context holding only its endpoints' middlewares, which HandlersLive (http/Server.ts) provides to the groups
- * alone. Everything else an endpoint reads per request (Caller, the request) is in the request's context.
- */
+/** Built with its middlewares only: see http/GroupContext.ts. */
 export const TrustHttpLive = Layer.unwrap(
   Effect.gen(function*() {
     const resolver = yield* TrustResolver
@@ -80,11 +73,6 @@ export const TrustHttpLive = Layer.unwrap(
             Effect.andThen(resolveCached(params.publicId)),
             Effect.map((trust) => conditional(trust, headers["if-none-match"]))
           )))
-    return Layer.effectContext(
-      Effect.updateContext(
-        Layer.build(group),
-        (context: Context.Context<Scope.Scope | ApiKeyAuth | RequestGuard>) => Context.pick(Scope.Scope, ApiKeyAuth, RequestGuard)(context)
-      )
-    )
+    return withMiddlewaresOnly(group)
   })
 )
