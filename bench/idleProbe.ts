@@ -1,3 +1,5 @@
+// `node --import tsx bench/idleProbe.ts`: the compiled server's CPU and database transactions per second while idle
+// (PostgreSQL scratch database, dropped afterwards): the floor under every CPU-per-request figure.
 import { generateKeyPairSync, randomBytes } from "node:crypto"
 import pg from "pg"
 import { adminQuery, benchAdminUrl, cpuSeconds, startProcess } from "./lib.js"
