@@ -109,16 +109,18 @@ const makeApiKeys = Effect.gen(function*() {
   }
 
   /**
-   * Shape and checksum first (no database), then the cached record, then revocation and expiry. A record
-   * seen within the TTL is judged at once, with one clock reading (the usual case).
+   * The cached record (only well-formed keys get there), else shape and checksum (no database) and the
+   * store; then revocation and expiry. A record seen within the TTL is judged at once, with one clock
+   * reading (the usual case).
    */
   const authenticate = (token: string): Effect.Effect<ApiKeyRecord, Unauthorized> =>
     Effect.clockWith((clock) => {
-      if (!isWellFormedApiKey(token)) return Effect.fail(invalidKey)
       const keyHash = hashApiKey(token)
       const now = clock.currentTimeMillisUnsafe()
       const hit = known.get(keyHash)
+      // Only well-formed keys are ever looked up, so only their hashes are cached: a hit needs no shape check.
       if (hit !== undefined && hit.at <= now && now - hit.at < ttlMs) return judge(hit.key, now)
+      if (!isWellFormedApiKey(token)) return Effect.fail(invalidKey)
       return Effect.flatMap(byHash.get(keyHash), (found) => Effect.clockWith((later) => judge(found, later.currentTimeMillisUnsafe())))
     })
 

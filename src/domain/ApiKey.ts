@@ -23,7 +23,8 @@ export const Scope = OneOf("Scope", Scopes)
 export type Scope = typeof Scope.Type
 
 export const base62Checksum = (body: string): string => {
-  let n = crc32(Buffer.from(body, "utf8"))
+  // zlib's crc32 takes the string as UTF-8 itself, without a Buffer per call (keys are checked per request).
+  let n = crc32(body)
   let out = ""
   for (let i = 0; i < CHECKSUM_LENGTH; i++) {
     out = BASE62[n % 62] + out

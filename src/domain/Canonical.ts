@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto"
+import { hash } from "node:crypto"
 import { canonicalJson } from "../verify/Jcs.js"
 
 /**
@@ -7,7 +7,8 @@ import { canonicalJson } from "../verify/Jcs.js"
  */
 export { canonicalJson }
 
-export const sha256Hex = (input: string | Uint8Array): string => createHash("sha256").update(input).digest("hex")
+// One-shot `hash` (Node ≥ 21.7) spares the Hash object `createHash` allocates per call: API keys are hashed per request.
+export const sha256Hex = (input: string | Uint8Array): string => hash("sha256", input, "hex")
 
 export const digestOf = (value: unknown): string => sha256Hex(canonicalJson(value))
 

@@ -1,10 +1,11 @@
-import { ByteSize, Effect, Option } from "effect"
+import { ByteSize, Effect, Layer, Option } from "effect"
 import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { requireScope } from "../access/ApiKeys.js"
 import { Api } from "../api/Api.js"
 import { instanceOf, MaxBodyBytes, problemResponse } from "../api/Problems.js"
 import { MethodNotAllowed, PayloadTooLarge } from "../domain/Problem.js"
+import { withMiddlewaresOnly } from "../http/GroupContext.js"
 import { Mcp, transportProblem } from "./Mcp.js"
 
 /** Text that is certainly not JSON, standing in for a body that could not be decoded at all. */
@@ -41,11 +42,11 @@ const methodNotAllowed = Effect.gen(function*() {
   )
 })
 
-/** Raw handler: the body is read as text so the JSON-RPC codec, not HttpApi, answers malformed JSON. */
-export const McpHttpLive = HttpApiBuilder.group(Api, "mcp", (handlers) =>
-  Effect.gen(function*() {
-    const mcp = yield* Mcp
-    return handlers
+/** Raw handler (built with its middlewares only: see http/GroupContext.ts): the body is read as text so the JSON-RPC codec, not HttpApi, answers malformed JSON. */
+export const McpHttpLive = Layer.unwrap(Effect.gen(function*() {
+  const mcp = yield* Mcp
+  return withMiddlewaresOnly(HttpApiBuilder.group(Api, "mcp", (handlers) =>
+    handlers
       .handleRaw("call", ({ request }) =>
         Effect.gen(function*() {
           yield* requireScope("mcp:call")
@@ -57,5 +58,5 @@ export const McpHttpLive = HttpApiBuilder.group(Api, "mcp", (handlers) =>
             : HttpServerResponse.text(reply.body, { status: reply.status, contentType: "application/json" })
         }))
       .handle("stream", () => methodNotAllowed)
-      .handle("endSession", () => methodNotAllowed)
-  }))
+      .handle("endSession", () => methodNotAllowed)))
+}))

@@ -1,9 +1,10 @@
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { requireScope } from "../access/ApiKeys.js"
 import { Api } from "../api/Api.js"
 import { decodeRelianceRequest } from "../domain/Receipt.js"
+import { withMiddlewaresOnly } from "../http/GroupContext.js"
 import { Receipts } from "./Receipts.js"
 
 /** The edge decodes: prohibited fields first (one error each), then the 7-field schema with pointers. */
@@ -15,11 +16,12 @@ const decodeRequest = (payload: unknown) => Effect.fromResult(decodeRelianceRequ
  * as. POST needs its own response anyway: its two successes share one schema, and HttpApi would pick the
  * first (201) for a replay too.
  */
-export const ReceiptsHttpLive = HttpApiBuilder.group(Api, "receipts", (handlers) =>
-  Effect.gen(function*() {
-    const receipts = yield* Receipts
-    const respond = (status: number) => (json: string) => HttpServerResponse.text(json, { status, contentType: "application/json" })
-    return handlers
+export const ReceiptsHttpLive = Layer.unwrap(Effect.gen(function*() {
+  const receipts = yield* Receipts
+  const respond = (status: number) => (json: string) => HttpServerResponse.text(json, { status, contentType: "application/json" })
+  // Built with its middlewares only: see http/GroupContext.ts.
+  return withMiddlewaresOnly(HttpApiBuilder.group(Api, "receipts", (handlers) =>
+    handlers
       .handle("create", ({ payload }) =>
         requireScope("receipt:write").pipe(
           Effect.flatMap((key) => Effect.flatMap(decodeRequest(payload), (request) => receipts.create(key.tenant_id, request))),
@@ -39,5 +41,5 @@ export const ReceiptsHttpLive = HttpApiBuilder.group(Api, "receipts", (handlers)
         requireScope("actionability:read").pipe(
           Effect.flatMap((key) => Effect.flatMap(decodeRequest(payload), (request) => receipts.evaluate(key.tenant_id, request)))
         ))
-      .handle("policy", () => Effect.succeed(receipts.policy))
-  }))
+      .handle("policy", () => Effect.succeed(receipts.policy))))
+}))

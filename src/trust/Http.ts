@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { requireScope } from "../access/ApiKeys.js"
@@ -6,6 +6,7 @@ import { ClientAddresses } from "../access/ClientAddress.js"
 import { RateLimits } from "../access/RateLimits.js"
 import { Api } from "../api/Api.js"
 import { requirePublicId } from "../domain/PublicId.js"
+import { withMiddlewaresOnly } from "../http/GroupContext.js"
 import { AppConfig } from "../platform/Config.js"
 import type { CachedTrust } from "./TrustCache.js"
 import { TrustResolver } from "./TrustResolver.js"
@@ -22,30 +23,56 @@ export const etagMatches = (header: string | undefined, etag: string): boolean =
  * The cached body is sent as-is: it was encoded through the declared success schema (MachineTrustResponse)
  * once per cached document (TrustResolver), not per request. The ETag is the digest, not a hash of the bytes.
  */
+interface Answers {
+  readonly etag: string
+  readonly ok: HttpServerResponse.HttpServerResponse
+  readonly notModified: HttpServerResponse.HttpServerResponse
+}
+/**
+ * Responses are immutable values, so the 200 and the 304 of a cached document are built once per cache
+ * entry, on first use; the per-request headers (request id, RateLimit, CORS) are added to the copy each
+ * request's middlewares make of it.
+ */
+const answers = new WeakMap<CachedTrust, Answers>()
+const answersOf = (trust: CachedTrust): Answers => {
+  let found = answers.get(trust)
+  if (found === undefined) {
+    const etag = `"${trust.document.trust_state_digest}"`
+    const headers = { etag, "cache-control": "no-cache" }
+    found = {
+      etag,
+      ok: HttpServerResponse.text(trust.json, { contentType: "application/json", headers }),
+      notModified: HttpServerResponse.empty({ status: 304, headers })
+    }
+    answers.set(trust, found)
+  }
+  return found
+}
 const conditional = (trust: CachedTrust, ifNoneMatch: string | undefined) => {
-  const etag = `"${trust.document.trust_state_digest}"`
-  const headers = { etag, "cache-control": "no-cache" }
-  return etagMatches(ifNoneMatch, etag)
-    ? HttpServerResponse.empty({ status: 304, headers })
-    : HttpServerResponse.text(trust.json, { contentType: "application/json", headers })
+  const found = answersOf(trust)
+  return etagMatches(ifNoneMatch, found.etag) ? found.notModified : found.ok
 }
 
-export const TrustHttpLive = HttpApiBuilder.group(Api, "trust", (handlers) =>
+/** Built with its middlewares only: see http/GroupContext.ts. */
+export const TrustHttpLive = Layer.unwrap(
   Effect.gen(function*() {
     const resolver = yield* TrustResolver
     const limits = yield* RateLimits
     const { humanRateLimitPerMinute } = yield* AppConfig
     const addresses = yield* ClientAddresses
     const resolveCached = (publicId: string) => Effect.flatMap(requirePublicId(publicId), resolver.resolveCached)
-    return handlers
-      .handle("machine", ({ params, headers }) =>
-        requireScope("trust:read").pipe(
-          Effect.andThen(resolveCached(params.publicId)),
-          Effect.map((trust) => conditional(trust, headers["if-none-match"]))
-        ))
-      .handle("human", ({ params, headers, request }) =>
-        limits.consumeAddress("human", addresses.of(request), humanRateLimitPerMinute).pipe(
-          Effect.andThen(resolveCached(params.publicId)),
-          Effect.map((trust) => conditional(trust, headers["if-none-match"]))
-        ))
-  }))
+    const group = HttpApiBuilder.group(Api, "trust", (handlers) =>
+      handlers
+        .handle("machine", ({ params, headers }) =>
+          requireScope("trust:read").pipe(
+            Effect.flatMap(() => resolveCached(params.publicId)),
+            Effect.map((trust) => conditional(trust, headers["if-none-match"]))
+          ))
+        .handle("human", ({ params, headers, request }) =>
+          limits.consumeAddress("human", addresses.of(request), humanRateLimitPerMinute).pipe(
+            Effect.andThen(resolveCached(params.publicId)),
+            Effect.map((trust) => conditional(trust, headers["if-none-match"]))
+          )))
+    return withMiddlewaresOnly(group)
+  })
+)

@@ -18,9 +18,14 @@ const make = Effect.gen(function*() {
 
   /** The document and its serialised form, from the cache when it is still exact. */
   const resolveCached = (publicId: PublicId): Effect.Effect<CachedTrust, DeterminationNotFound> =>
+    Effect.clockWith((clock) => {
+      // The hit (every warm read) is answered here, with no generator; a miss builds the document below.
+      const hit = cache.get(publicId, clock.currentTimeMillisUnsafe())
+      return hit !== undefined ? Effect.succeed(hit) : build(publicId)
+    })
+
+  const build = (publicId: PublicId): Effect.Effect<CachedTrust, DeterminationNotFound> =>
     Effect.gen(function*() {
-      const hit = cache.get(publicId, yield* Clock.currentTimeMillis)
-      if (hit !== undefined) return hit
       const seen = cache.generation(publicId)
       const document = yield* load(publicId)
       const builtAtMs = yield* Clock.currentTimeMillis

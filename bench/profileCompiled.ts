@@ -1,0 +1,125 @@
+// `node --import tsx bench/profileCompiled.ts [machine|mcp|replay]`: like bench/profile.ts, but the server is the
+// COMPILED one (dist/src/main.js, `npm run build` first), so tsx's loader does not show up in the profile.
+import { generateKeyPairSync, randomBytes } from "node:crypto"
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import pg from "pg"
+import { adminQuery, benchAdminUrl, load, startProcess } from "./lib.js"
+
+const scenario = process.argv[2] ?? "machine"
+const dbName = `pv_profc_${Date.now()}`
+const profileDir = mkdtempSync(join(tmpdir(), "pv-profc-"))
+const operatorToken = `p_${randomBytes(24).toString("hex")}`
+const pem = () => generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }).toString()
+const publicId = "DET-V1-PROF-0001"
+
+interface ProfileNode { id: number; children?: Array<number>; callFrame: { functionName: string; url: string; lineNumber: number } }
+const summarise = (file: string) => {
+  const profile = JSON.parse(readFileSync(file, "utf8")) as { nodes: Array<ProfileNode>; samples: Array<number>; timeDeltas: Array<number> }
+  const nodes = new Map(profile.nodes.map((n) => [n.id, n]))
+  const self = new Map<string, number>()
+  const byPackage = new Map<string, number>()
+  let total = 0
+  profile.samples.forEach((id, i) => {
+    const node = nodes.get(id)!
+    const t = profile.timeDeltas[i] ?? 0
+    total += t
+    const url = node.callFrame.url.replace(/.*node_modules\//, "").replace(/.*\/(src|bench)\//, "$1/")
+    const where = url === "" ? "(native/runtime)" : url.split("/").slice(0, url.startsWith("@") ? 2 : url.startsWith("src/") ? 2 : 1).join("/")
+    const key = `${node.callFrame.functionName || "(anonymous)"} ${url}:${node.callFrame.lineNumber}`
+    self.set(key, (self.get(key) ?? 0) + t)
+    byPackage.set(where, (byPackage.get(where) ?? 0) + t)
+  })
+  const top = (m: Map<string, number>, n: number) =>
+    [...m].sort((a, b) => b[1] - a[1]).slice(0, n).map(([k, t]) => `  ${(100 * t / total).toFixed(1).padStart(5)}%  ${k}`).join("\n")
+  // Inclusive time of the service's own functions (each counted once per sample), against all non-idle time.
+  const parent = new Map<number, number>()
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id)
+  const inclusive = new Map<string, number>()
+  let busy = 0
+  profile.samples.forEach((id, i) => {
+    const t = profile.timeDeltas[i] ?? 0
+    if (nodes.get(id)!.callFrame.functionName === "(idle)") return
+    busy += t
+    const seen = new Set<string>()
+    for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
+      const f = nodes.get(at)!.callFrame
+      if (!/\/(src|effect|platform-node)\//.test(f.url) && !f.url.startsWith("node:_http")) continue
+      const key = `${f.functionName || "(anonymous)"} ${f.url.replace(/.*node_modules\//, "").replace(/.*\/(src)\//, "$1/")}:${f.lineNumber}`
+      if (seen.has(key)) continue
+      seen.add(key)
+      inclusive.set(key, (inclusive.get(key) ?? 0) + t)
+    }
+  })
+  const topBusy = (m: Map<string, number>, n: number) =>
+    [...m].sort((a, b) => b[1] - a[1]).slice(0, n).map(([k, t]) => `  ${(100 * t / busy).toFixed(1).padStart(5)}%  ${k}`).join("\n")
+  return `by package:\n${top(byPackage, 20)}\nby function:\n${top(self, 60)}\ninclusive, of busy time:\n${topBusy(inclusive, 90)}`
+}
+
+await adminQuery(`CREATE DATABASE ${dbName}`)
+const url = new URL(benchAdminUrl)
+url.pathname = `/${dbName}`
+try {
+  const service = await startProcess("dist/src/main.js", {
+    DATABASE_URL: url.toString(), NODE_ENV: "production", PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", PV_DEMO_DATA: "false",
+    PV_OPERATOR_TOKEN: operatorToken, PV_EVENT_SIGNING_KEY: pem(), PV_LOG_SIGNING_KEY: pem(), PV_WORKERS: "1", REDIS_URL: "",
+    PV_HUMAN_RATE_LIMIT_PER_MINUTE: "1000000", PV_OPERATOR_RATE_LIMIT_PER_MINUTE: "1000000"
+  }, [], ["--max-old-space-size=192", "--cpu-prof", `--cpu-prof-dir=${profileDir}`])
+  const base = service.baseUrl
+  const operator = { authorization: `Bearer ${operatorToken}`, "content-type": "application/json" }
+  const asOf = Date.now() - 86_400_000
+  const put = await fetch(`${base}/api/v1/determinations/${publicId}`, {
+    method: "PUT", headers: operator, body: JSON.stringify({
+      subject: { subject_id: "s", physical_subject_id: "p", identity_state: "VERIFIED" }, tier: "T2", eligible: true,
+      why_this_tier: ["x"], why_not_higher: ["y"], claims: [{ claim_id: "c1", type: "legal_name", value: "X Ltd", scope: "identity" }],
+      evidence: [{ evidence_id: "ev1", kind: "registry_extract", digest: "a".repeat(64), collected_at: new Date(asOf).toISOString(), source: "registry" }],
+      allowed_claims: ["identity"], limitations: ["Entity only"], prohibited_inferences: ["credential_issued"], lifecycle_state: "NOT_ISSUED",
+      as_of: new Date(asOf).toISOString(), valid_until: new Date(asOf + 100 * 86_400_000).toISOString(), engine: { name: "b", version: "1" }
+    })
+  })
+  if (put.status > 201) throw new Error(await put.text())
+  const made = await fetch(`${base}/api/v1/api-keys`, {
+    method: "POST", headers: operator, body: JSON.stringify({
+      tenant_id: "bench", name: "p", scopes: ["trust:read", "receipt:read", "receipt:write", "mcp:call"],
+      rate_limit_per_minute: 1_000_000, daily_quota: 1_000_000_000
+    })
+  }).then((r) => r.json()) as { api_key: string }
+  const auth = { authorization: `Bearer ${made.api_key}` }
+  const json = { ...auth, "content-type": "application/json" }
+  const options = {
+    machine: { url: `${base}/api/v1/trust/${publicId}/machine`, headers: auth },
+    mcp: {
+      url: `${base}/api/v1/mcp`, method: "POST", headers: { ...json, accept: "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "resolve_trust", arguments: { public_id: publicId } } })
+    },
+    replay: {
+      url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, body: JSON.stringify({
+        tenant_id: "bench", organization: "Bench Org", principal: "replay", subject_public_id: publicId,
+        purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"]
+      })
+    }
+  }[scenario]!
+  // How many statements the load itself cost the database (transactions committed in the scratch database).
+  const commits = async () => {
+    const client = new pg.Client({ connectionString: benchAdminUrl })
+    await client.connect()
+    const { rows } = await client.query("SELECT xact_commit::int AS n FROM pg_stat_database WHERE datname = $1", [dbName])
+    await client.end()
+    return rows[0].n as number
+  }
+  const before = await commits()
+  const started = performance.now()
+  await load({ ...options, connections: 16, seconds: 0, amount: 30_000 })
+  await new Promise((done) => setTimeout(done, 600))
+  console.log(`30,000 requests in ${((performance.now() - started) / 1000).toFixed(1)} s; ${(await commits()) - before} database transactions meanwhile`)
+  await service.stop()
+  if (process.env.PV_TRACE_CTX) console.log(service.output().split("\n").filter((l) => l.includes("CTX")).slice(0, 3).join("\n"))
+  if (process.env.PV_TRACE_SQL) console.log([...service.output().matchAll(/^SQL (.*)$/gm)].map((m) => m[1]).slice(-400).join("\n"))
+  const file = readdirSync(profileDir).find((f) => f.endsWith(".cpuprofile"))
+  if (file) copyFileSync(join(profileDir, file), join(tmpdir(), `pv-profc-${scenario}.cpuprofile`))
+  console.log(file ? summarise(join(profileDir, file)) : "no profile")
+} finally {
+  await adminQuery(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`)
+  rmSync(profileDir, { recursive: true, force: true })
+}
