@@ -298,6 +298,30 @@ const make = Effect.gen(function*() {
       RETURNING status, next_attempt_at`).pipe(Effect.map((rows) => Option.fromNullishOr(rows[0])))
 
   /**
+   * Per-endpoint probing: a failed attempt to `webhookUrl` (the probe, `probeId`) holds back the other
+   * subscriptions owing something to the same URL until `holdMs` from now (the probe's next attempt plus
+   * its time-out, so its outcome is known first), in one statement over the partial index of migration 0008.
+   * Only those not leased, falling due before then, and either failing themselves (`attempts > 0`) or due
+   * now: one that never failed is held back once at most, then attempted on its own, so a subscription
+   * that fails alone at a shared URL delays the others by one of its retries at most, never for good.
+   */
+  const holdBack = (webhookUrl: string, probeId: string, holdMs: number) =>
+    sql`
+      UPDATE subscriptions SET next_attempt_at = now() + make_interval(secs => ${holdMs / 1000})
+      WHERE webhook_url = ${webhookUrl} AND status = 'active' AND pending_through > delivered_through
+        AND lease_token IS NULL AND subscription_id <> ${probeId}
+        AND next_attempt_at < now() + make_interval(secs => ${holdMs / 1000})
+        AND (attempts > 0 OR next_attempt_at <= now())`.pipe(Effect.asVoid)
+
+  /** A probe to `webhookUrl` was delivered: the subscriptions held back (or backing off) for that URL are due now. */
+  const releaseHeld = (webhookUrl: string) =>
+    decodeRows(DueRow)(sql`
+      UPDATE subscriptions SET next_attempt_at = now()
+      WHERE webhook_url = ${webhookUrl} AND status = 'active' AND pending_through > delivered_through
+        AND lease_token IS NULL AND next_attempt_at > now()
+      RETURNING public_id`).pipe(Effect.map((rows) => rows.length))
+
+  /**
    * Give back every lease `token` holds (shutdown: the attempts not finished are due again at once); the
    * determinations they are for, so other instances can be told.
    */
@@ -361,6 +385,8 @@ const make = Effect.gen(function*() {
     claim,
     acknowledge,
     recordFailure,
+    holdBack,
+    releaseHeld,
     releaseLeases,
     releaseStrayLeases,
     nextDueInMs,
