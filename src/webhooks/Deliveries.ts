@@ -38,6 +38,9 @@ const StrayLeaseRetryMs = 1_000
 /** The longest the worker sleeps with nothing due: a safety net only, every change wakes it at once. */
 const IdleWaitMs = 60_000
 
+/** Subscriptions held back behind a failing URL's probe fall due this long after the probe's outcome at the latest. */
+const ProbeOutcomeMarginMs = 1_000
+
 /** Events read for delivery that are kept (events never change once appended). */
 const EventCacheSize = 256
 
@@ -57,8 +60,8 @@ const EventCacheSize = 256
  * their leases back (due again at once, for any instance, woken by a notice on the change feed).
  *
  * Per-endpoint probing: subscriptions that share a webhook URL (exactly) share its outage. A failed attempt
- * holds back the others owing that URL until its own retry's outcome is known (retry delay + time-out), in
- * one statement; so a dead URL costs one attempt per backoff step, not one per subscription. The attempt
+ * holds back the others owing that URL until its own retry's outcome is known (retry delay + time-out +
+ * 1 s), in one statement; so a dead URL costs one attempt per backoff step, not one per subscription. The attempt
  * that gets through again makes them all due at once. The state lives in the subscriptions' rows
  * (`next_attempt_at`), so every instance honours it and nothing is lost when an instance dies: a hold
  * simply runs out. Held-back subscriptions record no attempt (docs/API.md §10.5).
@@ -151,9 +154,9 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
         const retryMs = retryDelayMs(failures, Math.random())
         const failed = yield* persist(repo.recordFailure(claimed.subscription_id, token, outcome.error, retryMs, config.webhookMaxFailureSeconds))
         const disabled = Option.isSome(failed) && failed.value.status === "disabled"
-        // This attempt was the URL's probe: the others owing it wait for its next attempt's outcome.
+        // The others owing this URL wait for the outcome of its next attempt (one probe per backoff step).
         if (Option.isSome(failed) && !disabled) {
-          yield* persist(repo.holdBack(claimed.webhook_url, claimed.subscription_id, retryMs + config.webhookTimeoutMs))
+          yield* persist(repo.holdBack(claimed.webhook_url, retryMs, retryMs + config.webhookTimeoutMs + ProbeOutcomeMarginMs))
         }
         countWebhookAttempt(disabled ? "disabled" : "failed")
         yield* logFailure({
