@@ -17,7 +17,7 @@
 // the same PUTs on determinations nobody subscribed to are measured too ("net of the change"), and the CPU
 // of the PostgreSQL backends serving the bench database is reported beside it (when the server is local).
 //   npm run bench:webhooks [-- --only fanout,steady,growth,failing] [--seconds 20] [--rate 50] [--fanout 1000]
-//     [--total 10000] [--failing 1000] [--getSeconds 8] [--laterFrom 30] [--connections 32]
+//     [--total 10000] [--failing 1000] [--failingUrls distinct|one] [--getSeconds 8] [--laterFrom 30] [--connections 32]
 // Uses a fresh database on DATABASE_URL's server (default postgres://postgres@127.0.0.1:5432/postgres),
 // dropped afterwards; the JSON result goes to bench/results/.
 import { execFileSync } from "node:child_process"
@@ -37,6 +37,7 @@ const { values } = parseArgs({
     fanout: { type: "string", default: "1000" },
     total: { type: "string", default: "10000" },
     failing: { type: "string", default: "1000" },
+    failingUrls: { type: "string", default: "distinct" },
     getSeconds: { type: "string", default: "8" },
     laterFrom: { type: "string", default: "30" },
     connections: { type: "string", default: "32" },
@@ -49,6 +50,9 @@ const rate = Number(values.rate)
 const fanoutSize = Number(values.fanout)
 const totalSubscriptions = Number(values.total)
 const failingSize = Number(values.failing)
+// The failing subscriptions' URLs: each its own path on the failing receiver, or all one URL (which the
+// worker's per-URL probing then tries once per backoff step instead of once per subscription).
+const failingOneUrl = values.failingUrls === "one"
 const getSeconds = Number(values.getSeconds)
 const laterFrom = Number(values.laterFrom)
 const connections = Number(values.connections)
@@ -395,7 +399,13 @@ const main = async () => {
       const machineUrl = `${service.baseUrl}/api/v1/trust/${benchPublicId(1)}/machine`
       await load({ url: machineUrl, connections, seconds: 3, headers: { authorization: `Bearer ${key}` } })
       log(`${failingSize} subscriptions to the failing receiver`)
-      await subscribeMany(service, key, () => benchPublicId(FailingIndex), (i) => `${failing.url}/x/${i}`, failingSize)
+      if (failingOneUrl) {
+        // A key has one subscription per determination and URL: one URL for all takes a key each.
+        const keys = await mapConcurrent(Array.from({ length: failingSize }, (_, i) => i), 16, () => createKey(service))
+        await mapConcurrent(keys, 16, (k) => subscribe(service, k, benchPublicId(FailingIndex), `${failing.url}/x`))
+      } else {
+        await subscribeMany(service, key, () => benchPublicId(FailingIndex), (i) => `${failing.url}/x/${i}`, failingSize)
+      }
       const before: MachineResult = await machineLoad(service, machineUrl, key)
       log(`  GET /machine without: ${before.requestsPerSecond.toFixed(0)} req/s, ${before.cpuMsPerRequest.toFixed(3)} ms CPU/request`)
       // The outage's onset (every subscription fails at once, then after 1, 2, 4 s …), and later, once the
@@ -431,7 +441,7 @@ const main = async () => {
         ]
       }
       rows.push(
-        failingRow(`GET /machine with ${count(failingSize)} subscriptions failing (HTTP 500), the first ${getSeconds} s of the outage, vs without (before / after)`, during, attempts),
+        failingRow(`GET /machine with ${count(failingSize)} subscriptions failing (HTTP 500, ${failingOneUrl ? "one URL" : "a URL each"}), the first ${getSeconds} s of the outage, vs without (before / after)`, during, attempts),
         failingRow(`the same from ${laterFrom} s into the outage`, later, laterAttempts)
       )
       results.machine = { before, during, attempts, later, laterAttempts, after }
@@ -450,7 +460,7 @@ const main = async () => {
     console.log(table)
     mkdirSync(join(root, "bench/results"), { recursive: true })
     writeFileSync(join(root, "bench/results", `webhooks-${new Date().toISOString().replace(/[:.]/g, "-")}.json`), JSON.stringify({
-      at: new Date().toISOString(), rate, seconds, fanoutSize, failingSize, ...results, table
+      at: new Date().toISOString(), rate, seconds, fanoutSize, failingSize, failingUrls: values.failingUrls, ...results, table
     }, null, 2))
   } finally {
     await Promise.all(processes.map((p) => p.stop()))

@@ -298,6 +298,46 @@ const make = Effect.gen(function*() {
       RETURNING status, next_attempt_at`).pipe(Effect.map((rows) => Option.fromNullishOr(rows[0])))
 
   /**
+   * Per-endpoint probing: after a failed attempt to `webhookUrl` (retried in `probeInMs`), the subscriptions
+   * owing something to that URL that would fall due before that retry (or within a second after) are held
+   * back until `holdMs` from now, past the retry's outcome, but one: the failing subscription due soonest,
+   * the URL's probe. The probe is chosen inside the statement, so the failures of an outage's first claim
+   * (up to PV_WEBHOOK_CONCURRENCY at once, on any instances) agree on it and leave exactly one, rather than
+   * each holding back the others. Rows already past the retry are not written again. One statement over
+   * the partial index of migration 0008. Only rows not leased, and either failing themselves
+   * (`attempts > 0`) or due now: one that never failed is held past the probe's next attempt, which then
+   * cannot hold it again, so a subscription that fails alone at a shared URL delays the others by one of
+   * its retries at most. Rows another statement has locked (a claim, a failure being recorded, another
+   * hold) are skipped, not waited for: the failures of one claim must not queue behind each other.
+   */
+  const holdBack = (webhookUrl: string, probeInMs: number, holdMs: number) =>
+    sql`
+      UPDATE subscriptions s SET next_attempt_at = now() + make_interval(secs => ${holdMs / 1000})
+      FROM (
+        SELECT subscription_id FROM subscriptions
+        WHERE webhook_url = ${webhookUrl} AND status = 'active' AND pending_through > delivered_through
+          AND lease_token IS NULL
+          AND next_attempt_at < now() + make_interval(secs => ${(probeInMs + 1_000) / 1000})
+          AND (attempts > 0 OR next_attempt_at <= now())
+          AND subscription_id IS DISTINCT FROM (
+            SELECT subscription_id FROM subscriptions
+            WHERE webhook_url = ${webhookUrl} AND status = 'active' AND pending_through > delivered_through
+              AND lease_token IS NULL AND attempts > 0
+            ORDER BY next_attempt_at, subscription_id
+            LIMIT 1)
+        FOR UPDATE SKIP LOCKED
+      ) held
+      WHERE s.subscription_id = held.subscription_id`.pipe(Effect.asVoid)
+
+  /** A probe to `webhookUrl` was delivered: the subscriptions held back (or backing off) for that URL are due now. */
+  const releaseHeld = (webhookUrl: string) =>
+    decodeRows(DueRow)(sql`
+      UPDATE subscriptions SET next_attempt_at = now()
+      WHERE webhook_url = ${webhookUrl} AND status = 'active' AND pending_through > delivered_through
+        AND lease_token IS NULL AND next_attempt_at > now()
+      RETURNING public_id`).pipe(Effect.map((rows) => rows.length))
+
+  /**
    * Give back every lease `token` holds (shutdown: the attempts not finished are due again at once); the
    * determinations they are for, so other instances can be told.
    */
@@ -361,6 +401,8 @@ const make = Effect.gen(function*() {
     claim,
     acknowledge,
     recordFailure,
+    holdBack,
+    releaseHeld,
     releaseLeases,
     releaseStrayLeases,
     nextDueInMs,

@@ -38,6 +38,9 @@ const StrayLeaseRetryMs = 1_000
 /** The longest the worker sleeps with nothing due: a safety net only, every change wakes it at once. */
 const IdleWaitMs = 60_000
 
+/** Subscriptions held back behind a failing URL's probe fall due this long after the probe's outcome at the latest. */
+const ProbeOutcomeMarginMs = 1_000
+
 /** Events read for delivery that are kept (events never change once appended). */
 const EventCacheSize = 256
 
@@ -55,6 +58,13 @@ const EventCacheSize = 256
  * a slow, hanging or failing receiver holds one slot and delays no other subscription. On stop it claims
  * nothing more, lets attempts in flight end within the grace period, then interrupts the rest and gives
  * their leases back (due again at once, for any instance, woken by a notice on the change feed).
+ *
+ * Per-endpoint probing: subscriptions that share a webhook URL (exactly) share its outage. A failed attempt
+ * holds back the others owing that URL until its own retry's outcome is known (retry delay + time-out +
+ * 1 s), in one statement; so a dead URL costs one attempt per backoff step, not one per subscription. The attempt
+ * that gets through again makes them all due at once. The state lives in the subscriptions' rows
+ * (`next_attempt_at`), so every instance honours it and nothing is lost when an instance dies: a hold
+ * simply runs out. Held-back subscriptions record no attempt (docs/API.md §10.5).
  *
  * A database outage pauses it; it resumes alone, and gives back the leases the outage left with no attempt
  * working on them (a delivery cut short, a claim whose answer was lost) as soon as the database answers,
@@ -132,6 +142,8 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
         if (outcome.kind === "delivered") {
           countWebhookAttempt("delivered", ((yield* Clock.currentTimeMillis) - Date.parse(event.occurred_at)) / 1000)
           const owed = yield* persist(repo.acknowledge(claimed.subscription_id, token, sequence, leaseMs))
+          // A probe that got through: the URL answers again, so what was held back for it is due now.
+          if (failures > 0 && (yield* persist(repo.releaseHeld(claimed.webhook_url))) > 0) signal()
           // Lost the lease (deleted, or taken over after it ran out), or nothing more is owed.
           if (Option.isNone(owed) || owed.value <= sequence) return null
           sequence += 1
@@ -142,6 +154,10 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
         const retryMs = retryDelayMs(failures, Math.random())
         const failed = yield* persist(repo.recordFailure(claimed.subscription_id, token, outcome.error, retryMs, config.webhookMaxFailureSeconds))
         const disabled = Option.isSome(failed) && failed.value.status === "disabled"
+        // The others owing this URL wait for the outcome of its next attempt (one probe per backoff step).
+        if (Option.isSome(failed) && !disabled) {
+          yield* persist(repo.holdBack(claimed.webhook_url, retryMs, retryMs + config.webhookTimeoutMs + ProbeOutcomeMarginMs))
+        }
         countWebhookAttempt(disabled ? "disabled" : "failed")
         yield* logFailure({
           subscription_id: claimed.subscription_id,
