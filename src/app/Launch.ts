@@ -261,10 +261,15 @@ export const launch = (workers: number): void => {
   else start()
 }
 
-/** How long a stopping primary must have accepted nothing to close its listener (as http/FrontDoor.ts). */
-const ListenerQuietMs = 60
-/** How long it waits for that; then only for a turn that accepted nothing (twice as long at most). */
-const ListenerCloseMaxMs = 250
+/**
+ * How long a stopping primary must have accepted nothing to close its listener. Unlike a single process
+ * (http/FrontDoor.ts, 60 ms and nothing in flight) it cannot see the requests in flight on its workers,
+ * whose clients come back on a new connection once answered, so the gap stands in for them: it covers a
+ * busy worker's answers (with 60 ms, one stop of twenty closed with 47 of 48 clients still in flight).
+ */
+const ListenerQuietMs = 150
+/** How long it waits for that (within the grace); then only for a turn that accepted nothing (twice as long at most). */
+const ListenerCloseMaxMs = 1000
 
 const shutdownGraceMs = () => {
   const value = Number(process.env.PV_SHUTDOWN_GRACE_MS ?? "10000")
