@@ -2,6 +2,7 @@ import cluster, { type Worker } from "node:cluster"
 import * as Net from "node:net"
 import {
   ConnectionMessage,
+  type ConnectionsAsk,
   DrainMessage,
   isClusterMessage,
   type MetricsCollect,
@@ -73,6 +74,8 @@ export const launch = (workers: number): void => {
   /** Connections accepted before any worker was ready, or while a stopping primary waits to close (closeListener). */
   const waiting: Array<Net.Socket> = []
   let holding = false
+  /** While holding: each ready worker's count of the connections handed to it still open. */
+  const handedOpen = new Map<number, number>()
   const everReady = new Set<number>()
 
   const listener = Net.createServer({ pauseOnConnect: true, noDelay: true })
@@ -162,7 +165,8 @@ export const launch = (workers: number): void => {
         if (!listener.listening) listen(() => undefined)
         for (const socket of waiting.splice(0)) dispatch(socket)
       } else if (isClusterMessage(message)) {
-        if (message.pv === "metrics:gather") gather(worker, message.id)
+        if (message.pv === "connections:open") handedOpen.set(worker.id, message.open)
+        else if (message.pv === "metrics:gather") gather(worker, message.id)
         else if (message.pv === "metrics:text") pending.get(message.id)?.({ worker: message.worker, text: message.text })
       }
     })
@@ -231,10 +235,17 @@ export const launch = (workers: number): void => {
     holding = true
     const until = performance.now() + boundMs
     let lastAccept = performance.now()
+    let lastAsked = 0
+    const ask: ConnectionsAsk = { pv: "connections:ask" }
     const look = () => {
       const now = performance.now()
       if (acceptedThisTurn > 0) lastAccept = now
-      const quiet = acceptedThisTurn === 0 && now - lastAccept >= ListenerQuietMs
+      if (now - lastAsked >= ConnectionsAskMs) {
+        lastAsked = now
+        for (const worker of ready) if (worker.isConnected()) worker.send(ask)
+      }
+      const answered = ready.every((worker) => handedOpen.get(worker.id) === 0)
+      const quiet = acceptedThisTurn === 0 && answered && now - lastAccept >= ListenerQuietMs
       if (quiet || (now > until && acceptedThisTurn === 0) || now > until + boundMs || !listener.listening) {
         listener.close()
         holding = false
@@ -261,15 +272,12 @@ export const launch = (workers: number): void => {
   else start()
 }
 
-/**
- * How long a stopping primary must have accepted nothing to close its listener. Unlike a single process
- * (http/FrontDoor.ts, 60 ms and nothing in flight) it cannot see the requests in flight on its workers,
- * whose clients come back on a new connection once answered, so the gap stands in for them: it covers a
- * busy worker's answers (with 60 ms, one stop of twenty closed with 47 of 48 clients still in flight).
- */
-const ListenerQuietMs = 150
+/** How long a stopping primary must have accepted nothing, with no handed connection open, to close its listener (as http/FrontDoor.ts). */
+const ListenerQuietMs = 60
 /** How long it waits for that (within the grace); then only for a turn that accepted nothing (twice as long at most). */
-const ListenerCloseMaxMs = 1000
+const ListenerCloseMaxMs = 250
+/** How often it asks the workers how many handed connections are still open. */
+const ConnectionsAskMs = 10
 
 const shutdownGraceMs = () => {
   const value = Number(process.env.PV_SHUTDOWN_GRACE_MS ?? "10000")
