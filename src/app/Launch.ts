@@ -274,8 +274,12 @@ export const launch = (workers: number): void => {
 
 /** How long a stopping primary must have accepted nothing, with no handed connection open, to close its listener (as http/FrontDoor.ts). */
 const ListenerQuietMs = 60
-/** How long it waits for that (within the grace); then only for a turn that accepted nothing (twice as long at most). */
-const ListenerCloseMaxMs = 250
+/**
+ * How long it waits for that (within the grace); then only for a turn that accepted nothing (twice as long
+ * at most). Longer than a single process's 250 ms: under load, two workers took about that long to answer
+ * what they had, and closing on the bound while they still did reset a few of their clients' next connects.
+ */
+const ListenerCloseMaxMs = 1_000
 /** How often it asks the workers how many handed connections are still open. */
 const ConnectionsAskMs = 10
 
