@@ -278,8 +278,9 @@ const ListenerQuietMs = 60
  * How long it waits for that (within the grace); then only for a turn that accepted nothing (twice as long
  * at most). Longer than a single process's 250 ms: under load, two workers took about that long to answer
  * what they had, and closing on the bound while they still did reset a few of their clients' next connects.
+ * Not much longer: an idle kept-alive connection stays open, and the workers' drain (`/readyz` 503) waits.
  */
-const ListenerCloseMaxMs = 1_000
+const ListenerCloseMaxMs = 500
 /** How often it asks the workers how many handed connections are still open. */
 const ConnectionsAskMs = 10
 
