@@ -226,8 +226,8 @@ export const launch = (workers: number): void => {
    * the primary keeps accepting until nobody has a reason to connect. A client answered at once would
    * come straight back on a new connection, so the connections accepted meanwhile are held (in
    * `waiting`, unread) rather than handed over: only the requests already with the workers are answered,
-   * and their clients' next connections are held too. Once nothing was accepted for ListenerQuietMs, and
-   * nothing on the turn of the event loop that closes it (the queue was empty when it looked), the
+   * and their clients' next connections are held too. Once every connection handed over is closed (the
+   * workers count them, platform/Cluster.ts), nothing was accepted for ListenerQuietMs, and nothing on the turn of the event loop that closes it (the queue was empty when it looked), the
    * listener closes; after `boundMs` on the next turn that accepted nothing, after twice that anyway.
    */
   const closeListener = (boundMs: number, then: () => void) => {
