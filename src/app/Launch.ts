@@ -2,6 +2,7 @@ import cluster, { type Worker } from "node:cluster"
 import * as Net from "node:net"
 import {
   ConnectionMessage,
+  type ConnectionsAsk,
   DrainMessage,
   isClusterMessage,
   type MetricsCollect,
@@ -41,9 +42,11 @@ const serve = async () => {
  * The primary owns the listening socket and hands each accepted connection to the next ready worker, in
  * turn (node:cluster's own round robin is not used: when its workers close their servers during a
  * drain, connections its primary already accepted are handed to a worker that has stopped, or closed
- * with the last one, and reset). On stop the primary first stops accepting (new connects are refused),
- * then tells every worker to drain: the connections it handed over reach a worker before that message,
- * on the same channel, so each is answered (503 with `Connection: close` once draining), none reset.
+ * with the last one, and reset). On stop the primary holds the connections it accepts until accepting
+ * has gone quiet, then stops accepting (new connects are refused), hands the held ones over and tells
+ * every worker to drain: the connections it handed over reach a worker before that message, on the same
+ * channel (node's IPC queues messages behind a socket in flight), so each is answered (503 with
+ * `Connection: close` once draining), none reset.
  */
 export const launch = (workers: number): void => {
   if (workers <= 1 || cluster.isWorker) {
@@ -68,13 +71,20 @@ export const launch = (workers: number): void => {
   /** Workers that said they can serve, in the order connections go to them. */
   const ready: Array<Worker> = []
   let turn = 0
-  /** Connections accepted before any worker was ready. */
+  /** Connections accepted before any worker was ready, or while a stopping primary waits to close (closeListener). */
   const waiting: Array<Net.Socket> = []
+  let holding = false
+  /** While holding: each ready worker's count of the connections handed to it still open. */
+  const handedOpen = new Map<number, number>()
   const everReady = new Set<number>()
 
   const listener = Net.createServer({ pauseOnConnect: true, noDelay: true })
   const dispatch = (socket: Net.Socket, attempts = 0): void => {
     if (socket.destroyed) return
+    if (holding) {
+      waiting.push(socket)
+      return
+    }
     if (ready.length === 0) {
       if (stopping) socket.destroy()
       else waiting.push(socket)
@@ -155,7 +165,8 @@ export const launch = (workers: number): void => {
         if (!listener.listening) listen(() => undefined)
         for (const socket of waiting.splice(0)) dispatch(socket)
       } else if (isClusterMessage(message)) {
-        if (message.pv === "metrics:gather") gather(worker, message.id)
+        if (message.pv === "connections:open") handedOpen.set(worker.id, message.open)
+        else if (message.pv === "metrics:gather") gather(worker, message.id)
         else if (message.pv === "metrics:text") pending.get(message.id)?.({ worker: message.worker, text: message.text })
       }
     })
@@ -194,9 +205,10 @@ export const launch = (workers: number): void => {
     setTimeout(() => {
       for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill("SIGKILL")
     }, shutdownGraceMs() + 12_000).unref()
-    // Stop accepting first; then every connection accepted is already on its way to a worker.
-    closeListener(() => {
-      for (const socket of waiting.splice(0)) socket.destroy()
+    // Stop accepting first, then hand the connections held meanwhile to the workers (none ready: they
+    // are closed, nothing was sent on them yet that anyone answered): the drain message follows them.
+    closeListener(Math.min(ListenerCloseMaxMs, shutdownGraceMs()), () => {
+      for (const socket of waiting.splice(0)) dispatch(socket)
       const workersLeft = Object.values(cluster.workers ?? {})
       if (workersLeft.length === 0) process.exit(exitCode)
       for (const worker of workersLeft) {
@@ -211,15 +223,32 @@ export const launch = (workers: number): void => {
   }
   /**
    * Closing a listening socket resets the connections the system completed and nobody accepted yet, so
-   * the close waits (up to ListenerQuietMs) for a turn of the event loop that accepted nothing: the queue
-   * was empty when it looked, and the close follows at once.
+   * the primary keeps accepting until nobody has a reason to connect. A client answered at once would
+   * come straight back on a new connection, so the connections accepted meanwhile are held (in
+   * `waiting`, unread) rather than handed over: only the requests already with the workers are answered,
+   * and their clients' next connections are held too. Once every connection handed over is closed (the
+   * workers count them, platform/Cluster.ts), nothing was accepted for ListenerQuietMs, and nothing on the turn of the event loop that closes it (the queue was empty when it looked), the
+   * listener closes; after `boundMs` on the next turn that accepted nothing, after twice that anyway.
    */
-  const closeListener = (then: () => void) => {
+  const closeListener = (boundMs: number, then: () => void) => {
     if (!listener.listening) return then()
-    const until = performance.now() + ListenerQuietMs
+    holding = true
+    const until = performance.now() + boundMs
+    let lastAccept = performance.now()
+    let lastAsked = 0
+    const ask: ConnectionsAsk = { pv: "connections:ask" }
     const look = () => {
-      if (acceptedThisTurn === 0 || performance.now() > until) {
+      const now = performance.now()
+      if (acceptedThisTurn > 0) lastAccept = now
+      if (now - lastAsked >= ConnectionsAskMs) {
+        lastAsked = now
+        for (const worker of ready) if (worker.isConnected()) worker.send(ask)
+      }
+      const answered = ready.every((worker) => handedOpen.get(worker.id) === 0)
+      const quiet = acceptedThisTurn === 0 && answered && now - lastAccept >= ListenerQuietMs
+      if (quiet || (now > until && acceptedThisTurn === 0) || now > until + boundMs || !listener.listening) {
         listener.close()
+        holding = false
         return then()
       }
       acceptedThisTurn = 0
@@ -243,8 +272,17 @@ export const launch = (workers: number): void => {
   else start()
 }
 
-/** The longest a stopping primary keeps accepting while it waits for a quiet turn to close its listener. */
-const ListenerQuietMs = 250
+/** How long a stopping primary must have accepted nothing, with no handed connection open, to close its listener (as http/FrontDoor.ts). */
+const ListenerQuietMs = 60
+/**
+ * How long it waits for that (within the grace); then only for a turn that accepted nothing (twice as long
+ * at most). Longer than a single process's 250 ms: under load, two workers took about that long to answer
+ * what they had, and closing on the bound while they still did reset a few of their clients' next connects.
+ * Not much longer: an idle kept-alive connection stays open, and the workers' drain (`/readyz` 503) waits.
+ */
+const ListenerCloseMaxMs = 500
+/** How often it asks the workers how many handed connections are still open. */
+const ConnectionsAskMs = 10
 
 const shutdownGraceMs = () => {
   const value = Number(process.env.PV_SHUTDOWN_GRACE_MS ?? "10000")

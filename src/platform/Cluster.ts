@@ -1,4 +1,5 @@
 import cluster from "node:cluster"
+import * as Net from "node:net"
 
 /**
  * The messages between a cluster's primary and its workers (PV_WORKERS > 1, src/app/Launch.ts), over
@@ -38,7 +39,17 @@ export interface MetricsGathered {
   readonly texts: ReadonlyArray<{ readonly worker: string; readonly text: string }>
 }
 
-export type ClusterMessage = MetricsGather | MetricsCollect | MetricsText | MetricsGathered
+/** Primary → worker, while a stopping primary waits to close its listener: how many connections handed to you are open? */
+export interface ConnectionsAsk {
+  readonly pv: "connections:ask"
+}
+/** Worker → primary: the connections handed to this worker that are still open. */
+export interface ConnectionsOpen {
+  readonly pv: "connections:open"
+  readonly open: number
+}
+
+export type ClusterMessage = MetricsGather | MetricsCollect | MetricsText | MetricsGathered | ConnectionsAsk | ConnectionsOpen
 
 export const isClusterMessage = (message: unknown): message is ClusterMessage =>
   typeof message === "object" && message !== null && typeof (message as { pv?: unknown }).pv === "string"
@@ -60,4 +71,25 @@ export const sendToPrimary = (message: unknown): boolean => {
   } catch {
     return false
   }
+}
+
+/**
+ * A worker counts the connections handed to it that are still open and tells the primary when asked: a
+ * stopping primary closes its listener only once they are answered and closed (app/Launch.ts), since
+ * their clients come back on a new connection. Counted here, beside whoever serves them (http/FrontDoor.ts).
+ */
+if (isClusterWorker()) {
+  let open = 0
+  const onMessage = (message: unknown, socket: unknown) => {
+    if (message === ConnectionMessage && socket instanceof Net.Socket) {
+      open++
+      socket.once("close", () => open--)
+    } else if (message === DrainMessage) {
+      process.off("message", onMessage)
+    } else if (isClusterMessage(message) && message.pv === "connections:ask") {
+      const reply: ConnectionsOpen = { pv: "connections:open", open }
+      sendToPrimary(reply)
+    }
+  }
+  process.on("message", onMessage)
 }
