@@ -8,6 +8,7 @@ import { generateKeyPairSync, randomBytes } from "node:crypto"
 import pg from "pg"
 import { benchPublicId, chainPublicId, mcp2026Body, mcp2026Headers } from "./data.js"
 import { load, runScript, startProcess } from "./lib.js"
+import { summarise } from "./profileSummary.js"
 
 const scenario = process.argv[2] ?? "machine"
 const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
@@ -22,27 +23,6 @@ const admin = async (sql: string) => {
   await client.end()
 }
 
-interface ProfileNode { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }
-
-const summarise = (file: string) => {
-  const profile = JSON.parse(readFileSync(file, "utf8")) as { nodes: Array<ProfileNode>; samples: Array<number>; timeDeltas: Array<number> }
-  const nodes = new Map(profile.nodes.map((n) => [n.id, n]))
-  const self = new Map<string, number>()
-  const byPackage = new Map<string, number>()
-  let total = 0
-  profile.samples.forEach((id, i) => {
-    const node = nodes.get(id)!
-    const t = profile.timeDeltas[i] ?? 0
-    total += t
-    const url = node.callFrame.url.replace(/.*node_modules\//, "").replace(/.*\/(src|bench)\//, "$1/")
-    const where = url === "" ? "(native/runtime)" : url.split("/").slice(0, url.startsWith("@") ? 2 : 1).join("/")
-    self.set(`${node.callFrame.functionName || "(anonymous)"} ${url}:${node.callFrame.lineNumber}`, (self.get(`${node.callFrame.functionName || "(anonymous)"} ${url}:${node.callFrame.lineNumber}`) ?? 0) + t)
-    byPackage.set(where, (byPackage.get(where) ?? 0) + t)
-  })
-  const top = (m: Map<string, number>, n: number) =>
-    [...m].sort((a, b) => b[1] - a[1]).slice(0, n).map(([k, t]) => `  ${(100 * t / total).toFixed(1).padStart(5)}%  ${k}`).join("\n")
-  return `by package:\n${top(byPackage, 12)}\nby function:\n${top(self, 25)}`
-}
 
 const main = async () => {
   await admin(`CREATE DATABASE ${dbName}`)

@@ -1,11 +1,12 @@
 // `node --import tsx bench/profileCompiled.ts [machine|mcp|replay]`: like bench/profile.ts, but the server is the
 // COMPILED one (dist/src/main.js, `npm run build` first), so tsx's loader does not show up in the profile.
 import { generateKeyPairSync, randomBytes } from "node:crypto"
-import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
+import { copyFileSync, mkdtempSync, readdirSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import pg from "pg"
 import { adminQuery, benchAdminUrl, load, startProcess } from "./lib.js"
+import { summarise } from "./profileSummary.js"
 
 const scenario = process.argv[2] ?? "machine"
 const dbName = `pv_profc_${Date.now()}`
@@ -14,48 +15,6 @@ const operatorToken = `p_${randomBytes(24).toString("hex")}`
 const pem = () => generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }).toString()
 const publicId = "DET-V1-PROF-0001"
 
-interface ProfileNode { id: number; children?: Array<number>; callFrame: { functionName: string; url: string; lineNumber: number } }
-const summarise = (file: string) => {
-  const profile = JSON.parse(readFileSync(file, "utf8")) as { nodes: Array<ProfileNode>; samples: Array<number>; timeDeltas: Array<number> }
-  const nodes = new Map(profile.nodes.map((n) => [n.id, n]))
-  const self = new Map<string, number>()
-  const byPackage = new Map<string, number>()
-  let total = 0
-  profile.samples.forEach((id, i) => {
-    const node = nodes.get(id)!
-    const t = profile.timeDeltas[i] ?? 0
-    total += t
-    const url = node.callFrame.url.replace(/.*node_modules\//, "").replace(/.*\/(src|bench)\//, "$1/")
-    const where = url === "" ? "(native/runtime)" : url.split("/").slice(0, url.startsWith("@") ? 2 : url.startsWith("src/") ? 2 : 1).join("/")
-    const key = `${node.callFrame.functionName || "(anonymous)"} ${url}:${node.callFrame.lineNumber}`
-    self.set(key, (self.get(key) ?? 0) + t)
-    byPackage.set(where, (byPackage.get(where) ?? 0) + t)
-  })
-  const top = (m: Map<string, number>, n: number) =>
-    [...m].sort((a, b) => b[1] - a[1]).slice(0, n).map(([k, t]) => `  ${(100 * t / total).toFixed(1).padStart(5)}%  ${k}`).join("\n")
-  // Inclusive time of the service's own functions (each counted once per sample), against all non-idle time.
-  const parent = new Map<number, number>()
-  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id)
-  const inclusive = new Map<string, number>()
-  let busy = 0
-  profile.samples.forEach((id, i) => {
-    const t = profile.timeDeltas[i] ?? 0
-    if (nodes.get(id)!.callFrame.functionName === "(idle)") return
-    busy += t
-    const seen = new Set<string>()
-    for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
-      const f = nodes.get(at)!.callFrame
-      if (!/\/(src|effect|platform-node)\//.test(f.url) && !f.url.startsWith("node:_http")) continue
-      const key = `${f.functionName || "(anonymous)"} ${f.url.replace(/.*node_modules\//, "").replace(/.*\/(src)\//, "$1/")}:${f.lineNumber}`
-      if (seen.has(key)) continue
-      seen.add(key)
-      inclusive.set(key, (inclusive.get(key) ?? 0) + t)
-    }
-  })
-  const topBusy = (m: Map<string, number>, n: number) =>
-    [...m].sort((a, b) => b[1] - a[1]).slice(0, n).map(([k, t]) => `  ${(100 * t / busy).toFixed(1).padStart(5)}%  ${k}`).join("\n")
-  return `by package:\n${top(byPackage, 20)}\nby function:\n${top(self, 60)}\ninclusive, of busy time:\n${topBusy(inclusive, 90)}`
-}
 
 await adminQuery(`CREATE DATABASE ${dbName}`)
 const url = new URL(benchAdminUrl)
