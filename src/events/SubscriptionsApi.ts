@@ -49,7 +49,10 @@ export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
   .add(
     HttpApiEndpoint.get("list", "/subscriptions", {
       query: {
-        after: Schema.optionalKey(Schema.String.annotate({ description: "A subscription_id: return those created after it (next_after)" })),
+        // Checked here, so text a database cannot hold (NUL, lone surrogates) is a 422 and never reaches SQL.
+        after: Schema.optionalKey(Schema.String.check(Schema.isPattern(/^sub_[0-9A-HJKMNP-TV-Z]{26}$/u, {
+          message: "must be a subscription_id (sub_ + ULID), as next_after gives it"
+        })).annotate({ description: "A subscription_id: return those created after it (next_after)" })),
         limit: QueryInt(`must be an integer between 1 and ${MaxSubscriptionPage}`, `Page size, default 50, at most ${MaxSubscriptionPage}`,
           1, MaxSubscriptionPage)
       },

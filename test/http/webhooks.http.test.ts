@@ -116,6 +116,12 @@ describe(`subscriptions over REST (${testDatabaseKind()})`, () => {
     const rest = await request(server, "GET", `/api/v1/subscriptions?after=${first.body.next_after}&limit=100`, { bearer: key.api_key })
     expect(rest.body.subscriptions.map((s: { subscription_id: string }) => s.subscription_id)).toEqual(ids.slice(1))
     expect(rest.body.next_after).toBeNull()
+    // A cursor that is not a subscription id (NUL, a lone surrogate, anything else) is refused, never sent to SQL.
+    for (const bad of ["%00", "sub_nope"]) {
+      expectProblem(await request(server, "GET", `/api/v1/subscriptions?after=${bad}`, { bearer: key.api_key }), 422, "validation-failed")
+    }
+    // Percent-encoding that is not UTF-8 (a lone surrogate) is refused before any route.
+    expectProblem(await request(server, "GET", "/api/v1/subscriptions?after=%ED%A0%80", { bearer: key.api_key }), 400, "bad-request")
 
     // Another tenant sees none of it; a key without the scope is refused; unknown targets are 404.
     const other = await createKey(server, ["subscription:write"], { tenant_id: "tenant-other" })
