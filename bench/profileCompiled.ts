@@ -1,10 +1,11 @@
-// `node --import tsx bench/profileCompiled.ts [machine|mcp|replay]`: like bench/profile.ts, but the server is the
+// `node --import tsx bench/profileCompiled.ts [machine|mcp|mcp2026|replay]`: like bench/profile.ts, but the server is the
 // COMPILED one (dist/src/main.js, `npm run build` first), so tsx's loader does not show up in the profile.
 import { generateKeyPairSync, randomBytes } from "node:crypto"
 import { copyFileSync, mkdtempSync, readdirSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import pg from "pg"
+import { mcp2026Body, mcp2026Headers } from "./data.js"
 import { adminQuery, benchAdminUrl, load, startProcess } from "./lib.js"
 import { summarise } from "./profileSummary.js"
 
@@ -51,6 +52,10 @@ try {
     mcp: {
       url: `${base}/api/v1/mcp`, method: "POST", headers: { ...json, accept: "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18" },
       body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "resolve_trust", arguments: { public_id: publicId } } })
+    },
+    mcp2026: {
+      url: `${base}/api/v1/mcp`, method: "POST", headers: { ...json, accept: "application/json, text/event-stream", ...mcp2026Headers },
+      body: mcp2026Body(publicId)
     },
     replay: {
       url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, body: JSON.stringify({

@@ -185,9 +185,9 @@ const encodeEnvelope = Schema.encodeSync(JsonRpcResponse, { onExcessProperty: "e
 export const encodeResponse = (response: Response): string => {
   try {
     if ("result" in response && response.result instanceof PreEncoded) {
-      // The result is already JSON text: the envelope is encoded without it and the text goes in last.
-      const envelope = JSON.stringify(encodeEnvelope({ jsonrpc: response.jsonrpc, id: response.id }))
-      return `${envelope.slice(0, -1)},"result":${response.result.json}}`
+      // The result is already JSON text, and the rest is the version and an id `classify` checked (a string or
+      // a finite number, as the envelope schema's Id): the envelope is written around the text directly.
+      return `{"jsonrpc":"2.0","id":${JSON.stringify(response.id)},"result":${response.result.json}}`
     }
     const text = JSON.stringify(encodeEnvelope(response))
     if (typeof text === "string") return text

@@ -1,4 +1,4 @@
-import { Clock, Context, Effect, Layer, Option, Result, Schema } from "effect"
+import { Context, Effect, Layer, Option, Result, Schema } from "effect"
 import type { Caller } from "../access/ApiKeys.js"
 import { nextFreshnessBoundary } from "../domain/Freshness.js"
 import { exceedsDepth, MaxJsonDepth } from "../domain/Json.js"
@@ -16,7 +16,7 @@ import { Determinations } from "../trust/Determinations.js"
 import { TrustResolver } from "../trust/TrustResolver.js"
 import * as Era from "./Era.js"
 import * as JsonRpc from "./JsonRpc.js"
-import { type EncodedResult, type EncodedResults, fieldErrorsOf, type Tool, tools, type ToolServices } from "./Tools.js"
+import { type EncodedResult, type EncodedResults, fieldErrorsOf, type InvalidArguments, type Tool, tools, type ToolServices } from "./Tools.js"
 
 export {
   isSupportedProtocolVersion,
@@ -126,6 +126,13 @@ const decodeParams = <A, I>(method: string, schema: Schema.Codec<A, I>, params: 
     (error) => invalidParams(method, error)
   ))
 
+const decodeCallToolParams = Schema.decodeUnknownResult(CallToolParams)
+
+const errorObject = ({ code, message, data }: JsonRpc.RpcFailure): JsonRpc.ErrorObject =>
+  data === undefined ? { code, message } : { code, message, data }
+
+const reply200 = (response: JsonRpc.Response): JsonRpc.Reply => ({ _tag: "Answer", status: 200, body: JsonRpc.encodeResponse(response) })
+
 /** A tool's domain failure: -32000 with the REST problem object as data. */
 const toolFailure = (error: ProblemError) => {
   const problem = toProblemDocument(error)
@@ -190,7 +197,9 @@ export const toolErrorResult = (problem: ProblemDocument) => ({
 })
 
 const make = Effect.gen(function*() {
-  const services = yield* Effect.context<ToolServices>()
+  // Only the tools' services: providing a context merges it into the request's, one write per service, so
+  // the whole build-time context (every service of the app) would cost that on every tools/call.
+  const services = Context.pick(TrustResolver, Determinations, Receipts, Subscriptions)(yield* Effect.context<ToolServices>())
   const byName = new Map(tools.map((tool) => [tool.name, tool]))
   // Declaration order (Tools.ts), the same on every request: clients and prompt caches may rely on it.
   const toolList = { tools: tools.map(describeTool) }
@@ -216,47 +225,64 @@ const make = Effect.gen(function*() {
   const runTool = (tool: Tool, args: Record<string, unknown> | undefined) =>
     tool.call(args ?? {}, encoded.get(tool.name)!).pipe(Effect.provideContext(services))
 
-  const callTool = (params: JsonRpc.Params | undefined) =>
-    Effect.gen(function*() {
-      const { name, arguments: args } = yield* decodeParams("tools/call", CallToolParams, params)
-      const tool = byName.get(name)
-      if (tool === undefined) {
-        return yield* Effect.fail(new JsonRpc.RpcFailure({
-          code: JsonRpc.ErrorCode.MethodNotFound,
-          message: `Unknown tool: ${name.slice(0, 100)}. tools/list names the ${tools.length} tools.`
-        }))
-      }
-      const result = yield* runTool(tool, args).pipe(
-        Effect.mapError((error) =>
-          error._tag === "InvalidArguments"
-            ? new JsonRpc.RpcFailure({
-              code: JsonRpc.ErrorCode.InvalidParams,
-              message: `Invalid params: the arguments do not match the inputSchema of ${name}.`,
-              data: toProblemDocument(error.problem)
-            })
-            : toolFailure(error)
-        )
-      )
-      return new JsonRpc.PreEncoded(result.callResultJson)
-    })
+  /**
+   * tools/call params → the tool and its arguments, synchronously. An unknown tool is -32601 in the 2025
+   * revisions and -32602 in 2026-07-28 (the spec's example).
+   */
+  const findTool = (params: JsonRpc.Params | undefined, unknownToolCode: number) => {
+    const decoded = decodeCallToolParams(params ?? {}, { errors: "all" })
+    if (Result.isFailure(decoded)) return Result.fail(invalidParams("tools/call", decoded.failure))
+    const { name, arguments: args } = decoded.success
+    const tool = byName.get(name)
+    return tool === undefined
+      ? Result.fail(new JsonRpc.RpcFailure({ code: unknownToolCode, message: `Unknown tool: ${name.slice(0, 100)}. tools/list names the ${tools.length} tools.` }))
+      : Result.succeed({ tool, args })
+  }
 
-  /** tools/call of revision 2026-07-28: an unknown tool is -32602, a failing tool an isError result. */
-  const callToolModern = (params: JsonRpc.Params | undefined) =>
-    Effect.gen(function*() {
-      const { name, arguments: args } = yield* decodeParams("tools/call", CallToolParams, params)
-      const tool = byName.get(name)
-      if (tool === undefined) {
-        return yield* Effect.fail(new JsonRpc.RpcFailure({
-          code: JsonRpc.ErrorCode.InvalidParams,
-          message: `Unknown tool: ${name.slice(0, 100)}. tools/list names the ${tools.length} tools.`
-        }))
-      }
-      const nowMs = yield* Clock.currentTimeMillis
-      return yield* runTool(tool, args).pipe(Effect.match({
-        onFailure: (error): unknown => toolErrorResult(toProblemDocument(error._tag === "InvalidArguments" ? error.problem : error)),
-        onSuccess: (result): unknown => modernCallResult(result, nowMs)
-      }))
+  /** A tool's failure in the 2025 revisions: bad arguments -32602, a domain failure -32000, both with the problem. */
+  const legacyToolError = (name: string, error: InvalidArguments | ProblemError) =>
+    error._tag === "InvalidArguments"
+      ? new JsonRpc.RpcFailure({
+        code: JsonRpc.ErrorCode.InvalidParams,
+        message: `Invalid params: the arguments do not match the inputSchema of ${name}.`,
+        data: toProblemDocument(error.problem)
+      })
+      : toolFailure(error)
+
+  /** tools/call inside a 2025-03-26 batch (through the generic handlers). */
+  const callTool = (params: JsonRpc.Params | undefined): Effect.Effect<unknown, JsonRpc.RpcFailure, Caller> => {
+    const found = findTool(params, JsonRpc.ErrorCode.MethodNotFound)
+    if (Result.isFailure(found)) return Effect.fail(found.failure)
+    const { tool, args } = found.success
+    return Effect.mapBoth(runTool(tool, args), {
+      onFailure: (error) => legacyToolError(tool.name, error),
+      onSuccess: (result) => new JsonRpc.PreEncoded(result.callResultJson)
     })
+  }
+
+  /**
+   * A single tools/call request of either era → its reply, in as few steps as the work allows: the params,
+   * the tool, the scope and the arguments are checked synchronously, and the tool's result is spliced into
+   * the envelope as the text it was encoded to once. The same checks, codes and results as every other
+   * method (the generic path answers batches); a defect is logged and answered -32603.
+   */
+  const toolsCall = (id: JsonRpc.RequestId, params: JsonRpc.Params | undefined, modern: boolean): Effect.Effect<JsonRpc.Reply, never, Caller> => {
+    const found = findTool(params, modern ? JsonRpc.ErrorCode.InvalidParams : JsonRpc.ErrorCode.MethodNotFound)
+    if (Result.isFailure(found)) return Effect.succeed(reply200(JsonRpc.failure(id, errorObject(found.failure))))
+    const { tool, args } = found.success
+    const answered = modern
+      ? Effect.clockWith((clock) =>
+        Effect.match(runTool(tool, args), {
+          onFailure: (error) => reply200(JsonRpc.success(id, toolErrorResult(toProblemDocument(error._tag === "InvalidArguments" ? error.problem : error)))),
+          onSuccess: (result) => reply200(JsonRpc.success(id, modernCallResult(result, clock.currentTimeMillisUnsafe())))
+        }))
+      : Effect.match(runTool(tool, args), {
+        onFailure: (error) => reply200(JsonRpc.failure(id, errorObject(legacyToolError(tool.name, error)))),
+        onSuccess: (result) => reply200(JsonRpc.success(id, new JsonRpc.PreEncoded(result.callResultJson)))
+      })
+    return Effect.catchDefect(answered, (defect) =>
+      Effect.as(Effect.logError("MCP tools/call failed", defect), reply200(JsonRpc.internalError(id))))
+  }
 
   const request = (method: string, params: JsonRpc.Params | undefined): Effect.Effect<unknown, JsonRpc.RpcFailure, Caller> => {
     switch (method) {
@@ -279,17 +305,15 @@ const make = Effect.gen(function*() {
   }
 
   /**
-   * The methods of revision 2026-07-28 for a tools server. `initialize` and `ping` are gone from it;
-   * `subscriptions/listen` is not offered (docs/API.md says why), so it is an unknown method like any other.
+   * The methods of revision 2026-07-28 for a tools server besides tools/call (toolsCall answers it, in
+   * `answer`). `initialize` and `ping` are gone from it; `subscriptions/listen` is not offered (docs/API.md says why), so it is an unknown method like any other.
    */
-  const modernRequest = (method: string, params: JsonRpc.Params | undefined): Effect.Effect<unknown, JsonRpc.RpcFailure, Caller> => {
+  const modernRequest = (method: string): Effect.Effect<unknown, JsonRpc.RpcFailure, Caller> => {
     switch (method) {
       case "server/discover":
         return Effect.succeed(discovery)
       case "tools/list":
         return Effect.succeed(modernToolList)
-      case "tools/call":
-        return callToolModern(params)
       default:
         return Effect.fail(JsonRpc.methodNotFound(method))
     }
@@ -308,7 +332,7 @@ const make = Effect.gen(function*() {
   const answerModern = (routed: Extract<Era.Route, { _tag: "Modern" }>): Effect.Effect<JsonRpc.Reply, never, Caller> =>
     Effect.map(
       JsonRpc.answerMessage({ _tag: "Request", id: routed.id, method: routed.method, params: routed.params }, {
-        request: (method, params) => logged(method, modernRequest(method, params)),
+        request: (method) => logged(method, modernRequest(method)),
         notification: () => Effect.void
       }),
       (response): JsonRpc.Reply => ({
@@ -328,13 +352,15 @@ const make = Effect.gen(function*() {
     const routed = Era.route(envelope, headers)
     switch (routed._tag) {
       case "Legacy":
-        return JsonRpc.answerEnvelope(envelope, legacyHandlers)
+        return envelope._tag === "Single" && envelope.message._tag === "Request" && envelope.message.method === "tools/call"
+          ? toolsCall(envelope.message.id, envelope.message.params, false)
+          : JsonRpc.answerEnvelope(envelope, legacyHandlers)
       case "ModernNotification":
         return Effect.succeed({ _tag: "Accepted" })
       case "Refused":
         return Effect.succeed({ _tag: "Answer", status: routed.status, body: JsonRpc.encodeResponse(routed.response) })
       case "Modern":
-        return answerModern(routed)
+        return routed.method === "tools/call" ? toolsCall(routed.id, routed.params, true) : answerModern(routed)
     }
   }
 

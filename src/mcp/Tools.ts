@@ -1,5 +1,5 @@
 import { Data, Effect, Result, Schema } from "effect"
-import { Caller, requireScope } from "../access/ApiKeys.js"
+import { Caller, scopeRefusal } from "../access/ApiKeys.js"
 import type { ApiKeyRecord } from "../domain/AccessKey.js"
 import type { Scope } from "../domain/ApiKey.js"
 import { DigestPattern } from "../domain/Canonical.js"
@@ -172,17 +172,17 @@ export const defineTool = <I, II, O, OI>(spec: ToolSpec<I, II, O, OI>): Tool => 
   const decodeStrict = Schema.decodeUnknownResult(spec.input)
   const decode = spec.decode ??
     ((args: unknown) => Result.mapError(decodeStrict(args, { errors: "all", onExcessProperty: "error" }), argumentsProblem))
-  // A result that does not fit the declared outputSchema is a bug: a defect, never a partial answer.
-  const encode = Schema.encodeEffect(spec.output)
-  const encodeOnce = (output: O, encoded: EncodedResults): Effect.Effect<EncodedResult> => {
+  // A result that does not fit the declared outputSchema is a bug: a defect (the throw inside Effect.map),
+  // never a partial answer.
+  const encode = Schema.encodeSync(spec.output)
+  const encodeOnce = (output: O, encoded: EncodedResults): EncodedResult => {
     const known = typeof output === "object" && output !== null ? encoded.get(output) : undefined
-    if (known !== undefined) return Effect.succeed(known)
-    return Effect.map(Effect.orDie(encode(output, { onExcessProperty: "error" })), (value) => {
-      const text = JSON.stringify(value)
-      const result = { value, text, callResultJson: `{"content":[{"type":"text","text":${JSON.stringify(text)}}],"structuredContent":${text}}` }
-      if (typeof output === "object" && output !== null) encoded.set(output, result)
-      return result
-    })
+    if (known !== undefined) return known
+    const value = encode(output, { onExcessProperty: "error" })
+    const text = JSON.stringify(value)
+    const result = { value, text, callResultJson: `{"content":[{"type":"text","text":${JSON.stringify(text)}}],"structuredContent":${text}}` }
+    if (typeof output === "object" && output !== null) encoded.set(output, result)
+    return result
   }
   return {
     name: spec.name,
@@ -192,12 +192,15 @@ export const defineTool = <I, II, O, OI>(spec: ToolSpec<I, II, O, OI>): Tool => 
     annotations: spec.annotations,
     inputSchema: { ...objectJsonSchema(spec.input), title: `${spec.title}: arguments` },
     outputSchema: { ...objectJsonSchema(spec.output), title: `${spec.title}: result` },
+    // Scope and arguments are checked synchronously; only the tool's own work is an Effect (every call
+    // of every revision comes through here, so the fewer steps, the cheaper an agent's call).
     call: (args, encoded) =>
-      Effect.gen(function*() {
-        const caller = yield* requireScope(spec.scope)
-        const input = yield* Effect.fromResult(Result.mapError(decode(args), (problem) => new InvalidArguments({ problem })))
-        const output = yield* spec.run(input, caller)
-        return yield* encodeOnce(output, encoded)
+      Effect.flatMap(Caller, (caller): Effect.Effect<EncodedResult, InvalidArguments | ProblemError, ToolServices> => {
+        const refused = scopeRefusal(caller, spec.scope)
+        if (refused !== undefined) return Effect.fail(refused)
+        const input = decode(args)
+        if (Result.isFailure(input)) return Effect.fail(new InvalidArguments({ problem: input.failure }))
+        return Effect.map(spec.run(input.success, caller), (output) => encodeOnce(output, encoded))
       })
   }
 }

@@ -379,3 +379,19 @@ describe("JSON-RPC 2.0 codec: properties", () => {
     }
   }), { numRuns: 2000 }))
 })
+
+describe("JSON-RPC 2.0 codec: pre-encoded results", () => {
+  // A tool result is spliced into the envelope as the text it was encoded to once; the envelope around it is
+  // written directly. It must be the envelope the declared schema writes, for every id a request can carry.
+  it("writes the same response as the schema-encoded one, for every request id and JSON result", () =>
+    fc.assert(fc.property(
+      fc.oneof(fc.string(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.integer()),
+      fc.jsonValue(),
+      (id, result) => {
+        const direct = JsonRpc.encodeResponse(JsonRpc.success(id, new JsonRpc.PreEncoded(JSON.stringify(result))))
+        const viaSchema = JsonRpc.encodeResponse(JsonRpc.success(id, result))
+        expect(direct).toBe(viaSchema)
+        expect(JSON.parse(direct)).toEqual({ jsonrpc: "2.0", id: JSON.parse(JSON.stringify(id)), result: JSON.parse(JSON.stringify(result)) })
+      }
+    ), { numRuns: 2000 }))
+})
