@@ -1,10 +1,11 @@
-import { ByteSize, Effect, Layer, Option } from "effect"
-import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { NodeHttpServerRequest, NodeStream } from "@effect/platform-node"
+import { Effect, Layer, Option } from "effect"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
-import { requireScope } from "../access/ApiKeys.js"
+import { Caller, scopeRefusal } from "../access/ApiKeys.js"
 import { Api } from "../api/Api.js"
 import { instanceOf, MaxBodyBytes, problemResponse } from "../api/Problems.js"
-import { MethodNotAllowed, PayloadTooLarge } from "../domain/Problem.js"
+import { type InsufficientScope, MethodNotAllowed, type NotAcceptable, PayloadTooLarge, type UnsupportedMediaType } from "../domain/Problem.js"
 import { withMiddlewaresOnly } from "../http/GroupContext.js"
 import { Mcp, transportProblem } from "./Mcp.js"
 
@@ -17,20 +18,20 @@ const tooLarge = () => new PayloadTooLarge({ detail: `Request bodies are limited
 
 /**
  * The body as text, at most MaxBodyBytes (413 beyond). Bytes that are not UTF-8 are not JSON: they become
- * text that JSON-RPC answers with its parse error (-32700), never silently replaced characters.
+ * text that JSON-RPC answers with its parse error (-32700), never silently replaced characters. Read from
+ * the Node request with the platform's own reader: `request.arrayBuffer` would also build and run a cached
+ * Effect per request, for a body this handler reads once.
  */
 const readBody = (request: HttpServerRequest.HttpServerRequest) =>
-  request.arrayBuffer.pipe(
-    Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(MaxBodyBytes)),
-    Effect.mapError(tooLarge),
-    Effect.filterOrFail((bytes) => bytes.byteLength <= MaxBodyBytes, tooLarge),
-    Effect.map((bytes) => {
+  Effect.map(
+    NodeStream.toArrayBuffer(() => NodeHttpServerRequest.toIncomingMessage(request), { maxBytes: MaxBodyBytes, onError: tooLarge }),
+    (bytes) => {
       try {
         return strictUtf8.decode(bytes)
       } catch {
         return notJson
       }
-    })
+    }
   )
 
 const methodNotAllowed = Effect.gen(function*() {
@@ -48,14 +49,14 @@ export const McpHttpLive = Layer.unwrap(Effect.gen(function*() {
   return withMiddlewaresOnly(HttpApiBuilder.group(Api, "mcp", (handlers) =>
     handlers
       .handleRaw("call", ({ request }) =>
-        Effect.gen(function*() {
-          yield* requireScope("mcp:call")
-          const refused = transportProblem(request.headers)
-          if (Option.isSome(refused)) return yield* Effect.fail(refused.value)
-          const reply = yield* mcp.answer(yield* readBody(request), request.headers)
-          return reply._tag === "Accepted"
-            ? HttpServerResponse.empty({ status: 202 })
-            : HttpServerResponse.text(reply.body, { status: reply.status, contentType: "application/json" })
+        Effect.flatMap(Caller, (caller): Effect.Effect<HttpServerResponse.HttpServerResponse, InsufficientScope | NotAcceptable | PayloadTooLarge | UnsupportedMediaType, Caller> => {
+          const refused = scopeRefusal(caller, "mcp:call") ?? Option.getOrUndefined(transportProblem(request.headers))
+          if (refused !== undefined) return Effect.fail(refused)
+          return Effect.flatMap(readBody(request), (body) =>
+            Effect.map(mcp.answer(body, request.headers), (reply) =>
+              reply._tag === "Accepted"
+                ? HttpServerResponse.empty({ status: 202 })
+                : HttpServerResponse.text(reply.body, { status: reply.status, contentType: "application/json" })))
         }))
       .handle("stream", () => methodNotAllowed)
       .handle("endSession", () => methodNotAllowed)))
