@@ -1,0 +1,224 @@
+import { createServer } from "node:net"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import type { TrustEvent } from "../../src/domain/TrustEvent.js"
+import { testDatabaseKind } from "../support/databases.js"
+import { DAY_MS, determinationBody } from "../support/fixtures.js"
+import { createKey, putDetermination, request } from "../support/http.js"
+import { type Received, type Receiver, startReceiver } from "../support/receiver.js"
+import { startTestServer, type TestServer } from "../support/server.js"
+import { isolatedConfig } from "../support/testConfig.js"
+
+// Per-origin probing (webhooks/Deliveries.ts, docs/API.md §10.5): a receiver is an origin (scheme, host,
+// port). Its failures (5xx, 429, no connection, time-out) hold back every subscription owing it behind
+// one rotating probe; other failures (404 …) only the same exact URL. Real loopback receivers, both databases.
+let server: TestServer
+let key: { api_key: string }
+const receivers: Array<Receiver> = []
+const asOf = Date.now() - DAY_MS
+const Concurrency = 32
+
+const tiers = ["T1", "T2", "T3", "T4"] as const
+let changes = 0
+/** One stored change of `publicId`, hence one new event; when it was answered. */
+const change = async (publicId: string): Promise<number> => {
+  changes += 1
+  const reply = await putDetermination(server, publicId, determinationBody(asOf, { tier: tiers[changes % 4]!, eligible: changes % 2 === 0 }))
+  expect([200, 201], reply.text).toContain(reply.status)
+  return Date.now()
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+const receiver = async () => {
+  const made = await startReceiver()
+  receivers.push(made)
+  return made
+}
+
+/** Subscribe `urls` (a few at a time) to `publicId`: their subscription ids, in order. */
+const subscribeAll = async (publicId: string, urls: ReadonlyArray<string>): Promise<Array<string>> => {
+  const ids: Array<string> = []
+  for (let i = 0; i < urls.length; i += 8) {
+    const replies = await Promise.all(urls.slice(i, i + 8).map((webhook_url) =>
+      request(server, "POST", "/api/v1/subscriptions", { bearer: key.api_key, body: { public_id: publicId, webhook_url } })
+    ))
+    for (const reply of replies) {
+      expect(reply.status, reply.text).toBe(201)
+      ids.push(reply.body.subscription_id)
+    }
+  }
+  return ids
+}
+
+/** Every subscription of the key, by id. */
+const subscriptions = async (): Promise<Map<string, { attempts: number; last_error: string | null; pending: number; webhook_url: string }>> => {
+  const all = new Map()
+  let after = ""
+  for (;;) {
+    const reply = await request(server, "GET", `/api/v1/subscriptions?limit=100${after === "" ? "" : `&after=${after}`}`, { bearer: key.api_key })
+    expect(reply.status, reply.text).toBe(200)
+    for (const s of reply.body.subscriptions) all.set(s.subscription_id, s)
+    if (reply.body.next_after === null) return all
+    after = reply.body.next_after
+  }
+}
+
+const bodyOf = (r: Received) => JSON.parse(r.body) as { subscription_id: string; event: TrustEvent }
+
+/** A loopback port nothing listens on: connections to it are refused. */
+const closedPort = async (): Promise<number> => {
+  const probe = createServer()
+  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve))
+  const port = (probe.address() as { port: number }).port
+  await new Promise((resolve) => probe.close(resolve))
+  return port
+}
+
+beforeAll(async () => {
+  server = await startTestServer({
+    config: isolatedConfig({
+      PV_WEBHOOK_ALLOW_HTTP: "true",
+      PV_WEBHOOK_ALLOW_PRIVATE: "true",
+      PV_WEBHOOK_TIMEOUT_MS: "1500",
+      PV_WEBHOOK_CONCURRENCY: String(Concurrency)
+    })
+  })
+  key = await createKey(server, ["subscription:write", "trust:read"])
+})
+afterAll(async () => {
+  await server?.close()
+  for (const r of receivers) await r.close()
+})
+
+describe(`one probe per backoff step for a failing receiver, across its paths (${testDatabaseKind()})`, () => {
+  it("300 subscriptions on distinct paths of an origin answering 500, 30 on a refused one: few attempts each; another origin is unaffected; all delivered in order right after recovery", async () => {
+    const Id = "DET-V1-HOOK-ORIGIN"
+    await change(Id)
+    const failing = await receiver()
+    const healthy = await receiver()
+    const refusedPort = await closedPort()
+    const failingIds = await subscribeAll(Id, Array.from({ length: 300 }, (_, i) => failing.url(`/t/${i}`)))
+    const refusedIds = await subscribeAll(Id, Array.from({ length: 30 }, (_, i) => `http://127.0.0.1:${refusedPort}/t/${i}`))
+    const healthyIds = await subscribeAll(Id, Array.from({ length: 50 }, (_, i) => healthy.url(`/h/${i}`)))
+    let broken = true
+    failing.behaviour = () => (broken ? { kind: "answer", status: 500 } : { kind: "answer", status: 204 })
+
+    const changed = await change(Id)
+    await change(Id)
+    // The other origin gets both events on all 50 paths at once: the failing ones delay it by no more than
+    // the first claim's attempts.
+    const healthyGot = await healthy.waitFor(100, undefined, 10_000)
+    expect(healthyGot.at(-1)!.at - changed).toBeLessThan(3_000)
+    await failing.waitFor(1)
+    await sleep(7_500)
+
+    // Without probing, 300 subscriptions retrying after ~1, ~3 and ~7 s: 900+ attempts by now. With it, the
+    // outage's first claim (at most PV_WEBHOOK_CONCURRENCY attempts at once) and then one probe per step.
+    const attemptsAtFailing = failing.received.length
+    expect(attemptsAtFailing).toBeLessThanOrEqual(Concurrency + 6)
+    const records = await subscriptions()
+    const sum = (ids: ReadonlyArray<string>) => ids.reduce((total, id) => total + records.get(id)!.attempts, 0)
+    // Each subscription's own record is truthful: the attempts made for it, its own error; none for the held.
+    expect(sum(failingIds)).toBeLessThanOrEqual(attemptsAtFailing)
+    expect(sum(failingIds)).toBeGreaterThanOrEqual(attemptsAtFailing - 1)
+    // Refused connections are the origin's failure too: the same bound.
+    expect(sum(refusedIds)).toBeLessThanOrEqual(Concurrency + 6)
+    for (const id of [...failingIds, ...refusedIds]) {
+      const record = records.get(id)!
+      expect(record.pending).toBe(2)
+      if (record.attempts === 0) expect(record.last_error).toBeNull()
+      else expect(record.last_error).toMatch(refusedIds.includes(id) ? /ECONNREFUSED/ : /HTTP 500/)
+    }
+    for (const id of healthyIds) expect(records.get(id)).toMatchObject({ pending: 0, attempts: 0 })
+
+    // The receiver answers again: the next probe gets through and every held subscription goes at once.
+    broken = false
+    const sent = failing.received.length
+    const all = await failing.waitFor(sent + 2 * failingIds.length, undefined, 30_000)
+    const delivered = all.slice(sent)
+    const recovered = delivered[0]!.at
+    const bySubscription = new Map<string, Array<number>>()
+    for (const r of delivered) {
+      const body = bodyOf(r)
+      bySubscription.set(body.subscription_id, [...(bySubscription.get(body.subscription_id) ?? []), body.event.sequence])
+    }
+    expect(bySubscription.size).toBe(failingIds.length)
+    for (const sequences of bySubscription.values()) expect(sequences).toEqual([2, 3])
+    // 600 deliveries within a few seconds of the probe that got through (a subscription that failed itself
+    // may wait out the rest of its own backoff: about a second after an outage this short).
+    expect(delivered.at(-1)!.at - recovered).toBeLessThanOrEqual(5_000)
+    expect(failing.received.length).toBe(sent + 2 * failingIds.length)
+  }, 120_000)
+
+  it("one path answering 500 forever beside healthy ones on the same origin: every healthy delivery within 3 s of its change; the failing path keeps its own backoff", async () => {
+    const Id = "DET-V1-HOOK-TENANTS"
+    await change(Id)
+    const shared = await receiver()
+    const healthyPaths = Array.from({ length: 10 }, (_, i) => `/ok/${i}`)
+    await subscribeAll(Id, [shared.url("/bad"), ...healthyPaths.map((p) => shared.url(p))])
+    let badBroken = true
+    // The failing path answers after a while, so its failures land while healthy deliveries are owed.
+    shared.behaviour = (r) =>
+      r.path === "/bad" && badBroken ? { kind: "answer", status: 500, delayMs: 150 } : { kind: "answer", status: 204, delayMs: 20 }
+
+    const changedAt = new Map<number, number>()
+    const started = Date.now()
+    let sequence = 1
+    while (Date.now() - started < 10_000) {
+      const at = await change(Id)
+      sequence += 1
+      changedAt.set(sequence, at)
+      await sleep(400)
+    }
+    const last = sequence
+    const deliveredTo = (path: string) => shared.received.filter((r) => r.path === path).length
+    const deadline = Date.now() + 15_000
+    while (healthyPaths.some((p) => deliveredTo(p) < last - 1) && Date.now() < deadline) await sleep(100)
+    // The bound: a failure of /bad holds back the healthy paths owing something until its probe, due after
+    // the first step's delay (≤ 1.25 s); the probe is a healthy path (the one least recently attempted, never
+    // /bad, which was just attempted), gets through and releases them. Plus claiming and sending.
+    for (const path of healthyPaths) {
+      const got = shared.received.filter((r) => r.path === path).map((r) => ({ sequence: bodyOf(r).event.sequence, at: r.at }))
+      expect(got.map((g) => g.sequence), path).toEqual(Array.from({ length: last - 1 }, (_, i) => i + 2))
+      for (const g of got) expect(g.at - changedAt.get(g.sequence)!, `${path} #${g.sequence}`).toBeLessThanOrEqual(3_000)
+    }
+    // /bad kept its own backoff (about 1, 2, 4 s apart …), not one attempt per change or per release.
+    const badAttempts = shared.received.filter((r) => r.path === "/bad").map((r) => r.at)
+    expect(badAttempts.length).toBeLessThanOrEqual(6)
+    for (let i = 2; i < badAttempts.length; i++) expect(badAttempts[i]! - badAttempts[i - 1]!).toBeGreaterThanOrEqual(1_400)
+
+    // When /bad answers again it catches up, in order.
+    badBroken = false
+    const first = bodyOf(shared.received.filter((r) => r.path === "/bad").at(-1)!).event.sequence
+    const bad = await shared.waitFor(badAttempts.length + last - first + 1, "/bad", 30_000)
+    // From the event it was retrying, each once and in order.
+    expect(bad.slice(badAttempts.length).map((r) => bodyOf(r).event.sequence)).toEqual(Array.from({ length: last - first + 1 }, (_, i) => first + i))
+  }, 90_000)
+
+  it("a 404 on one path holds back nobody else on the origin", async () => {
+    const Id = "DET-V1-HOOK-NOTFOUND"
+    await change(Id)
+    const shared = await receiver()
+    const others = Array.from({ length: 10 }, (_, i) => `/fine/${i}`)
+    await subscribeAll(Id, [shared.url("/gone"), ...others.map((p) => shared.url(p))])
+    shared.behaviour = (r) => (r.path === "/gone" ? { kind: "answer", status: 404 } : { kind: "answer", status: 204, delayMs: 20 })
+    const changedAt = new Map<number, number>()
+    for (let sequence = 2; sequence <= 9; sequence++) {
+      changedAt.set(sequence, await change(Id))
+      await sleep(300)
+    }
+    await shared.waitFor(8 * others.length + 1, undefined, 10_000)
+    await sleep(500)
+    for (const path of others) {
+      const got = shared.received.filter((r) => r.path === path).map((r) => ({ sequence: bodyOf(r).event.sequence, at: r.at }))
+      expect(got.map((g) => g.sequence), path).toEqual([2, 3, 4, 5, 6, 7, 8, 9])
+      // Never held back: each within a second of its change.
+      for (const g of got) expect(g.at - changedAt.get(g.sequence)!, `${path} #${g.sequence}`).toBeLessThanOrEqual(1_000)
+    }
+    const records = [...(await subscriptions()).values()].filter((s) => s.webhook_url.startsWith(shared.url("/")))
+    const gone = records.find((s) => s.webhook_url === shared.url("/gone"))!
+    expect(gone.last_error).toMatch(/HTTP 404/)
+    expect(gone.attempts).toBe(shared.received.filter((r) => r.path === "/gone").length)
+    for (const s of records.filter((s) => s !== gone)) expect(s).toMatchObject({ pending: 0, attempts: 0, last_error: null })
+  }, 60_000)
+})
