@@ -150,49 +150,73 @@ describe(`one probe per backoff step for a failing receiver, across its paths ($
     expect(failing.received.length).toBe(sent + 2 * failingIds.length)
   }, 120_000)
 
-  it("one path answering 500 forever beside healthy ones on the same origin: every healthy delivery within 3 s of its change; the failing path keeps its own backoff", async () => {
+  it("one path answering 500 forever beside healthy ones on the same origin: the probe rotates to a healthy path, which releases them; then every healthy delivery within 3 s of its change; the failing path keeps its own backoff", async () => {
     const Id = "DET-V1-HOOK-TENANTS"
     await change(Id)
     const shared = await receiver()
     const healthyPaths = Array.from({ length: 10 }, (_, i) => `/ok/${i}`)
     await subscribeAll(Id, [shared.url("/bad"), ...healthyPaths.map((p) => shared.url(p))])
+    let allBroken = true
     let badBroken = true
-    // The failing path answers after a while, so its failures land while healthy deliveries are owed.
+    // /bad answers after a while, so its failures land while healthy deliveries may be owed.
     shared.behaviour = (r) =>
-      r.path === "/bad" && badBroken ? { kind: "answer", status: 500, delayMs: 150 } : { kind: "answer", status: 204, delayMs: 20 }
+      r.path === "/bad" && badBroken
+        ? { kind: "answer", status: 500, delayMs: 150 }
+        : allBroken ? { kind: "answer", status: 500 } : { kind: "answer", status: 204, delayMs: 20 }
+    const attemptsTo = (path: string) => shared.received.filter((r) => r.path === path)
 
-    const changedAt = new Map<number, number>()
+    // The whole receiver fails first: one claim's attempts, then one probe per step, rotating.
+    const changedAt = new Map<number, number>([[2, await change(Id)]])
+    await shared.waitFor(1)
+    await sleep(3_000)
+    expect(shared.received.length).toBeLessThanOrEqual(11 + 3)
+    // Then every path but /bad answers again. The pending probe (due within the step's delay, ≤ 5 s here) is
+    // the held path attempted least recently; were it /bad, the next one (≤ 10 s later) cannot be, since
+    // /bad has just been attempted. Whichever healthy path gets through releases all of them.
+    allBroken = false
+    const fixed = Date.now()
+    const deadline = fixed + 20_000
+    while (healthyPaths.some((p) => attemptsTo(p).at(-1)?.at === undefined || attemptsTo(p).at(-1)!.at < fixed) && Date.now() < deadline) {
+      await sleep(50)
+    }
+    const released = Math.max(...healthyPaths.map((p) => attemptsTo(p).at(-1)!.at))
+    expect(released - fixed).toBeLessThanOrEqual(15_000)
+    const firstOk = Math.min(...healthyPaths.map((p) => attemptsTo(p).at(-1)!.at))
+    // Released together, at the probe's success.
+    expect(released - firstOk).toBeLessThanOrEqual(1_000)
+
+    // Steady changes while /bad keeps failing.
+    const badBefore = attemptsTo("/bad").length
     const started = Date.now()
-    let sequence = 1
-    while (Date.now() - started < 10_000) {
-      const at = await change(Id)
+    let sequence = 2
+    while (Date.now() - started < 8_000) {
       sequence += 1
-      changedAt.set(sequence, at)
+      changedAt.set(sequence, await change(Id))
       await sleep(400)
     }
     const last = sequence
-    const deliveredTo = (path: string) => shared.received.filter((r) => r.path === path).length
-    const deadline = Date.now() + 15_000
-    while (healthyPaths.some((p) => deliveredTo(p) < last - 1) && Date.now() < deadline) await sleep(100)
-    // The bound: a failure of /bad holds back the healthy paths owing something until its probe, due after
-    // the first step's delay (≤ 1.25 s); the probe is a healthy path (the one least recently attempted, never
-    // /bad, which was just attempted), gets through and releases them. Plus claiming and sending.
+    const waitUntil = Date.now() + 15_000
+    while (healthyPaths.some((p) => attemptsTo(p).filter((r) => r.at >= fixed).length < last - 1) && Date.now() < waitUntil) await sleep(100)
+    // The bound: a failure of /bad holds back the healthy paths owing something (and not in flight) until
+    // its probe, due after the first step's delay (≤ 1.25 s): the probe is a healthy path (never /bad,
+    // just attempted), gets through and releases them. Plus claiming and sending.
     for (const path of healthyPaths) {
-      const got = shared.received.filter((r) => r.path === path).map((r) => ({ sequence: bodyOf(r).event.sequence, at: r.at }))
+      const got = attemptsTo(path).filter((r) => r.at >= fixed).map((r) => ({ sequence: bodyOf(r).event.sequence, at: r.at }))
       expect(got.map((g) => g.sequence), path).toEqual(Array.from({ length: last - 1 }, (_, i) => i + 2))
-      for (const g of got) expect(g.at - changedAt.get(g.sequence)!, `${path} #${g.sequence}`).toBeLessThanOrEqual(3_000)
+      for (const g of got.slice(1)) expect(g.at - changedAt.get(g.sequence)!, `${path} #${g.sequence}`).toBeLessThanOrEqual(3_000)
     }
-    // /bad kept its own backoff (about 1, 2, 4 s apart …), not one attempt per change or per release.
-    const badAttempts = shared.received.filter((r) => r.path === "/bad").map((r) => r.at)
+    // /bad kept its own backoff (≥ 1.5 s apart by now, doubling), not one attempt per change or per release.
+    const badAttempts = attemptsTo("/bad").slice(badBefore).map((r) => r.at)
     expect(badAttempts.length).toBeLessThanOrEqual(6)
-    for (let i = 2; i < badAttempts.length; i++) expect(badAttempts[i]! - badAttempts[i - 1]!).toBeGreaterThanOrEqual(1_400)
+    for (let i = 1; i < badAttempts.length; i++) expect(badAttempts[i]! - badAttempts[i - 1]!).toBeGreaterThanOrEqual(1_400)
 
     // When /bad answers again it catches up, in order.
     badBroken = false
-    const first = bodyOf(shared.received.filter((r) => r.path === "/bad").at(-1)!).event.sequence
-    const bad = await shared.waitFor(badAttempts.length + last - first + 1, "/bad", 30_000)
+    const sent = attemptsTo("/bad").length
+    const first = bodyOf(attemptsTo("/bad").at(-1)!).event.sequence
+    const bad = await shared.waitFor(sent + last - first + 1, "/bad", 30_000)
     // From the event it was retrying, each once and in order.
-    expect(bad.slice(badAttempts.length).map((r) => bodyOf(r).event.sequence)).toEqual(Array.from({ length: last - first + 1 }, (_, i) => first + i))
+    expect(bad.slice(sent).map((r) => bodyOf(r).event.sequence)).toEqual(Array.from({ length: last - first + 1 }, (_, i) => first + i))
   }, 90_000)
 
   it("a 404 on one path holds back nobody else on the origin", async () => {
