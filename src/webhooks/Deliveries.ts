@@ -172,6 +172,7 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
         failures += 1
         const random = Math.random()
         const retryMs = retryDelayMs(failures, random)
+        const steps = stepDelaysMs(random)
         // One statement: the failure, and the hold of its group (the origin's or the URL's) behind one probe.
         const failed = yield* persist(repo.recordFailure({
           subscriptionId: claimed.subscription_id,
@@ -181,7 +182,7 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
           maxFailureSeconds: config.webhookMaxFailureSeconds,
           scope: outcome.scope,
           group: outcome.scope === "origin" ? claimed.webhook_origin : claimed.webhook_url,
-          stepDelaysMs: stepDelaysMs(random),
+          stepDelaysMs: steps,
           outcomeMs: config.webhookTimeoutMs + ProbeOutcomeMarginMs,
           marginMs: ProbeOutcomeMarginMs
         }))
@@ -199,7 +200,7 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
           disabled
         })
         // What it leaves due soonest: the probe it chose, or itself.
-        return disabled || Option.isNone(failed) ? null : Date.now() + Math.min(retryMs, stepDelaysMs(random)[0]!)
+        return disabled || Option.isNone(failed) ? null : Date.now() + Math.min(retryMs, steps[0]!)
       }
       return null
     }).pipe(
