@@ -144,9 +144,10 @@ describe(`one probe per backoff step for a failing receiver, across its paths ($
     }
     expect(bySubscription.size).toBe(failingIds.length)
     for (const sequences of bySubscription.values()) expect(sequences).toEqual([2, 3])
-    // 600 deliveries within a few seconds of the probe that got through (a subscription that failed itself
-    // may wait out the rest of its own backoff: about a second after an outage this short).
-    expect(delivered.at(-1)!.at - recovered).toBeLessThanOrEqual(5_000)
+    // 600 deliveries within seconds of the probe that got through: 1–3 s in quiet runs, bounded by sending
+    // them through 32 slots (a subscription that failed itself could also wait out the rest of its own
+    // backoff, but those ended long before this probe). The bound leaves room for a loaded machine.
+    expect(delivered.at(-1)!.at - recovered).toBeLessThanOrEqual(12_000)
     expect(failing.received.length).toBe(sent + 2 * failingIds.length)
   }, 120_000)
 
@@ -242,7 +243,10 @@ describe(`one probe per backoff step for a failing receiver, across its paths ($
     const records = [...(await subscriptions()).values()].filter((s) => s.webhook_url.startsWith(shared.url("/")))
     const gone = records.find((s) => s.webhook_url === shared.url("/gone"))!
     expect(gone.last_error).toMatch(/HTTP 404/)
-    expect(gone.attempts).toBe(shared.received.filter((r) => r.path === "/gone").length)
+    // Its own attempts, truthfully (one may be in flight: received, not yet recorded).
+    const goneSent = shared.received.filter((r) => r.path === "/gone").length
+    expect(gone.attempts).toBeLessThanOrEqual(goneSent)
+    expect(gone.attempts).toBeGreaterThanOrEqual(goneSent - 1)
     for (const s of records.filter((s) => s !== gone)) expect(s).toMatchObject({ pending: 0, attempts: 0, last_error: null })
   }, 60_000)
 })
