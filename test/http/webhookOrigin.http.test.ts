@@ -144,7 +144,7 @@ describe(`one probe per backoff step for a failing receiver, across its paths ($
     }
     expect(bySubscription.size).toBe(failingIds.length)
     for (const sequences of bySubscription.values()) expect(sequences).toEqual([2, 3])
-    // 600 deliveries within seconds of the probe that got through: 1–3 s in quiet runs, bounded by sending
+    // 600 deliveries within seconds of the probe that got through (under 5 s on a quieter machine), bounded by sending
     // them through 32 slots (a subscription that failed itself could also wait out the rest of its own
     // backoff, but those ended long before this probe). The bound leaves room for a loaded machine.
     expect(delivered.at(-1)!.at - recovered).toBeLessThanOrEqual(12_000)
