@@ -101,13 +101,35 @@ const ClaimedRow = Schema.Struct({
   previous_secret_until: Schema.NullOr(Schema.Date),
   pending_through: Schema.Int,
   delivered_through: Schema.Int,
-  attempts: Schema.Int
+  attempts: Schema.Int,
+  webhook_origin: Schema.String,
+  held_step: Schema.NullOr(Schema.Int)
 })
 export type ClaimedRow = typeof ClaimedRow.Type
 const claimedRows = decodeRows(ClaimedRow)
 
-const AckRow = Schema.Struct({ pending_through: Schema.Int })
-const FailRow = Schema.Struct({ status: Schema.Literals(["active", "disabled"]), next_attempt_at: Schema.Date })
+const AckRow = Schema.Struct({ pending_through: Schema.Int, released: Schema.Int })
+const FailRow = Schema.Struct({ status: Schema.Literals(["active", "disabled"]), next_attempt_at: Schema.Date, held: Schema.Int })
+
+/** A failed attempt, as the delivery worker records it (see `recordFailure`). */
+export interface FailedAttempt {
+  readonly subscriptionId: string
+  readonly token: string
+  readonly error: string
+  /** The subscription's own backoff: its next attempt no sooner than this. */
+  readonly retryMs: number
+  readonly maxFailureSeconds: number
+  /** Whose failure it is: the receiver's ("origin": its other subscriptions are held back too) or this URL's. */
+  readonly scope: "origin" | "url"
+  /** The origin or the URL, as `scope` says. */
+  readonly group: string
+  /** The group probe's delay at backoff step 1, 2, … (the last one for every step after). */
+  readonly stepDelaysMs: ReadonlyArray<number>
+  /** How long after a probe falls due its outcome is known at the latest (time-out + margin). */
+  readonly outcomeMs: number
+  /** Of `outcomeMs`, the margin past the time-out. */
+  readonly marginMs: number
+}
 const WaitRow = Schema.Struct({ wait_ms: Schema.NullOr(Schema.Number) })
 const DeliveryStatsRow = Schema.Struct({ pending: Schema.Number, disabled: Schema.Number })
 
@@ -228,7 +250,8 @@ const make = Effect.gen(function*() {
   const resumeSubscription = (subscriptionId: string, tenantId: string) =>
     subscriptionRows(sql`
       UPDATE subscriptions
-      SET status = 'active', attempts = 0, failing_since = NULL, next_attempt_at = now(), lease_token = NULL, lease_until = NULL
+      SET status = 'active', attempts = 0, failing_since = NULL, retry_at = NULL, held_step = NULL, next_attempt_at = now(),
+        lease_token = NULL, lease_until = NULL
       WHERE subscription_id = ${subscriptionId} AND tenant_id = ${tenantId} AND status = 'disabled'
       RETURNING ${columns}`).pipe(Effect.map((rows) => Option.fromNullishOr(rows[0])))
 
@@ -267,75 +290,122 @@ const make = Effect.gen(function*() {
       ) due
       WHERE s.subscription_id = due.subscription_id
       RETURNING s.subscription_id, s.public_id, s.webhook_url, s.secret, s.previous_secret, s.previous_secret_until,
-        s.pending_through, s.delivered_through, s.attempts`)
+        s.pending_through, s.delivered_through, s.attempts, s.webhook_origin, s.held_step`)
 
   /**
    * `sequence` was acknowledged. The lease is kept (and extended) while more is owed, so the worker goes on
    * with the next event without a new claim; none when the lease was lost (the row was deleted, or its
    * lease ran out and another instance has it: that instance sends the event again, at least once).
+   *
+   * With `releaseOrigin` (the delivered row was held back or was a probe, or had failed itself): the
+   * receiver answers again, so in the same statement every subscription held back at that origin is due
+   * now, or when its own backoff ends if that is later (`retry_at`: one failing alone keeps its backoff).
    */
-  const acknowledge = (subscriptionId: string, token: string, sequence: number, leaseMs: number) =>
-    decodeRows(AckRow)(sql`
-      UPDATE subscriptions
-      SET delivered_through = ${sequence}, attempts = 0, failing_since = NULL, last_attempt_at = now(), last_error = NULL,
-        next_attempt_at = now(),
-        lease_token = CASE WHEN pending_through > ${sequence} THEN lease_token END,
-        lease_until = CASE WHEN pending_through > ${sequence} THEN now() + make_interval(secs => ${leaseMs / 1000}) END
-      WHERE subscription_id = ${subscriptionId} AND lease_token = ${token} AND delivered_through < ${sequence}
-      RETURNING pending_through`).pipe(Effect.map((rows) => Option.fromNullishOr(rows[0]?.pending_through)))
+  const acknowledge = (subscriptionId: string, token: string, sequence: number, leaseMs: number, releaseOrigin: string | null) =>
+    decodeRows(AckRow)(releaseOrigin === null
+      ? sql`
+        UPDATE subscriptions
+        SET delivered_through = ${sequence}, attempts = 0, failing_since = NULL, last_attempt_at = now(), last_error = NULL,
+          next_attempt_at = now(), retry_at = NULL, held_step = NULL,
+          lease_token = CASE WHEN pending_through > ${sequence} THEN lease_token END,
+          lease_until = CASE WHEN pending_through > ${sequence} THEN now() + make_interval(secs => ${leaseMs / 1000}) END
+        WHERE subscription_id = ${subscriptionId} AND lease_token = ${token} AND delivered_through < ${sequence}
+        RETURNING pending_through, 0 AS released`
+      : sql`
+        WITH acked AS (
+          UPDATE subscriptions
+          SET delivered_through = ${sequence}, attempts = 0, failing_since = NULL, last_attempt_at = now(), last_error = NULL,
+            next_attempt_at = now(), retry_at = NULL, held_step = NULL,
+            lease_token = CASE WHEN pending_through > ${sequence} THEN lease_token END,
+            lease_until = CASE WHEN pending_through > ${sequence} THEN now() + make_interval(secs => ${leaseMs / 1000}) END
+          WHERE subscription_id = ${subscriptionId} AND lease_token = ${token} AND delivered_through < ${sequence}
+          RETURNING pending_through
+        ), released AS (
+          UPDATE subscriptions SET next_attempt_at = greatest(now(), coalesce(retry_at, now())), held_step = NULL
+          WHERE webhook_origin = ${releaseOrigin} AND webhook_url IS NOT NULL AND status = 'active'
+            AND pending_through > delivered_through AND held_step IS NOT NULL AND lease_token IS NULL
+            AND subscription_id <> ${subscriptionId} AND EXISTS (SELECT 1 FROM acked)
+          RETURNING 1
+        )
+        SELECT pending_through, (SELECT count(*) FROM released)::int AS released FROM acked`).pipe(
+      Effect.map((rows) => Option.fromNullishOr(rows[0]))
+    )
 
   /**
-   * A failed attempt: the lease is given back, the same event is due again after `retryMs`, and a
-   * subscription that has been failing for `maxFailureSeconds` becomes disabled.
+   * A failed attempt, in one statement: the lease is given back, the same event is due again after the
+   * subscription's own backoff (`retryMs`, kept in `retry_at`), and one failing for `maxFailureSeconds`
+   * becomes disabled. And, unless it became disabled, its group (every subscription of the same origin for
+   * a receiver's failure, of the same exact URL for any other) is held back behind one probe:
+   *
+   * - The group's backoff step: one more than the step of the hold this row was released from or was the
+   *   probe of (`held_step`), else the step the group is held at now, else 1. So the probes of an outage
+   *   back off (1, 2, 4 … s, then every 5 minutes), and a subscription that fails alone beside healthy
+   *   ones starts at step 1 each time: its failure holds the others for about a second.
+   * - The probe: among the group's other rows with something owed and no lease, the one whose last attempt
+   *   is oldest (never attempted first), preferring rows whose own backoff ends before the step's delay. It
+   *   is due after the step's delay (or its own backoff, if later). The probe rotates: a probe that fails has
+   *   just been attempted and goes to the back; so on a receiver shared by many customers, a healthy path is
+   *   the next probe, gets through and releases the group (`acknowledge`).
+   * - The others, this row included, that would fall due before the probe's outcome is known (its due time
+   *   plus the time-out) wait until that outcome plus a margin. Held rows record no attempt.
+   *
+   * Alone in its group (nothing else owed there), the row just keeps its own backoff. The probe is chosen
+   * inside the statement from what the statement sees, so the failures of an outage's first claim (up to
+   * PV_WEBHOOK_CONCURRENCY at once, on any instances) agree on it; rows another statement has locked are
+   * skipped, not waited for, so those failures do not queue behind each other. Rows already held past the
+   * probe's outcome are not written again. Over the partial indexes of migrations 0008 and 0009.
    */
-  const recordFailure = (subscriptionId: string, token: string, error: string, retryMs: number, maxFailureSeconds: number) =>
-    decodeRows(FailRow)(sql`
-      UPDATE subscriptions
-      SET attempts = attempts + 1, failing_since = coalesce(failing_since, now()), last_attempt_at = now(), last_error = ${error},
-        next_attempt_at = now() + make_interval(secs => ${retryMs / 1000}), lease_token = NULL, lease_until = NULL,
-        status = CASE WHEN coalesce(failing_since, now()) <= now() - make_interval(secs => ${maxFailureSeconds}) THEN 'disabled' ELSE status END
-      WHERE subscription_id = ${subscriptionId} AND lease_token = ${token}
-      RETURNING status, next_attempt_at`).pipe(Effect.map((rows) => Option.fromNullishOr(rows[0])))
-
-  /**
-   * Per-endpoint probing: after a failed attempt to `webhookUrl` (retried in `probeInMs`), the subscriptions
-   * owing something to that URL that would fall due before that retry (or within a second after) are held
-   * back until `holdMs` from now, past the retry's outcome, but one: the failing subscription due soonest,
-   * the URL's probe. The probe is chosen inside the statement, so the failures of an outage's first claim
-   * (up to PV_WEBHOOK_CONCURRENCY at once, on any instances) agree on it and leave exactly one, rather than
-   * each holding back the others. Rows already past the retry are not written again. One statement over
-   * the partial index of migration 0008. Only rows not leased, and either failing themselves
-   * (`attempts > 0`) or due now: one that never failed is held past the probe's next attempt, which then
-   * cannot hold it again, so a subscription that fails alone at a shared URL delays the others by one of
-   * its retries at most. Rows another statement has locked (a claim, a failure being recorded, another
-   * hold) are skipped, not waited for: the failures of one claim must not queue behind each other.
-   */
-  const holdBack = (webhookUrl: string, probeInMs: number, holdMs: number) =>
-    sql`
-      UPDATE subscriptions s SET next_attempt_at = now() + make_interval(secs => ${holdMs / 1000})
-      FROM (
-        SELECT subscription_id FROM subscriptions
-        WHERE webhook_url = ${webhookUrl} AND status = 'active' AND pending_through > delivered_through
-          AND lease_token IS NULL
-          AND next_attempt_at < now() + make_interval(secs => ${(probeInMs + 1_000) / 1000})
-          AND (attempts > 0 OR next_attempt_at <= now())
-          AND subscription_id IS DISTINCT FROM (
-            SELECT subscription_id FROM subscriptions
-            WHERE webhook_url = ${webhookUrl} AND status = 'active' AND pending_through > delivered_through
-              AND lease_token IS NULL AND attempts > 0
-            ORDER BY next_attempt_at, subscription_id
-            LIMIT 1)
-        FOR UPDATE SKIP LOCKED
-      ) held
-      WHERE s.subscription_id = held.subscription_id`.pipe(Effect.asVoid)
-
-  /** A probe to `webhookUrl` was delivered: the subscriptions held back (or backing off) for that URL are due now. */
-  const releaseHeld = (webhookUrl: string) =>
-    decodeRows(DueRow)(sql`
-      UPDATE subscriptions SET next_attempt_at = now()
-      WHERE webhook_url = ${webhookUrl} AND status = 'active' AND pending_through > delivered_through
-        AND lease_token IS NULL AND next_attempt_at > now()
-      RETURNING public_id`).pipe(Effect.map((rows) => rows.length))
+  const recordFailure = (attempt: FailedAttempt) => {
+    const groupColumn = sql.literal(attempt.scope === "origin" ? "webhook_origin" : "webhook_url")
+    const delays = `{${attempt.stepDelaysMs.map((ms) => Math.round(ms)).join(",")}}`
+    const steps = attempt.stepDelaysMs.length
+    return decodeRows(FailRow)(sql`
+      WITH me AS (
+        SELECT subscription_id, held_step,
+          coalesce(failing_since, now()) <= now() - make_interval(secs => ${attempt.maxFailureSeconds}) AS disabling
+        FROM subscriptions WHERE subscription_id = ${attempt.subscriptionId} AND lease_token = ${attempt.token}
+      ), peers AS (
+        SELECT subscription_id, last_attempt_at, retry_at, held_step FROM subscriptions
+        WHERE ${groupColumn} = ${attempt.group} AND webhook_url IS NOT NULL AND status = 'active'
+          AND pending_through > delivered_through AND lease_token IS NULL AND subscription_id <> ${attempt.subscriptionId}
+          AND EXISTS (SELECT 1 FROM me WHERE NOT disabling)
+      ), step AS (
+        SELECT n, now() + make_interval(secs => (${delays}::int[])[least(n, ${steps})] / 1000.0) AS probe_by
+        FROM (SELECT greatest(coalesce((SELECT held_step FROM me) + 1, 1), coalesce((SELECT max(held_step) FROM peers), 1)) AS n) s
+      ), plan AS (
+        SELECT step.n, p.subscription_id AS probe_id, greatest(step.probe_by, coalesce(p.retry_at, step.probe_by)) AS probe_at,
+          greatest(step.probe_by, coalesce(p.retry_at, step.probe_by)) + make_interval(secs => ${attempt.outcomeMs / 1000}) AS held_until
+        FROM peers p, step
+        ORDER BY coalesce(p.retry_at > step.probe_by, false), p.last_attempt_at NULLS FIRST, p.subscription_id
+        LIMIT 1
+      ), held AS (
+        UPDATE subscriptions s
+        SET next_attempt_at = CASE WHEN s.subscription_id = plan.probe_id THEN plan.probe_at ELSE plan.held_until END, held_step = plan.n
+        FROM plan, (
+          SELECT h.subscription_id FROM subscriptions h, plan
+          WHERE h.${groupColumn} = ${attempt.group} AND h.webhook_url IS NOT NULL AND h.status = 'active'
+            AND h.pending_through > h.delivered_through AND h.lease_token IS NULL AND h.subscription_id <> ${attempt.subscriptionId}
+            AND (h.subscription_id = plan.probe_id
+              OR h.next_attempt_at < plan.held_until - make_interval(secs => ${attempt.marginMs / 1000}))
+          FOR UPDATE OF h SKIP LOCKED
+        ) locked
+        WHERE s.subscription_id = locked.subscription_id
+        RETURNING 1
+      ), failed AS (
+        UPDATE subscriptions s
+        SET attempts = s.attempts + 1, failing_since = coalesce(s.failing_since, now()), last_attempt_at = now(),
+          last_error = ${attempt.error}, retry_at = now() + make_interval(secs => ${attempt.retryMs / 1000}),
+          next_attempt_at = greatest(now() + make_interval(secs => ${attempt.retryMs / 1000}), coalesce((SELECT held_until FROM plan), now())),
+          held_step = (SELECT n FROM plan), lease_token = NULL, lease_until = NULL,
+          status = CASE WHEN me.disabling THEN 'disabled' ELSE s.status END
+        FROM me
+        WHERE s.subscription_id = me.subscription_id AND s.lease_token = ${attempt.token}
+        RETURNING s.status, s.next_attempt_at
+      )
+      SELECT status, next_attempt_at, (SELECT count(*) FROM held)::int AS held FROM failed`).pipe(
+      Effect.map((rows) => Option.fromNullishOr(rows[0]))
+    )
+  }
 
   /**
    * Give back every lease `token` holds (shutdown: the attempts not finished are due again at once); the
@@ -401,8 +471,6 @@ const make = Effect.gen(function*() {
     claim,
     acknowledge,
     recordFailure,
-    holdBack,
-    releaseHeld,
     releaseLeases,
     releaseStrayLeases,
     nextDueInMs,

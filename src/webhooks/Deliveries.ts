@@ -5,7 +5,7 @@ import { ChangeFeed } from "../events/ChangeFeed.js"
 import { EventsRepo, type ClaimedRow } from "../events/Repo.js"
 import { countWebhookAttempt, deliveryState } from "../observability/Metrics.js"
 import { AppConfig } from "../platform/Config.js"
-import { retryDelayMs } from "./Backoff.js"
+import { MaxRetryDelayMs, retryDelayMs } from "./Backoff.js"
 import { sendWebhook } from "./Send.js"
 import { webhookHeaders } from "./Signature.js"
 
@@ -38,8 +38,18 @@ const StrayLeaseRetryMs = 1_000
 /** The longest the worker sleeps with nothing due: a safety net only, every change wakes it at once. */
 const IdleWaitMs = 60_000
 
-/** Subscriptions held back behind a failing URL's probe fall due this long after the probe's outcome at the latest. */
+/** Subscriptions held back behind a failing receiver's probe fall due this long after the probe's outcome at the latest. */
 const ProbeOutcomeMarginMs = 1_000
+
+/**
+ * A group probe's delay at each backoff step, by the one backoff rule (webhooks/Backoff.ts) and one draw of
+ * jitter: step 1, 2, … up to the first step whose delay is the cap (every later step has the cap too).
+ */
+const stepDelaysMs = (random: number): ReadonlyArray<number> => {
+  const delays: Array<number> = []
+  for (let step = 1; delays.at(-1) !== MaxRetryDelayMs && step <= 32; step++) delays.push(retryDelayMs(step, random))
+  return delays
+}
 
 /** Events read for delivery that are kept (events never change once appended). */
 const EventCacheSize = 256
@@ -59,12 +69,18 @@ const EventCacheSize = 256
  * nothing more, lets attempts in flight end within the grace period, then interrupts the rest and gives
  * their leases back (due again at once, for any instance, woken by a notice on the change feed).
  *
- * Per-endpoint probing: subscriptions that share a webhook URL (exactly) share its outage. A failed attempt
- * holds back the others owing that URL until its own retry's outcome is known (retry delay + time-out +
- * 1 s), in one statement; so a dead URL costs one attempt per backoff step, not one per subscription. The attempt
- * that gets through again makes them all due at once. The state lives in the subscriptions' rows
- * (`next_attempt_at`), so every instance honours it and nothing is lost when an instance dies: a hold
- * simply runs out. Held-back subscriptions record no attempt (docs/API.md §10.5).
+ * Per-receiver probing: a receiver is an origin (scheme, host, port), and subscriptions that share one
+ * share its outage. A failure that is the receiver's (no connection, reset, TLS, time-out, 5xx, 429;
+ * webhooks/Send.ts says which) holds back the others owing that origin behind one probe, in the statement
+ * that records the failure; any other failure (another 4xx, a redirect, a refused address) only those owing
+ * the same exact URL. The probe rotates among the held subscriptions and backs off per group (1, 2, 4 … s,
+ * then every 5 minutes), so a dead receiver costs one attempt per step, not one per subscription, and on a
+ * receiver shared by many customers a healthy path is the next probe. The delivery that gets through again
+ * (a probe, or any held or failing subscription) makes every one held at its origin due at once, in the
+ * statement that acknowledges it; one whose own backoff runs longer (it failed itself) waits for that. The
+ * state lives in the subscriptions' rows (`next_attempt_at`, `retry_at`, `held_step`), so every instance
+ * honours it and nothing is lost when an instance dies: a hold simply runs out. Held-back subscriptions
+ * record no attempt (docs/API.md §10.5).
  *
  * A database outage pauses it; it resumes alone, and gives back the leases the outage left with no attempt
  * working on them (a delivery cut short, a claim whose answer was lost) as soon as the database answers,
@@ -121,6 +137,8 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
     return Effect.gen(function*() {
       let sequence = claimed.delivered_through + 1
       let failures = claimed.attempts
+      // Held back, a probe, or failing itself: its first delivery shows the receiver answers again.
+      let releases = claimed.held_step !== null || claimed.attempts > 0
       while (!stopping) {
         const found = yield* eventAt(claimed.public_id, sequence)
         if (Option.isNone(found)) return 0
@@ -141,23 +159,34 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
         )
         if (outcome.kind === "delivered") {
           countWebhookAttempt("delivered", ((yield* Clock.currentTimeMillis) - Date.parse(event.occurred_at)) / 1000)
-          const owed = yield* persist(repo.acknowledge(claimed.subscription_id, token, sequence, leaseMs))
-          // A probe that got through: the URL answers again, so what was held back for it is due now.
-          if (failures > 0 && (yield* persist(repo.releaseHeld(claimed.webhook_url))) > 0) signal()
+          // A probe that got through: the receiver answers again, so what was held back at its origin is due now.
+          const acked = yield* persist(repo.acknowledge(claimed.subscription_id, token, sequence, leaseMs, releases ? claimed.webhook_origin : null))
+          releases = false
+          if (Option.isSome(acked) && acked.value.released > 0) signal()
           // Lost the lease (deleted, or taken over after it ran out), or nothing more is owed.
-          if (Option.isNone(owed) || owed.value <= sequence) return null
+          if (Option.isNone(acked) || acked.value.pending_through <= sequence) return null
           sequence += 1
           failures = 0
           continue
         }
         failures += 1
-        const retryMs = retryDelayMs(failures, Math.random())
-        const failed = yield* persist(repo.recordFailure(claimed.subscription_id, token, outcome.error, retryMs, config.webhookMaxFailureSeconds))
+        const random = Math.random()
+        const retryMs = retryDelayMs(failures, random)
+        const steps = stepDelaysMs(random)
+        // One statement: the failure, and the hold of its group (the origin's or the URL's) behind one probe.
+        const failed = yield* persist(repo.recordFailure({
+          subscriptionId: claimed.subscription_id,
+          token,
+          error: outcome.error,
+          retryMs,
+          maxFailureSeconds: config.webhookMaxFailureSeconds,
+          scope: outcome.scope,
+          group: outcome.scope === "origin" ? claimed.webhook_origin : claimed.webhook_url,
+          stepDelaysMs: steps,
+          outcomeMs: config.webhookTimeoutMs + ProbeOutcomeMarginMs,
+          marginMs: ProbeOutcomeMarginMs
+        }))
         const disabled = Option.isSome(failed) && failed.value.status === "disabled"
-        // The others owing this URL wait for the outcome of its next attempt (one probe per backoff step).
-        if (Option.isSome(failed) && !disabled) {
-          yield* persist(repo.holdBack(claimed.webhook_url, retryMs, retryMs + config.webhookTimeoutMs + ProbeOutcomeMarginMs))
-        }
         countWebhookAttempt(disabled ? "disabled" : "failed")
         yield* logFailure({
           subscription_id: claimed.subscription_id,
@@ -165,10 +194,13 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
           sequence,
           status: outcome.status ?? null,
           error: outcome.error,
+          scope: outcome.scope,
           next_attempt_at: disabled || Option.isNone(failed) ? null : failed.value.next_attempt_at.toISOString(),
+          held_back: Option.isSome(failed) ? failed.value.held : 0,
           disabled
         })
-        return disabled || Option.isNone(failed) ? null : Date.now() + retryMs
+        // What it leaves due soonest: the probe it chose, or itself.
+        return disabled || Option.isNone(failed) ? null : Date.now() + Math.min(retryMs, steps[0]!)
       }
       return null
     }).pipe(

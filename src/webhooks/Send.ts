@@ -14,6 +14,10 @@
  *   read (at most `maxResponseBytes`, then the connection is dropped) only so the exchange ends cleanly;
  *   its content is not used, so a 2xx whose body is huge, slow or cut off still counts as delivered.
  * - The whole attempt (lookup, connect, request, status, body) is bounded by `timeoutMs`.
+ * - A failure says whose it is (`scope`): the receiver's as a whole ("origin": it could not be reached,
+ *   reset the connection, failed TLS, timed out, answered 5xx or 429, which is the receiver's own rate),
+ *   or this URL's ("url": any other 4xx, a redirect, an address the SSRF rules refuse, a URL that cannot be
+ *   sent to). Deliveries holds back a failing origin's other subscriptions, a failing URL's only its own.
  * - Never throws, and never logs: the headers carry the signature.
  */
 import { request as httpRequest, type ClientRequest, type IncomingMessage } from "node:http"
@@ -23,9 +27,12 @@ import type { Duplex } from "node:stream"
 import { connect as tlsConnect } from "node:tls"
 import { guardedLookup, isRefused, RefusedAddressCode, refusedAddressError } from "./Address.js"
 
+/** Whose failure an attempt's is: the receiver's (scheme, host, port) as a whole, or only this exact URL's. */
+export type FailureScope = "origin" | "url"
+
 export type AttemptOutcome =
   | { readonly kind: "delivered"; readonly status: number }
-  | { readonly kind: "failed"; readonly status?: number; readonly error: string }
+  | { readonly kind: "failed"; readonly status?: number; readonly error: string; readonly scope: FailureScope }
 
 export interface SendInput {
   readonly url: string
@@ -38,6 +45,13 @@ export interface SendInput {
 }
 
 const seconds = (ms: number): string => `${Number((ms / 1000).toFixed(3))} s`
+
+/** A status that is the receiver's as a whole: it is failing (5xx) or says it is over its own rate (429). */
+export const isOriginStatus = (status: number): boolean => status >= 500 || status === 429
+
+/** A connection-level error (refused, reset, DNS, TLS, time-out) is the origin's; a refused address is this URL's. */
+const errorScope = (error: unknown): FailureScope =>
+  (error as { code?: unknown } | null)?.code === RefusedAddressCode ? "url" : "origin"
 
 const errorText = (error: unknown): string => {
   const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown }
@@ -54,7 +68,7 @@ export const sendWebhook = (input: SendInput): Promise<AttemptOutcome> =>
     let timer: ReturnType<typeof setTimeout> | undefined = undefined
     let tcp: Socket | undefined
 
-    const onAbort = () => finish({ kind: "failed", error: "aborted" })
+    const onAbort = () => finish({ kind: "failed", error: "aborted", scope: "origin" })
     const finish = (outcome: AttemptOutcome): void => {
       if (settled) return
       settled = true
@@ -66,16 +80,16 @@ export const sendWebhook = (input: SendInput): Promise<AttemptOutcome> =>
       resolve(outcome)
     }
 
-    if (input.signal?.aborted === true) return finish({ kind: "failed", error: "aborted" })
+    if (input.signal?.aborted === true) return finish({ kind: "failed", error: "aborted", scope: "origin" })
 
     let url: URL
     try {
       url = new URL(input.url)
     } catch {
-      return finish({ kind: "failed", error: "invalid URL" })
+      return finish({ kind: "failed", error: "invalid URL", scope: "url" })
     }
     if (url.protocol !== "https:" && url.protocol !== "http:") {
-      return finish({ kind: "failed", error: `unsupported scheme ${url.protocol}` })
+      return finish({ kind: "failed", error: `unsupported scheme ${url.protocol}`, scope: "url" })
     }
 
     // What the outcome is once the status is known; the body only decides when the attempt ends.
@@ -84,11 +98,11 @@ export const sendWebhook = (input: SendInput): Promise<AttemptOutcome> =>
       status >= 200 && status < 300
         ? { kind: "delivered", status }
         : status >= 300 && status < 400
-          ? { kind: "failed", status, error: `redirect ${status} not followed` }
-          : { kind: "failed", status, error: `HTTP ${status}` }
+          ? { kind: "failed", status, error: `redirect ${status} not followed`, scope: "url" }
+          : { kind: "failed", status, error: `HTTP ${status}`, scope: isOriginStatus(status) ? "origin" : "url" }
 
     timer = setTimeout(
-      () => finish(verdict ?? { kind: "failed", error: `timed out after ${seconds(input.timeoutMs)}` }),
+      () => finish(verdict ?? { kind: "failed", error: `timed out after ${seconds(input.timeoutMs)}`, scope: "origin" }),
       input.timeoutMs
     )
     input.signal?.addEventListener("abort", onAbort, { once: true })
@@ -128,10 +142,10 @@ export const sendWebhook = (input: SendInput): Promise<AttemptOutcome> =>
         headers: { ...input.headers, "content-length": String(Buffer.byteLength(input.body)) }
       })
     } catch (error) {
-      return finish({ kind: "failed", error: errorText(error) })
+      return finish({ kind: "failed", error: errorText(error), scope: errorScope(error) })
     }
 
-    request.on("error", (error) => finish(verdict ?? { kind: "failed", error: errorText(error) }))
+    request.on("error", (error) => finish(verdict ?? { kind: "failed", error: errorText(error), scope: errorScope(error) }))
     request.on("response", (res) => {
       response = res
       verdict = afterStatus(res.statusCode ?? 0)

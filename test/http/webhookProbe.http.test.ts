@@ -7,8 +7,9 @@ import { type Receiver, startReceiver } from "../support/receiver.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 import { isolatedConfig } from "../support/testConfig.js"
 
-// Per-endpoint probing (webhooks/Deliveries.ts): subscriptions sharing one failing webhook URL cost one
+// Probing (webhooks/Deliveries.ts): subscriptions sharing one failing webhook URL (hence one origin) cost one
 // attempt per backoff step between them, not one each, and all go on at once when the URL answers again.
+// test/http/webhookOrigin.http.test.ts covers one origin across many paths.
 let server: TestServer
 let receiver: Receiver
 const asOf = Date.now() - DAY_MS
@@ -56,9 +57,9 @@ describe(`one probe per backoff step for a failing webhook URL (${testDatabaseKi
     await receiver.waitFor(1, "/probe")
     await sleep(7_500)
     const failed = receiver.received.filter((r) => r.path === "/probe")
-    // Without probing each of the 20 retries after ~1, ~3 and ~7 s: 60–80 attempts by now. With it, a
-    // subscription that never failed makes its own first attempt (held back once at most, docs/API.md
-    // §10.5) and after that the URL gets one attempt per backoff step between them all.
+    // Without probing each of the 20 retries after ~1, ~3 and ~7 s: 60–80 attempts by now. With it, the
+    // outage's first claim (all 20 here: PV_WEBHOOK_CONCURRENCY is 32) and after that one probe per
+    // backoff step between them all, rotating among them (docs/API.md §10.5).
     const seen = new Set<string>()
     let repeats = 0
     for (const r of failed) {

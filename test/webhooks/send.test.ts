@@ -91,15 +91,20 @@ describe("sendWebhook", () => {
 
   it("a 500 fails with its status", async () => {
     const target = await receiver((_req, res) => res.writeHead(500, { "content-type": "text/plain" }).end("broken"))
-    expect(await attempt(target.url)).toEqual({ kind: "failed", status: 500, error: "HTTP 500" })
+    expect(await attempt(target.url)).toEqual({ kind: "failed", status: 500, error: "HTTP 500", scope: "origin" })
     const gone = await receiver((_req, res) => res.writeHead(410).end())
-    expect(await attempt(gone.url)).toEqual({ kind: "failed", status: 410, error: "HTTP 410" })
+    expect(await attempt(gone.url)).toEqual({ kind: "failed", status: 410, error: "HTTP 410", scope: "url" })
+    // 429 names the receiver's own rate: the origin's, like a 5xx; any other 4xx is the URL's.
+    const busy = await receiver((_req, res) => res.writeHead(429).end())
+    expect(await attempt(busy.url)).toEqual({ kind: "failed", status: 429, error: "HTTP 429", scope: "origin" })
+    const missing = await receiver((_req, res) => res.writeHead(404).end())
+    expect(await attempt(missing.url)).toEqual({ kind: "failed", status: 404, error: "HTTP 404", scope: "url" })
   })
 
   it("a 302 is not followed and fails", async () => {
     const elsewhere = await receiver((_req, res) => res.writeHead(200).end())
     const target = await receiver((_req, res) => res.writeHead(302, { location: elsewhere.url }).end())
-    expect(await attempt(target.url)).toEqual({ kind: "failed", status: 302, error: "redirect 302 not followed" })
+    expect(await attempt(target.url)).toEqual({ kind: "failed", status: 302, error: "redirect 302 not followed", scope: "url" })
     await new Promise((resolve) => setTimeout(resolve, 50))
     expect(elsewhere.requests).toHaveLength(0)
     expect(elsewhere.connections).toBe(0)
@@ -108,7 +113,7 @@ describe("sendWebhook", () => {
   it("a receiver that never answers times out, and the connection is closed", async () => {
     const target = await receiver(() => {})
     const started = Date.now()
-    expect(await attempt(target.url, { timeoutMs: 300 })).toEqual({ kind: "failed", error: "timed out after 0.3 s" })
+    expect(await attempt(target.url, { timeoutMs: 300 })).toEqual({ kind: "failed", error: "timed out after 0.3 s", scope: "origin" })
     const elapsed = Date.now() - started
     expect(elapsed).toBeGreaterThanOrEqual(290)
     expect(elapsed).toBeLessThan(2_000)
@@ -119,7 +124,7 @@ describe("sendWebhook", () => {
   it("a receiver that never completes its status line times out too", async () => {
     const tcp = createTcpServer((socket) => { socket.on("data", () => socket.write("HTTP/1.1 20")) })
     const port = await listen(tcp, "127.0.0.1")
-    expect(await attempt(`http://127.0.0.1:${port}/`, { timeoutMs: 300 })).toEqual({ kind: "failed", error: "timed out after 0.3 s" })
+    expect(await attempt(`http://127.0.0.1:${port}/`, { timeoutMs: 300 })).toEqual({ kind: "failed", error: "timed out after 0.3 s", scope: "origin" })
   })
 
   it("reads at most maxResponseBytes of an endless answer, then drops the connection; a 2xx is still delivered", async () => {
@@ -143,7 +148,7 @@ describe("sendWebhook", () => {
     expect(written).toBeLessThan(64 * 1024 * 1024)
 
     const failing = await receiver(endless(503))
-    expect(await attempt(failing.url, { maxResponseBytes: 1, timeoutMs: 10_000 })).toEqual({ kind: "failed", status: 503, error: "HTTP 503" })
+    expect(await attempt(failing.url, { maxResponseBytes: 1, timeoutMs: 10_000 })).toEqual({ kind: "failed", status: 503, error: "HTTP 503", scope: "origin" })
     await until(() => failing.closed === 1)
     expect(failing.closed).toBe(1)
   })
@@ -160,14 +165,14 @@ describe("sendWebhook", () => {
 
     const closing = createTcpServer((socket) => socket.once("data", () => socket.destroy()))
     const closingPort = await listen(closing, "127.0.0.1")
-    expect(await attempt(`http://127.0.0.1:${closingPort}/`)).toMatchObject({ kind: "failed", error: expect.stringMatching(/socket hang up|ECONNRESET/) })
+    expect(await attempt(`http://127.0.0.1:${closingPort}/`)).toMatchObject({ kind: "failed", error: expect.stringMatching(/socket hang up|ECONNRESET/), scope: "origin" })
 
     // After a non-2xx status, a cut body still fails, with the status.
     const cut = createTcpServer((socket) => {
       socket.once("data", () => { socket.write("HTTP/1.1 500 Oops\r\nContent-Length: 1000\r\n\r\npartial"); setTimeout(() => socket.destroy(), 20) })
     })
     const cutPort = await listen(cut, "127.0.0.1")
-    expect(await attempt(`http://127.0.0.1:${cutPort}/`)).toEqual({ kind: "failed", status: 500, error: "HTTP 500" })
+    expect(await attempt(`http://127.0.0.1:${cutPort}/`)).toEqual({ kind: "failed", status: 500, error: "HTTP 500", scope: "origin" })
   })
 
   it("a connection refused fails with its code", async () => {
@@ -176,7 +181,7 @@ describe("sendWebhook", () => {
     await new Promise<void>((resolve) => tcp.close(() => resolve()))
     opened.pop()
     const outcome = await attempt(`http://127.0.0.1:${port}/`)
-    expect(outcome).toMatchObject({ kind: "failed", error: expect.stringMatching(/^connect ECONNREFUSED 127\.0\.0\.1:/) })
+    expect(outcome).toMatchObject({ kind: "failed", error: expect.stringMatching(/^connect ECONNREFUSED 127\.0\.0\.1:/), scope: "origin" })
   })
 
   it("refuses loopback by name and by every literal spelling when private addresses are not allowed; the receiver sees no request", async () => {
@@ -191,6 +196,8 @@ describe("sendWebhook", () => {
       const outcome = await attempt(url, { allowPrivate: false })
       expect(outcome.kind, url).toBe("failed")
       if (outcome.kind === "failed") expect(outcome.error, url).toMatch(/^refused address /)
+      // The SSRF rules refuse this URL's address: a failure of the URL, not of a receiver (nothing else is held back).
+      if (outcome.kind === "failed") expect(outcome.scope, url).toBe("url")
       // The address connected to, then the host as the URL parser normalised it when that differs (::ffff:7f00:1).
       if (address !== "localhost" && outcome.kind === "failed") expect(outcome.error.startsWith(`refused address ${address}`), outcome.error).toBe(true)
     }
@@ -214,7 +221,8 @@ describe("sendWebhook", () => {
     for (const host of ["127.0.0.1", "[::1]", "[::ffff:127.0.0.1]"]) {
       expect(await attempt(`https://${host}:${port}/`, { allowPrivate: false }), host).toMatchObject({
         kind: "failed",
-        error: expect.stringMatching(/^refused address /)
+        error: expect.stringMatching(/^refused address /),
+        scope: "url"
       })
     }
     await new Promise((resolve) => setTimeout(resolve, 50))
@@ -239,6 +247,7 @@ describe("sendWebhook", () => {
       const outcome = await attempt(`https://127.0.0.1:${port}/`)
       expect(outcome.kind).toBe("failed")
       if (outcome.kind === "failed") expect(outcome.error).toMatch(/self[- ]signed certificate/)
+      if (outcome.kind === "failed") expect(outcome.scope).toBe("origin")
       expect(requests).toBe(0)
     } finally {
       rmSync(dir, { recursive: true, force: true })
@@ -258,14 +267,14 @@ describe("sendWebhook", () => {
     const pending = attempt(target.url, { signal: controller.signal, timeoutMs: 10_000 })
     await until(() => target.requests.length === 1)
     controller.abort()
-    expect(await pending).toEqual({ kind: "failed", error: "aborted" })
-    expect(await attempt(target.url, { signal: AbortSignal.abort() })).toEqual({ kind: "failed", error: "aborted" })
+    expect(await pending).toEqual({ kind: "failed", error: "aborted", scope: "origin" })
+    expect(await attempt(target.url, { signal: AbortSignal.abort() })).toEqual({ kind: "failed", error: "aborted", scope: "origin" })
     expect(target.requests).toHaveLength(1)
   })
 
   it("never throws: a malformed URL, an unsupported scheme or an invalid header value is a failed attempt", async () => {
-    expect(await attempt("not a url")).toEqual({ kind: "failed", error: "invalid URL" })
-    expect(await attempt("ftp://127.0.0.1/")).toEqual({ kind: "failed", error: "unsupported scheme ftp:" })
+    expect(await attempt("not a url")).toEqual({ kind: "failed", error: "invalid URL", scope: "url" })
+    expect(await attempt("ftp://127.0.0.1/")).toEqual({ kind: "failed", error: "unsupported scheme ftp:", scope: "url" })
     const outcome = await attempt("http://127.0.0.1:9/", { headers: { "x-bad": "line\nbreak" } })
     expect(outcome.kind).toBe("failed")
     if (outcome.kind === "failed") expect(outcome.error).not.toContain("line\nbreak")
