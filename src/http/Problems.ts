@@ -48,11 +48,12 @@ const closeAfterAnswer = HttpEffect.appendPreResponseHandler((_req, response) =>
 /**
  * Reads the body, at most MaxBodyBytes, without destroying the socket when a (chunked) body runs over,
  * so the client still gets its 413; the front door closes the connection after that answer (its body
- * was not read to the end: http/FrontDoor.ts). Invalid UTF-8 is
- * malformed JSON (RFC 8259 section 8.1), never silently replaced.
+ * was not read to the end: http/FrontDoor.ts). `unreadable` is what a failing stream (a client gone
+ * mid-body) becomes. The one body reader of the service: REST bodies (below) and the MCP endpoint's raw
+ * JSON-RPC text (mcp/Http.ts) both come through here.
  */
-const readBoundedBody = (request: HttpServerRequest.HttpServerRequest) =>
-  Effect.callback<string, PayloadTooLarge | MalformedJson>((resume) => {
+export const readBoundedBytes = <E>(request: HttpServerRequest.HttpServerRequest, unreadable: () => E) =>
+  Effect.callback<Buffer, PayloadTooLarge | E>((resume) => {
     const incoming = NodeHttpServerRequest.toIncomingMessage(request)
     const chunks: Array<Buffer> = []
     let bytes = 0
@@ -71,20 +72,29 @@ const readBoundedBody = (request: HttpServerRequest.HttpServerRequest) =>
     }
     const onEnd = () => {
       cleanup()
-      try {
-        resume(Effect.succeed(strictUtf8.decode(Buffer.concat(chunks))))
-      } catch {
-        resume(Effect.fail(new MalformedJson({ detail: "The request body is not valid UTF-8." })))
-      }
+      resume(Effect.succeed(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)))
     }
     const onError = () => {
       cleanup()
-      resume(Effect.fail(new MalformedJson({ detail: "The request body could not be read." })))
+      resume(Effect.fail(unreadable()))
     }
     incoming.on("data", onData)
     incoming.once("end", onEnd)
     incoming.once("error", onError)
   })
+
+/** The body as text; invalid UTF-8 is malformed JSON (RFC 8259 section 8.1), never silently replaced. */
+const readBoundedBody = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<string, PayloadTooLarge | MalformedJson> =>
+  Effect.flatMap(
+    readBoundedBytes(request, () => new MalformedJson({ detail: "The request body could not be read." })),
+    (bytes) => {
+      try {
+        return Effect.succeed(strictUtf8.decode(bytes))
+      } catch {
+        return Effect.fail(new MalformedJson({ detail: "The request body is not valid UTF-8." }))
+      }
+    }
+  )
 
 /** A REST body: bounded, UTF-8, JSON without repeated member names, not too deep, and nothing in it the database could not keep. */
 const readRestBody = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<string, ProblemError> =>

@@ -1,4 +1,3 @@
-import { NodeHttpServerRequest, NodeStream } from "@effect/platform-node"
 import { Effect, Layer, Option } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
@@ -7,6 +6,7 @@ import { Api } from "../api/Api.js"
 import { instanceOf, MaxBodyBytes, problemResponse } from "../api/Problems.js"
 import { type InsufficientScope, MethodNotAllowed, type NotAcceptable, PayloadTooLarge, type UnsupportedMediaType } from "../domain/Problem.js"
 import { withMiddlewaresOnly } from "../http/GroupContext.js"
+import { readBoundedBytes } from "../http/Problems.js"
 import { Mcp, transportProblem } from "./Mcp.js"
 
 /** Text that is certainly not JSON, standing in for a body that could not be decoded at all. */
@@ -17,22 +17,18 @@ const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
 const tooLarge = () => new PayloadTooLarge({ detail: `Request bodies are limited to ${MaxBodyBytes} bytes.` })
 
 /**
- * The body as text, at most MaxBodyBytes (413 beyond). Bytes that are not UTF-8 are not JSON: they become
- * text that JSON-RPC answers with its parse error (-32700), never silently replaced characters. Read from
- * the Node request with the platform's own reader: `request.arrayBuffer` would also build and run a cached
- * Effect per request, for a body this handler reads once.
+ * The body as text, at most MaxBodyBytes (413 beyond), by the service's one body reader. Bytes that are
+ * not UTF-8 are not JSON: they become text that JSON-RPC answers with its parse error (-32700), never
+ * silently replaced characters.
  */
 const readBody = (request: HttpServerRequest.HttpServerRequest) =>
-  Effect.map(
-    NodeStream.toArrayBuffer(() => NodeHttpServerRequest.toIncomingMessage(request), { maxBytes: MaxBodyBytes, onError: tooLarge }),
-    (bytes) => {
-      try {
-        return strictUtf8.decode(bytes)
-      } catch {
-        return notJson
-      }
+  Effect.map(readBoundedBytes(request, tooLarge), (bytes) => {
+    try {
+      return strictUtf8.decode(bytes)
+    } catch {
+      return notJson
     }
-  )
+  })
 
 const methodNotAllowed = Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
