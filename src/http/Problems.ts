@@ -21,7 +21,7 @@ import {
   withInstance
 } from "../domain/Problem.js"
 import { RequestGuard } from "../api/Guard.js"
-import { instanceOf, MaxBodyBytes, problemHeaders, problemResponse } from "../api/Problems.js"
+import { instanceOf, keepCheckedJson, MaxBodyBytes, problemHeaders, problemResponse } from "../api/Problems.js"
 import { countDatabaseError } from "../observability/Metrics.js"
 import { AppConfig } from "../platform/Config.js"
 import { databaseFailure } from "../platform/DatabaseErrors.js"
@@ -115,6 +115,7 @@ const readRestBody = (request: HttpServerRequest.HttpServerRequest): Effect.Effe
         errors: [new FieldError({ pointer: unstorable.pointer, detail: unstorable.reason })]
       }))
     }
+    keepCheckedJson(request, parsed)
     return Effect.succeed(text)
   })
 
