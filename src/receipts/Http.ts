@@ -3,6 +3,7 @@ import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { requireScope } from "../access/ApiKeys.js"
 import { Api } from "../api/Api.js"
+import { checkedJsonOf } from "../api/Problems.js"
 import { decodeRelianceRequest } from "../domain/Receipt.js"
 import { withMiddlewaresOnly } from "../http/GroupContext.js"
 import { Receipts } from "./Receipts.js"
@@ -22,11 +23,14 @@ export const ReceiptsHttpLive = Layer.unwrap(Effect.gen(function*() {
   // Built with its middlewares only: see http/GroupContext.ts.
   return withMiddlewaresOnly(HttpApiBuilder.group(Api, "receipts", (handlers) =>
     handlers
-      .handle("create", ({ payload }) =>
-        requireScope("receipt:write").pipe(
-          Effect.flatMap((key) => Effect.flatMap(decodeRequest(payload), (request) => receipts.create(key.tenant_id, request))),
-          Effect.flatMap((receipt) => Effect.map(receipts.createdJsonOf(receipt), respond(receipt.idempotent ? 200 : 201)))
-        ))
+      // Raw only so the body the guard parsed is not parsed and schema-decoded again (its payload schema is any
+      // JSON value): the order of checks is the decoded endpoint's, body first, then the scope, then the request.
+      .handleRaw("create", ({ request }) =>
+        Effect.flatMap(checkedJsonOf(request), (payload) =>
+          requireScope("receipt:write").pipe(
+            Effect.flatMap((key) => Effect.flatMap(decodeRequest(payload), (decoded) => receipts.create(key.tenant_id, decoded))),
+            Effect.flatMap((receipt) => Effect.map(receipts.createdJsonOf(receipt), respond(receipt.idempotent ? 200 : 201)))
+          )))
       .handle("get", ({ params }) =>
         requireScope("receipt:read").pipe(
           Effect.flatMap((key) => receipts.get(key.tenant_id, params.receiptId)),
