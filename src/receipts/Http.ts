@@ -4,7 +4,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { requireScope } from "../access/ApiKeys.js"
 import { Api } from "../api/Api.js"
 import { checkedJsonOf } from "../api/Problems.js"
-import { decodeRelianceRequest } from "../domain/Receipt.js"
+import { type CreatedRelianceReceipt, decodeRelianceRequest } from "../domain/Receipt.js"
 import { withMiddlewaresOnly } from "../http/GroupContext.js"
 import { Receipts } from "./Receipts.js"
 
@@ -20,6 +20,18 @@ const decodeRequest = (payload: unknown) => Effect.fromResult(decodeRelianceRequ
 export const ReceiptsHttpLive = Layer.unwrap(Effect.gen(function*() {
   const receipts = yield* Receipts
   const respond = (status: number) => (json: string) => HttpServerResponse.text(json, { status, contentType: "application/json" })
+  // A replay's answer object is shared by every replay of its receipt (Receipts.create), so its response is
+  // too (responses are immutable; each request's headers are added to its own copy).
+  const replays = new WeakMap<CreatedRelianceReceipt, HttpServerResponse.HttpServerResponse>()
+  const respondCreated = (receipt: CreatedRelianceReceipt): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
+    if (!receipt.idempotent) return Effect.map(receipts.createdJsonOf(receipt), respond(201))
+    const known = replays.get(receipt)
+    return known !== undefined ? Effect.succeed(known) : Effect.map(receipts.createdJsonOf(receipt), (json) => {
+      const response = respond(200)(json)
+      replays.set(receipt, response)
+      return response
+    })
+  }
   // Built with its middlewares only: see http/GroupContext.ts.
   return withMiddlewaresOnly(HttpApiBuilder.group(Api, "receipts", (handlers) =>
     handlers
@@ -29,7 +41,7 @@ export const ReceiptsHttpLive = Layer.unwrap(Effect.gen(function*() {
         Effect.flatMap(checkedJsonOf(request), (payload) =>
           requireScope("receipt:write").pipe(
             Effect.flatMap((key) => Effect.flatMap(decodeRequest(payload), (decoded) => receipts.create(key.tenant_id, decoded))),
-            Effect.flatMap((receipt) => Effect.map(receipts.createdJsonOf(receipt), respond(receipt.idempotent ? 200 : 201)))
+            Effect.flatMap(respondCreated)
           )))
       .handle("get", ({ params }) =>
         requireScope("receipt:read").pipe(

@@ -38,17 +38,28 @@ export type EvaluationError = Forbidden | UnknownPurpose | DeterminationNotFound
 
 /**
  * Same idempotency key, same intent: only organization and claim_scope can still differ. claim_scope is
- * an ordered list of strings, for which JSON text equality is exactly value equality.
+ * an ordered list of strings, equal when they are equal element by element.
  */
-const sameIntent = (stored: RelianceReceipt, requested: Pick<RelianceReceipt, "organization" | "claim_scope">) =>
-  stored.organization === requested.organization && JSON.stringify(stored.claim_scope) === JSON.stringify(requested.claim_scope)
+const sameIntent = (stored: RelianceReceipt, requested: Pick<RelianceReceipt, "organization" | "claim_scope">) => {
+  if (stored.organization !== requested.organization) return false
+  const a = stored.claim_scope
+  const b = requested.claim_scope
+  if (a.length !== b.length) return false
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
+  return true
+}
 
 const ReceiptCacheEntries = 5_000
 
+/**
+ * The idempotency key as one string: its members joined by NUL, which none of them can hold (tenant and
+ * subject ids by their patterns, the names as NonEmptyText, the digest is hex; PostgreSQL text cannot hold
+ * NUL either, so neither can a stored receipt), so distinct keys never join to the same string.
+ */
 const idempotencyKeyOf = (
   r: Pick<RelianceReceipt, "tenant_id" | "principal" | "subject_public_id" | "purpose_id" | "requested_action">,
   determinationDigest: string
-) => JSON.stringify([r.tenant_id, r.principal, r.subject_public_id, r.purpose_id, r.requested_action, determinationDigest])
+) => `${r.tenant_id}\u0000${r.principal}\u0000${r.subject_public_id}\u0000${r.purpose_id}\u0000${r.requested_action}\u0000${determinationDigest}`
 
 const conflict = () =>
   new IdempotencyConflict({
