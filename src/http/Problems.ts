@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from "node:crypto"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
-import { Cause, Context, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Cause, Context, Effect, Exit, Layer, Option, Redacted, Schema } from "effect"
 import { HttpEffect, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { type HttpApiEndpoint, HttpApiError, type HttpApiMiddleware } from "effect/http-api"
 import { findDuplicateMember, findUnstorable, MaxJsonDepth, exceedsDepth } from "../domain/Json.js"
@@ -133,11 +133,24 @@ const readRestBody = (request: HttpServerRequest.HttpServerRequest): Effect.Effe
  */
 const TextField = "textEffect"
 
+/**
+ * `read` run at most once, in the fiber that first asks (the payload decoder, once per request), its outcome
+ * kept for any later ask; an interrupted read is not kept. (`Effect.cached`, run by `runSync`, cost two fibers
+ * and a join per request.) Two concurrent asks would both listen to the body and both see all of it.
+ */
+const readOnce = <A, E>(read: Effect.Effect<A, E>): Effect.Effect<A, E> => {
+  let outcome: Exit.Exit<A, E> | undefined
+  return Effect.suspend(() =>
+    outcome ?? Effect.onExit(read, (exit) => Effect.sync(() => {
+      if (!Exit.hasInterrupts(exit)) outcome = exit
+    })))
+}
+
 const withCheckedBody = (
   request: HttpServerRequest.HttpServerRequest,
   read: Effect.Effect<string, ProblemError>
 ): HttpServerRequest.HttpServerRequest => {
-  const text = Effect.runSync(Effect.cached(read))
+  const text = readOnce(read)
   const fields = request as unknown as Record<string, unknown>
   if (Object.hasOwn(fields, TextField) && fields[TextField] === undefined) {
     fields[TextField] = text
