@@ -1,4 +1,4 @@
-// `node --import tsx bench/profileCompiled.ts [machine|mcp|mcp2026|replay]`: like bench/profile.ts, but the server is the
+// `node --import tsx bench/profileCompiled.ts [machine|mcp|mcp2026|replay|receipt]`: like bench/profile.ts, but the server is the
 // COMPILED one (dist/src/main.js, `npm run build` first), so tsx's loader does not show up in the profile.
 import { generateKeyPairSync, randomBytes } from "node:crypto"
 import { copyFileSync, mkdtempSync, readdirSync, rmSync } from "node:fs"
@@ -60,6 +60,13 @@ try {
     replay: {
       url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, body: JSON.stringify({
         tenant_id: "bench", organization: "Bench Org", principal: "replay", subject_public_id: publicId,
+        purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"]
+      })
+    },
+    // A new receipt per request (the load generator puts a fresh id in the principal).
+    receipt: {
+      url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, idReplacement: true, body: JSON.stringify({
+        tenant_id: "bench", organization: "Bench Org", principal: "p-[<id>]", subject_public_id: publicId,
         purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"]
       })
     }

@@ -1,3 +1,4 @@
+import { Effect } from "effect"
 import { HttpServerResponse } from "effect/http"
 import type { HttpServerRequest } from "effect/http"
 import { type ProblemError, toProblemDocument } from "../domain/Problem.js"
@@ -5,6 +6,26 @@ import { problemInstance, requestIdOf } from "../observability/RequestRecord.js"
 
 /** docs/API.md §4.3: bodies over 64 KiB are refused before they are read in full. */
 export const MaxBodyBytes = 64 * 1024
+
+/** Where RequestGuardLive (src/http/Problems.ts) leaves the JSON value of a REST body it read and checked. */
+const CheckedJson = Symbol.for("pv/CheckedJson")
+
+/** Called by the guard once a REST body passed its checks: the value it parsed, for `checkedJsonOf`. */
+export const keepCheckedJson = (request: HttpServerRequest.HttpServerRequest, value: unknown): void => {
+  ;(request as unknown as Record<symbol, unknown>)[CheckedJson] = value
+}
+
+/**
+ * For a raw handler (`handleRaw`) of an endpoint whose payload is any JSON value: the body exactly as HttpApi's
+ * payload decoder would hand it over, without parsing it a second time. Reading it is reading the request's
+ * `text`, the guard's bounded, checked read, so its refusals (413, 400, 422) are the guard's, as for a decoded
+ * payload (a defect holding the problem, which the guard turns back into it).
+ */
+export const checkedJsonOf = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<unknown> =>
+  Effect.flatMap(Effect.orDie(request.text), () => {
+    const value = (request as unknown as Record<symbol, unknown>)[CheckedJson]
+    return value === undefined ? Effect.die(new Error("the request body was not checked by the request guard")) : Effect.succeed(value)
+  })
 
 const realm = `Bearer realm="pv"`
 

@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from "node:crypto"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
-import { Cause, Context, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Cause, Context, Effect, Exit, Layer, Option, Redacted, Schema } from "effect"
 import { HttpEffect, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { type HttpApiEndpoint, HttpApiError, type HttpApiMiddleware } from "effect/http-api"
 import { findDuplicateMember, findUnstorable, MaxJsonDepth, exceedsDepth } from "../domain/Json.js"
@@ -21,7 +21,7 @@ import {
   withInstance
 } from "../domain/Problem.js"
 import { RequestGuard } from "../api/Guard.js"
-import { instanceOf, MaxBodyBytes, problemHeaders, problemResponse } from "../api/Problems.js"
+import { instanceOf, keepCheckedJson, MaxBodyBytes, problemHeaders, problemResponse } from "../api/Problems.js"
 import { countDatabaseError } from "../observability/Metrics.js"
 import { AppConfig } from "../platform/Config.js"
 import { databaseFailure } from "../platform/DatabaseErrors.js"
@@ -125,20 +125,49 @@ const readRestBody = (request: HttpServerRequest.HttpServerRequest): Effect.Effe
         errors: [new FieldError({ pointer: unstorable.pointer, detail: unstorable.reason })]
       }))
     }
+    keepCheckedJson(request, parsed)
     return Effect.succeed(text)
   })
 
 /**
  * The body is read only when a handler asks for it, i.e. after authentication: a request that will be
- * refused never has its body buffered. The rest of the pipeline gets a view of the request whose `text`
- * (what HttpApi's payload decoder reads) is this checked, cached read; everything else is the request's
- * own. A refusal reaches the decoder as a defect holding our problem, which the guard turns back into it.
+ * refused never has its body buffered. The request's `text` (what HttpApi's payload decoder reads) becomes
+ * this checked, cached read; everything else is the request's own. A refusal reaches the decoder as a
+ * defect holding our problem, which the guard turns back into it.
+ *
+ * @effect/platform-node's request memoises its text in an own field, `textEffect`, that its `text` getter
+ * returns once set: the read is stored there, and the pipeline goes on with the same request object. (A
+ * view, `Object.create(request)` with its own `text`, made the request a prototype, a slow object for every
+ * later access, and needed the view provided as the request: ~2 % of a receipt replay's CPU.) A request
+ * without that field, or one whose text was already asked for, gets the view, as before.
  */
+const TextField = "textEffect"
+
+/**
+ * `read` run at most once, in the fiber that first asks (the payload decoder, once per request), its outcome
+ * kept for any later ask; an interrupted read is not kept. (`Effect.cached`, run by `runSync`, cost two fibers
+ * and a join per request.) Two concurrent asks would both listen to the body and both see all of it.
+ */
+const readOnce = <A, E>(read: Effect.Effect<A, E>): Effect.Effect<A, E> => {
+  let outcome: Exit.Exit<A, E> | undefined
+  return Effect.suspend(() =>
+    outcome ?? Effect.onExit(read, (exit) => Effect.sync(() => {
+      if (!Exit.hasInterrupts(exit)) outcome = exit
+    })))
+}
+
 const withCheckedBody = (
   request: HttpServerRequest.HttpServerRequest,
   read: Effect.Effect<string, ProblemError>
-): HttpServerRequest.HttpServerRequest =>
-  Object.create(request, { text: { value: Effect.runSync(Effect.cached(read)) } }) as HttpServerRequest.HttpServerRequest
+): HttpServerRequest.HttpServerRequest => {
+  const text = readOnce(read)
+  const fields = request as unknown as Record<string, unknown>
+  if (Object.hasOwn(fields, TextField) && fields[TextField] === undefined) {
+    fields[TextField] = text
+    return request
+  }
+  return Object.create(request, { text: { value: text } }) as HttpServerRequest.HttpServerRequest
+}
 
 /** Paths whose bodies are parsed by their own protocol (JSON-RPC answers parse errors itself). */
 const rawBodyPaths = new Set(["/api/v1/mcp"])
@@ -206,7 +235,8 @@ export const RequestGuardLive = Layer.succeed(RequestGuard, (httpEffect, { endpo
         if (!isRestJsonContentType(request.headers["content-type"])) {
           return Effect.fail(new UnsupportedMediaType({ detail: "Send the request body as application/json." }))
         }
-        return Effect.provideService(httpEffect, HttpServerRequest.HttpServerRequest, withCheckedBody(request, readRestBody(request)))
+        const checked = withCheckedBody(request, readRestBody(request))
+        return checked === request ? httpEffect : Effect.provideService(httpEffect, HttpServerRequest.HttpServerRequest, checked)
       }
     }
     return httpEffect

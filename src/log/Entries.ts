@@ -11,6 +11,7 @@ import {
   type LogEntry,
   type ReceiptLogEntry
 } from "../verify/Bundle.js"
+import { jcs } from "../verify/FastJcs.js"
 import { verifySync } from "../verify/NodeCrypto.js"
 import { refuse, type Checked } from "./Checked.js"
 import { leafHash, type Hash } from "./Merkle.js"
@@ -36,8 +37,15 @@ export const eventEntryOf = (event: { readonly public_id: string; readonly seque
   eventHash: event.eventHash
 })
 
-/** The bytes the log hashes and serves in entry bundles: UTF-8 of JCS(entry). */
-export const entryBytesOf = (entry: LogEntry): Uint8Array => Buffer.from(canonicalJson(entry), "utf8")
+/**
+ * The bytes the log hashes and serves in entry bundles: UTF-8 of JCS(entry). Written by the one-pass JCS
+ * writer (verify/FastJcs.ts, `canonicalize`'s text, property-tested): one per receipt and event written.
+ */
+export const entryBytesOf = (entry: LogEntry): Uint8Array => {
+  const text = jcs(entry)
+  if (text === undefined) throw new TypeError("value has no canonical JSON form")
+  return Buffer.from(text, "utf8")
+}
 
 export const entryLeafHashOf = (entry: LogEntry): Hash => leafHash(entryBytesOf(entry))
 

@@ -3,7 +3,8 @@ import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { requireScope } from "../access/ApiKeys.js"
 import { Api } from "../api/Api.js"
-import { decodeRelianceRequest } from "../domain/Receipt.js"
+import { checkedJsonOf } from "../api/Problems.js"
+import { type CreatedRelianceReceipt, decodeRelianceRequest } from "../domain/Receipt.js"
 import { withMiddlewaresOnly } from "../http/GroupContext.js"
 import { Receipts } from "./Receipts.js"
 
@@ -19,14 +20,29 @@ const decodeRequest = (payload: unknown) => Effect.fromResult(decodeRelianceRequ
 export const ReceiptsHttpLive = Layer.unwrap(Effect.gen(function*() {
   const receipts = yield* Receipts
   const respond = (status: number) => (json: string) => HttpServerResponse.text(json, { status, contentType: "application/json" })
+  // A replay's answer object is shared by every replay of its receipt (Receipts.create), so its response is
+  // too (responses are immutable; each request's headers are added to its own copy).
+  const replays = new WeakMap<CreatedRelianceReceipt, HttpServerResponse.HttpServerResponse>()
+  const respondCreated = (receipt: CreatedRelianceReceipt): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
+    if (!receipt.idempotent) return Effect.map(receipts.createdJsonOf(receipt), respond(201))
+    const known = replays.get(receipt)
+    return known !== undefined ? Effect.succeed(known) : Effect.map(receipts.createdJsonOf(receipt), (json) => {
+      const response = respond(200)(json)
+      replays.set(receipt, response)
+      return response
+    })
+  }
   // Built with its middlewares only: see http/GroupContext.ts.
   return withMiddlewaresOnly(HttpApiBuilder.group(Api, "receipts", (handlers) =>
     handlers
-      .handle("create", ({ payload }) =>
-        requireScope("receipt:write").pipe(
-          Effect.flatMap((key) => Effect.flatMap(decodeRequest(payload), (request) => receipts.create(key.tenant_id, request))),
-          Effect.flatMap((receipt) => Effect.map(receipts.createdJsonOf(receipt), respond(receipt.idempotent ? 200 : 201)))
-        ))
+      // Raw only so the body the guard parsed is not parsed and schema-decoded again (its payload schema is any
+      // JSON value): the order of checks is the decoded endpoint's, body first, then the scope, then the request.
+      .handleRaw("create", ({ request }) =>
+        Effect.flatMap(checkedJsonOf(request), (payload) =>
+          requireScope("receipt:write").pipe(
+            Effect.flatMap((key) => Effect.flatMap(decodeRequest(payload), (decoded) => receipts.create(key.tenant_id, decoded))),
+            Effect.flatMap(respondCreated)
+          )))
       .handle("get", ({ params }) =>
         requireScope("receipt:read").pipe(
           Effect.flatMap((key) => receipts.get(key.tenant_id, params.receiptId)),

@@ -1,4 +1,4 @@
-import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option, Result } from "effect"
 import {
   type DeterminationNotFound,
   Forbidden,
@@ -18,6 +18,7 @@ import {
   sealReceipt
 } from "../domain/Receipt.js"
 import type { EventJwk } from "../domain/TrustEvent.js"
+import type { MachineTrustResponse } from "../domain/MachineTrust.js"
 import { EventLog } from "../events/EventLog.js"
 import { signReceiptDigest } from "../log/Entries.js"
 import { LogNudge } from "../log/LogNudge.js"
@@ -37,15 +38,28 @@ export type EvaluationError = Forbidden | UnknownPurpose | DeterminationNotFound
 
 /**
  * Same idempotency key, same intent: only organization and claim_scope can still differ. claim_scope is
- * an ordered list of strings, for which JSON text equality is exactly value equality.
+ * an ordered list of strings, equal when they are equal element by element.
  */
-const sameIntent = (stored: RelianceReceipt, requested: Pick<RelianceReceipt, "organization" | "claim_scope">) =>
-  stored.organization === requested.organization && JSON.stringify(stored.claim_scope) === JSON.stringify(requested.claim_scope)
+const sameIntent = (stored: RelianceReceipt, requested: Pick<RelianceReceipt, "organization" | "claim_scope">) => {
+  if (stored.organization !== requested.organization) return false
+  const a = stored.claim_scope
+  const b = requested.claim_scope
+  if (a.length !== b.length) return false
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
+  return true
+}
 
 const ReceiptCacheEntries = 5_000
 
-const idempotencyKeyOf = (r: Pick<RelianceReceipt, "tenant_id" | "principal" | "subject_public_id" | "purpose_id" | "requested_action" | "determination_digest">) =>
-  JSON.stringify([r.tenant_id, r.principal, r.subject_public_id, r.purpose_id, r.requested_action, r.determination_digest])
+/**
+ * The idempotency key as one string: its members joined by NUL, which none of them can hold (tenant and
+ * subject ids by their patterns, the names as NonEmptyText, the digest is hex; PostgreSQL text cannot hold
+ * NUL either, so neither can a stored receipt), so distinct keys never join to the same string.
+ */
+const idempotencyKeyOf = (
+  r: Pick<RelianceReceipt, "tenant_id" | "principal" | "subject_public_id" | "purpose_id" | "requested_action">,
+  determinationDigest: string
+) => `${r.tenant_id}\u0000${r.principal}\u0000${r.subject_public_id}\u0000${r.purpose_id}\u0000${r.requested_action}\u0000${determinationDigest}`
 
 const conflict = () =>
   new IdempotencyConflict({
@@ -80,16 +94,29 @@ const bodyOf = <A extends object>(encode: (value: A) => string, value: A): Effec
       Effect.as(Effect.logWarning("a stored receipt does not fit its schema: sent as stored", error), JSON.stringify(value)))
   )
 
-/** Each receipt object's body, built on first use (one map per schema, so an object is only ever one kind). */
+/**
+ * Each receipt object's body, built on first use (one map per schema, so an object is only ever one kind).
+ * `know` records a body the caller already holds for an object (see `create`), so it is never built again.
+ */
 const memoBody = <A extends object>(encode: (value: A) => string) => {
   const serialised = new WeakMap<A, string>()
-  return (value: A): Effect.Effect<string> => {
+  const of = (value: A): Effect.Effect<string> => {
     const known = serialised.get(value)
     return known !== undefined
       ? Effect.succeed(known)
       : Effect.tap(bodyOf(encode, value), (text) => Effect.sync(() => serialised.set(value, text)))
   }
+  const know = (value: A, text: string): void => void serialised.set(value, text)
+  return { of, know } as const
 }
+
+/**
+ * The POST body of a receipt whose stored JSON is `stored`: the stored members, then `idempotent`. This is
+ * what CreatedRelianceReceipt's encoder writes for it (its fields are RelianceReceipt's, in the same order,
+ * plus `idempotent`), without encoding the receipt again.
+ */
+const createdBodyOf = (stored: string, idempotent: boolean): string =>
+  `${stored.slice(0, -1)},"idempotent":${idempotent ? "true" : "false"}}`
 
 const make = Effect.gen(function*() {
   const resolver = yield* TrustResolver
@@ -107,9 +134,23 @@ const make = Effect.gen(function*() {
   // Replays get one shared answer object per receipt, so its JSON is built once (`createdJsonOf`).
   const byIdempotencyKey = new Map<string, CreatedRelianceReceipt>()
   const byId = new Map<string, RelianceReceipt>()
-  const remember = (receipt: RelianceReceipt) => {
+  // Receipts never change: the JSON of a receipt object (a cached read or the shared replay answer) is
+  // encoded through the endpoint's success schema once, however often it is sent. A bundle is built per
+  // request (the checkpoint moves), so its JSON is too.
+  const receiptBodies = memoBody(encodeReceipt)
+  const createdBodies = memoBody(encodeCreated)
+  /**
+   * `stored`: the receipt's JSON as this process just wrote it (`create`), so the bodies of its GET and
+   * of its replays are that text, not a second encoding of the same members.
+   */
+  const remember = (receipt: RelianceReceipt, stored?: string) => {
+    const replay: CreatedRelianceReceipt = { ...receipt, idempotent: true }
+    if (stored !== undefined) {
+      receiptBodies.know(receipt, stored)
+      createdBodies.know(replay, createdBodyOf(stored, true))
+    }
     if (byIdempotencyKey.size >= ReceiptCacheEntries) byIdempotencyKey.delete(byIdempotencyKey.keys().next().value!)
-    byIdempotencyKey.set(idempotencyKeyOf(receipt), { ...receipt, idempotent: true })
+    byIdempotencyKey.set(idempotencyKeyOf(receipt, receipt.determination_digest), replay)
     if (byId.size >= ReceiptCacheEntries) byId.delete(byId.keys().next().value!)
     byId.set(receipt.receipt_id, receipt)
   }
@@ -143,26 +184,24 @@ const make = Effect.gen(function*() {
     Effect.forkScoped
   )
 
-  /** Tenant, then purpose, then determination (the edge decoded the request): nothing is stored. */
-  const evaluate = (tenantId: string, request: RelianceRequest): Effect.Effect<ActionabilityEvaluation, EvaluationError> =>
-    Effect.gen(function*() {
-      if (request.tenant_id !== tenantId) {
-        return yield* Effect.fail(new Forbidden({ detail: "tenant_id must be the tenant of the API key." }))
-      }
-      // The purpose is checked before resolving so an unknown purpose never depends on the determination.
-      yield* Effect.fromResult(requireRule(policy, request))
-      const trust = yield* resolver.resolve(request.subject_public_id)
-      return yield* Effect.fromResult(evaluateActionability(trust, policy, request))
-    })
+  /**
+   * Tenant, then purpose, then determination (the edge decoded the request): the checks every evaluation
+   * and every receipt passes first, and the trust document they are made against.
+   */
+  const admit = (tenantId: string, request: RelianceRequest): Effect.Effect<MachineTrustResponse, EvaluationError> => {
+    if (request.tenant_id !== tenantId) return Effect.fail(new Forbidden({ detail: "tenant_id must be the tenant of the API key." }))
+    // The purpose is checked before resolving so an unknown purpose never depends on the determination.
+    const rule = requireRule(policy, request)
+    return Result.isFailure(rule) ? Effect.fail(rule.failure) : resolver.resolve(request.subject_public_id)
+  }
 
-  const create = (tenantId: string, request: RelianceRequest): Effect.Effect<CreatedRelianceReceipt, EvaluationError | IdempotencyConflict> =>
+  /** Nothing is stored. */
+  const evaluate = (tenantId: string, request: RelianceRequest): Effect.Effect<ActionabilityEvaluation, EvaluationError> =>
+    Effect.flatMap(admit(tenantId, request), (trust) => Effect.fromResult(evaluateActionability(trust, policy, request)))
+
+  /** A new receipt for an evaluation whose idempotency key this process holds no receipt for. */
+  const store = (evaluation: ActionabilityEvaluation): Effect.Effect<CreatedRelianceReceipt, IdempotencyConflict> =>
     Effect.gen(function*() {
-      const evaluation = yield* evaluate(tenantId, request)
-      const replayed = byIdempotencyKey.get(idempotencyKeyOf(evaluation))
-      if (replayed !== undefined) {
-        if (!sameIntent(replayed, evaluation)) return yield* Effect.fail(conflict())
-        return replayed
-      }
       const createdAt = new Date(yield* Clock.currentTimeMillis).toISOString()
       const receipt = sign(sealReceipt({
         schema: ReceiptSchemaId,
@@ -170,13 +209,37 @@ const make = Effect.gen(function*() {
         created_at: createdAt,
         ...evaluation
       }))
-      const stored = yield* Effect.orDie(repo.insertOrFetch(receipt))
-      if (stored.created) yield* nudges.nudge
+      // The stored text, written once: the row's json, and (stored members in the schema's order, see
+      // createdBodyOf) the 201's body and later the replays' and reads' bodies.
+      const json = JSON.stringify(receipt)
+      const stored = yield* Effect.orDie(repo.insertOrFetch(receipt, json))
+      if (stored.created) {
+        yield* nudges.nudge
+        remember(receipt, json)
+        const created: CreatedRelianceReceipt = { ...receipt, idempotent: false }
+        createdBodies.know(created, createdBodyOf(json, false))
+        return created
+      }
+      // Another request (or instance) stored this idempotency key first: its receipt is the answer.
       const signed = yield* ensureSigned(stored.receipt)
       remember(signed)
-      if (!stored.created && !sameIntent(signed, receipt)) return yield* Effect.fail(conflict())
-      return { ...signed, idempotent: !stored.created }
-    }).pipe(Effect.tap((receipt) => countReceipt(receipt.idempotent)))
+      if (!sameIntent(signed, receipt)) return yield* Effect.fail(conflict())
+      return { ...signed, idempotent: true }
+    })
+
+  /**
+   * A replay needs only the idempotency key, whose last member (determination_digest) comes from the
+   * trust document: the verdicts are derived only for a receipt this process does not hold yet.
+   */
+  const create = (tenantId: string, request: RelianceRequest): Effect.Effect<CreatedRelianceReceipt, EvaluationError | IdempotencyConflict> =>
+    Effect.flatMap(admit(tenantId, request), (trust): Effect.Effect<CreatedRelianceReceipt, EvaluationError | IdempotencyConflict> => {
+      const replayed = byIdempotencyKey.get(idempotencyKeyOf(request, trust.determination.determination_digest))
+      if (replayed !== undefined) return sameIntent(replayed, request) ? Effect.as(countReceipt(true), replayed) : Effect.fail(conflict())
+      const evaluation = evaluateActionability(trust, policy, request)
+      return Result.isFailure(evaluation)
+        ? Effect.fail(evaluation.failure)
+        : Effect.tap(store(evaluation.success), (receipt) => countReceipt(receipt.idempotent))
+    })
 
   const get = (tenantId: string, receiptId: string): Effect.Effect<RelianceReceipt, ReceiptNotFound> => {
     // An id this service could never have issued is not looked up at all.
@@ -210,11 +273,8 @@ const make = Effect.gen(function*() {
       return yield* log.receiptBundle(receipt, yield* receiptKeyOf(receipt.signature.kid))
     })
 
-  // Receipts never change: the JSON of a receipt object (a cached read or the shared replay answer) is
-  // encoded through the endpoint's success schema once, however often it is sent. A bundle is built per
-  // request (the checkpoint moves), so its JSON is too.
-  const jsonOf = memoBody(encodeReceipt)
-  const createdJsonOf = memoBody(encodeCreated)
+  const jsonOf = receiptBodies.of
+  const createdJsonOf = createdBodies.of
   const proofJsonOf = (bundle: ReceiptProofBundle) => bodyOf(encodeBundle, bundle)
 
   return { evaluate, create, get, proof, backfillSignatures, jsonOf, createdJsonOf, proofJsonOf, policy: policyView(policy) } as const

@@ -17,6 +17,8 @@ export interface StoredOutcome {
 
 interface Pending {
   readonly receipt: RelianceReceipt
+  /** JSON.stringify(receipt), made by the caller (which answers with the same text). */
+  readonly json: string
   readonly done: Deferred.Deferred<StoredOutcome, SqlError>
 }
 
@@ -40,7 +42,7 @@ const insertedRows = decodeRows(InsertedRow)
 /** Receipts written together in one statement (and one commit). */
 const MaxBatch = 64
 
-const row = (r: RelianceReceipt) => ({
+const row = ({ receipt: r, json }: Pick<Pending, "receipt" | "json">) => ({
   receipt_id: r.receipt_id,
   tenant_id: r.tenant_id,
   principal: r.principal,
@@ -52,7 +54,7 @@ const row = (r: RelianceReceipt) => ({
   decision: r.decision,
   receipt_digest: r.receipt_digest,
   // json (not jsonb) keeps the text exactly as written, key order included.
-  receipt: JSON.stringify(r),
+  receipt: json,
   created_at: new Date(r.created_at)
 })
 
@@ -74,9 +76,10 @@ const make = Effect.gen(function*() {
     )
 
   /** One statement for the whole batch; the outcome of each receipt, in order. */
-  const insertBatch = (receipts: Arr.NonEmptyReadonlyArray<RelianceReceipt>) =>
+  const insertBatch = (batch: Arr.NonEmptyReadonlyArray<Pick<Pending, "receipt" | "json">>) =>
     Effect.gen(function*() {
-      const rows = Arr.map(receipts, row)
+      const rows = Arr.map(batch, row)
+      const receipts = Arr.map(batch, (p) => p.receipt)
       const inserted = yield* insertedRows(logEnabled
         ? sql`
           WITH inserted AS (
@@ -103,13 +106,13 @@ const make = Effect.gen(function*() {
 
   /** Answers every caller of a batch; if the batch failed as a whole, each receipt is written alone. */
   const settle = (batch: Arr.NonEmptyReadonlyArray<Pending>): Effect.Effect<void> =>
-    Effect.flatMap(Effect.exit(insertBatch(Arr.map(batch, (p) => p.receipt))), (exit) => {
+    Effect.flatMap(Effect.exit(insertBatch(batch)), (exit) => {
       if (Exit.isSuccess(exit)) {
         return Effect.forEach(batch, (p, i) => Deferred.succeed(p.done, exit.value[i]!), { discard: true })
       }
       if (batch.length === 1) return Deferred.done(batch[0]!.done, Exit.map(exit, (outcomes) => outcomes[0]!)).pipe(Effect.asVoid)
       return Effect.forEach(batch, (p) =>
-        Effect.flatMap(Effect.exit(insertBatch([p.receipt])), (alone) =>
+        Effect.flatMap(Effect.exit(insertBatch([p])), (alone) =>
           Deferred.done(p.done, Exit.map(alone, (outcomes) => outcomes[0]!))), { discard: true })
     })
 
@@ -125,10 +128,11 @@ const make = Effect.gen(function*() {
     )
   }
 
-  const insertOrFetch = (receipt: RelianceReceipt): Effect.Effect<StoredOutcome, SqlError> =>
+  /** `json`: the receipt's JSON text as it is to be stored (JSON.stringify(receipt)). */
+  const insertOrFetch = (receipt: RelianceReceipt, json: string = JSON.stringify(receipt)): Effect.Effect<StoredOutcome, SqlError> =>
     Effect.gen(function*() {
       const done = yield* Deferred.make<StoredOutcome, SqlError>()
-      yield* Queue.offer(queue, { receipt, done })
+      yield* Queue.offer(queue, { receipt, json, done })
       return yield* Deferred.await(done)
     })
 

@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { verifyReceipt, verifyReceiptDigest } from "../../src/client/index.js"
+import { Schema } from "effect"
 import { digestOf } from "../../src/domain/Canonical.js"
+import { jsonTextEncoder } from "../../src/domain/Json.js"
+import { CreatedRelianceReceipt, RelianceReceipt } from "../../src/domain/Receipt.js"
 import { DAY_MS, determinationBody, relianceRequest } from "../support/fixtures.js"
 import { createKey, putDetermination, request, expectProblem } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
@@ -29,6 +32,10 @@ const body = (principal: string, overrides: Record<string, unknown> = {}): Recor
 
 const create = (bearer: string, payload: unknown) => request(server, "POST", "/api/v1/reliance-receipts", { bearer, body: payload })
 const read = (bearer: string, receiptId: string) => request(server, "GET", `/api/v1/reliance-receipts/${receiptId}`, { bearer })
+const encodeCreated = jsonTextEncoder(CreatedRelianceReceipt)
+const decodeCreated = Schema.decodeUnknownSync(CreatedRelianceReceipt)
+const encodeReceipt = jsonTextEncoder(RelianceReceipt)
+const decodeReceipt = Schema.decodeUnknownSync(RelianceReceipt)
 const withoutIdempotent = ({ idempotent: _, ...rest }: Record<string, unknown>) => rest
 
 
@@ -213,6 +220,23 @@ describe(`reliance receipts (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
     expect("idempotent" in reply.body).toBe(false)
     expect(reply.body).toEqual(withoutIdempotent(created.body))
     expect(verifyReceipt(reply.body)).toBe(true)
+  })
+
+  it("answers a receipt's creation, replays and reads with the same bytes, as its success schemas encode it", async () => {
+    const created = await create(writer, body("agent:bytes"))
+    expect(created.status).toBe(201)
+    // The 201's text is what CreatedRelianceReceipt's encoder writes for the receipt it holds.
+    expect(created.text).toBe(encodeCreated(decodeCreated(JSON.parse(created.text))))
+    expect(created.text.endsWith(',"idempotent":false}')).toBe(true)
+    const stored = created.text.slice(0, -',"idempotent":false}'.length) + "}"
+    for (let i = 0; i < 2; i++) {
+      const replay = await create(writer, body("agent:bytes"))
+      expect(replay.status).toBe(200)
+      expect(replay.text).toBe(stored.slice(0, -1) + ',"idempotent":true}')
+    }
+    const reply = await read(readOnly, created.body.receipt_id)
+    expect(reply.text).toBe(stored)
+    expect(reply.text).toBe(encodeReceipt(decodeReceipt(JSON.parse(reply.text))))
   })
 
   it("stores exactly one receipt for 50 concurrent identical requests: one 201, the rest 200", async () => {
