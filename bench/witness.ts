@@ -13,14 +13,18 @@ import { privateKeyFromSeed } from "../src/events/Signer.js"
 import { signCheckpoint } from "../src/log/Checkpoint.js"
 import { consistencyPath, leafHash, rootOf, subtreeHashesOf } from "../src/log/Merkle.js"
 import { noteSignerFromPrivateKey, verifierKeyOfSigner } from "../src/log/Note.js"
-import { startProcess } from "./lib.js"
+import { cpuSeconds, startProcess } from "./lib.js"
+import { summarise } from "./profileSummary.js"
+import { readdirSync } from "node:fs"
 
 const { values } = parseArgs({
   options: {
     seconds: { type: "string", default: "10" },
     logs: { type: "string", default: "32" },
     entries: { type: "string", default: "1000000" },
-    postgres: { type: "boolean", default: false }
+    postgres: { type: "boolean", default: false },
+    profile: { type: "boolean", default: false },
+    tsx: { type: "boolean", default: false }
   }
 })
 const seconds = Number(values.seconds)
@@ -64,14 +68,16 @@ if (values.postgres) {
   databaseEnv = { DATABASE_URL: url.toString(), PV_WITNESS_SIGNING_KEY: privateKeyFromSeed(Buffer.alloc(32, 200)).export({ format: "pem", type: "pkcs8" }).toString() }
 }
 
-const witness = await startProcess("src/cli/main.ts", {
+const profileDir = join(dataDir, "profile")
+const witness = await startProcess(values.tsx ? "src/cli/main.ts" : "dist/src/cli/main.js", {
   ...databaseEnv,
   PORT: "0",
   HOST: "127.0.0.1",
   PV_WITNESS_NAME: "bench.example/witness",
   PV_WITNESS_LOGS: logs.map((l) => l.vkey).join(","),
-  PV_MAX_IN_FLIGHT: String(Math.max(64, logCount * 2))
-}, ["witness", "serve"], ["--max-old-space-size=192"])
+  PV_MAX_IN_FLIGHT: String(Math.max(64, logCount * 2)),
+  NODE_ENV: "production"
+}, ["witness", "serve"], ["--max-old-space-size=192", ...(values.profile ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : [])])
 log(`witness at ${witness.baseUrl}`)
 
 const agent = new Agent({ keepAlive: true, maxSockets: logCount })
@@ -88,6 +94,7 @@ const post = (body: string) =>
 
 const latencies: Array<number> = []
 const statuses = new Map<number, number>()
+const cpu0 = cpuSeconds(witness.child.pid!)
 const started = performance.now()
 const deadline = started + seconds * 1000
 await Promise.all(bodies.map(async (list) => {
@@ -100,10 +107,12 @@ await Promise.all(bodies.map(async (list) => {
   }
 }))
 const elapsed = (performance.now() - started) / 1000
+const cpuUsed = cpuSeconds(witness.child.pid!) - cpu0
 latencies.sort((a, b) => a - b)
 const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!.toFixed(2)
 await witness.stop()
 agent.destroy()
+if (values.profile) console.error(summarise(readdirSync(profileDir).filter((f) => f.endsWith(".cpuprofile")).map((f) => join(profileDir, f))[0]!))
 rmSync(dataDir, { recursive: true, force: true })
 if (values.postgres) {
   const admin = new pg.Client({ connectionString: adminUrl })
@@ -112,4 +121,4 @@ if (values.postgres) {
   await admin.end()
 }
 console.log(`| witness add-checkpoint (${values.postgres ? "PostgreSQL" : "embedded"}, ${logCount} logs, ${entries} entries) | ` +
-  `${(latencies.length / elapsed).toFixed(0)} answers/s | p50 ${at(0.5)} ms | p99 ${at(0.99)} ms | statuses ${JSON.stringify(Object.fromEntries(statuses))} |`)
+  `${(latencies.length / elapsed).toFixed(0)} answers/s | p50 ${at(0.5)} ms | p99 ${at(0.99)} ms | witness CPU ${(1e6 * cpuUsed / latencies.length).toFixed(0)} µs/answer (${(100 * cpuUsed / elapsed).toFixed(0)} % of a core) | statuses ${JSON.stringify(Object.fromEntries(statuses))} |`)
