@@ -43,7 +43,7 @@ for (let run = 0; run < Number(values.runs); run++) {
     if (profileDir !== undefined) console.error(profileOf(profileDir))
     console.log(`| witness add-checkpoint (${values.postgres ? "PostgreSQL" : "embedded"}, ${values.logs} logs, ${values.entries} entries, ${values.entry}) | ` +
       `${r.perSecond.toFixed(0)} answers/s | p50 ${r.p50.toFixed(2)} ms | p99 ${r.p99.toFixed(2)} ms | witness CPU ${r.cpuMicrosPerAnswer.toFixed(0)} µs/answer ` +
-      `(${(100 * r.coreShare).toFixed(0)} % of a core) | statuses ${JSON.stringify(r.statuses)} |`)
+      `(${(100 * r.coreShare).toFixed(0)} % of a core; Ed25519 verify + sign ${r.cryptoFloorMicros.toFixed(0)} µs) | statuses ${JSON.stringify(r.statuses)} |`)
   } finally {
     rmSync(dataDir, { recursive: true, force: true })
     if (values.postgres) await adminQuery(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`)
