@@ -193,7 +193,7 @@ const sampleCoverage = async (baseUrl: string, headers: Record<string, string>, 
     })())
     await new Promise((resolve) => setTimeout(resolve, 100))
   }
-  return { sampled: n, covered: await Promise.all(samples) }
+  return { sampled: samples.length, covered: await Promise.all(samples) }
 }
 
 /**
