@@ -2,6 +2,7 @@
 // prints a markdown table of absolute figures and of ratios against baselines measured in the same run.
 //   BENCH_NODE_FLAGS="--max-old-space-size=192 …" overrides the service processes' V8 flags (default as npm start).
 //   npm run bench [-- --embedded] [--seconds 10] [--determinations 10000] [--growth 100000] [--chain 100000] [--logEntries 1000000] [--workers N]
+//   npm run bench -- --witness [--embedded] [--witnessRounds 2]: only the witness rows W1–W3 (bench/witnessRows.ts), in about 2 minutes.
 // Without --embedded it uses PostgreSQL: a fresh database on DATABASE_URL's server (default
 // postgres://postgres@127.0.0.1:5432/postgres), dropped afterwards. The HTTP baselines (a) and (b) run in
 // as many processes as the service (--workers), so every ratio against them compares equal numbers of
@@ -18,7 +19,8 @@ import { verifyEventChain } from "../src/domain/EventVerify.js"
 import { encodeTileIndex } from "../src/log/Tiles.js"
 import { execFileSync } from "node:child_process"
 import { drive } from "./faultLoad.js"
-import { benchServiceEnv, ed25519VerifyRate, load, type LoadResult, mapConcurrent, peakRssMb, type Process, processTree, root, runScript, startProcess } from "./lib.js"
+import { witnessedReceipts, witnessTableRows, witnessThroughput } from "./witnessRows.js"
+import { adminQuery, benchServiceEnv, ed25519VerifyRate, load, type LoadResult, mapConcurrent, peakRssMb, type Process, processTree, root, runScript, startProcess } from "./lib.js"
 
 const { values } = parseArgs({
   options: {
@@ -30,7 +32,9 @@ const { values } = parseArgs({
     chain: { type: "string", default: "100000" },
     logEntries: { type: "string", default: "1000000" },
     workers: { type: "string" },
-    cpu: { type: "boolean", default: false }
+    cpu: { type: "boolean", default: false },
+    witness: { type: "boolean", default: false },
+    witnessRounds: { type: "string", default: "2" }
   }
 })
 // `npm run bench -- --cpu`: only the CPU-per-request table (bench/cpu.ts), in about a minute.
@@ -169,6 +173,58 @@ const ok = (name: string, r: LoadResult) => {
   return r
 }
 
+// ---- witnesses (issue 18) ------------------------------------------------------------------------------
+/**
+ * W1: one witness process's add-checkpoint rate on this run's database (its own scratch database on
+ * PostgreSQL), proofs from a 1M-entry tree; W2/W3: new receipts without and with two local witnesses
+ * (quorum 2), A/B segments on the current data (the service stopped before), each `seconds / 2` long.
+ */
+const witnessRows = async (): Promise<{ rows: Array<[string, string, string, string]>; results: Record<string, unknown> }> => {
+  const w1Db = `${dbName}_w1`
+  let w1Database: { dataDir: string } | { url: string } = { dataDir: join(dataDir, "witness-throughput") }
+  if (!embedded) {
+    await adminQuery(`CREATE DATABASE ${w1Db}`)
+    const url = new URL(adminUrl)
+    url.pathname = `/${w1Db}`
+    w1Database = { url: url.toString() }
+  }
+  try {
+    log("W1: witness add-checkpoint throughput")
+    const w1 = await witnessThroughput({ seconds, logs: 32, entries: 1_000_000, database: w1Database, log })
+    log(`W1: ${w1.perSecond.toFixed(0)} answers/s, p99 ${w1.p99.toFixed(1)} ms, ${w1.cpuMicrosPerAnswer.toFixed(0)} µs CPU/answer`)
+    log("W2/W3: receipts without and with two witnesses, A/B/A/B")
+    const w2 = await witnessedReceipts({
+      seconds: Math.max(4, seconds / 2), connections, rounds: Number(values.witnessRounds), subject: benchPublicId(1), dataDir, logSigningKey,
+      startService, createKey, log
+    })
+    return { rows: witnessTableRows(w1, embedded ? "embedded PGlite" : "PostgreSQL", w2), results: { w1, w2 } }
+  } finally {
+    if (!embedded) await adminQuery(`DROP DATABASE IF EXISTS ${w1Db} WITH (FORCE)`)
+  }
+}
+
+const header = () =>
+  `Run ${new Date().toISOString()} · ${embedded ? "embedded PGlite" : "PostgreSQL"} · ${workers} service process(es), as many per HTTP baseline · node ${process.version} · ${cpus().length} × ${cpus()[0]?.model ?? "cpu"} · ${(totalmem() / 2 ** 30).toFixed(0)} GiB · ${connections} connections, ${seconds} s per scenario`
+
+/** `npm run bench -- --witness`: the witness rows alone, on a small seeded data set. */
+const witnessOnly = async () => {
+  dbEnv = await databaseEnv()
+  try {
+    log("building (npm run build)")
+    execFileSync("npm", ["run", "-s", "build"], { cwd: root, stdio: "inherit" })
+    log("seeding 1,000 determinations")
+    await seed(["--determinations", "1000"])
+    const { rows, results } = await witnessRows()
+    const table = [header(), "", "| scenario | req/s | p50 / p99 ms | ratio (target) |", "|---|---:|---:|---|", ...rows.map((r) => `| ${r.join(" | ")} |`)].join("\n")
+    console.log(table)
+    mkdirSync(join(root, "bench/results"), { recursive: true })
+    writeFileSync(join(root, "bench/results", `${new Date().toISOString().replace(/[:.]/g, "-")}-witness.json`), JSON.stringify({ ...results, table }, null, 2))
+  } finally {
+    await dropDatabase()
+    rmSync(dataDir, { recursive: true, force: true })
+  }
+}
+
 // ---- run ---------------------------------------------------------------------------------------------
 const main = async () => {
   const results: Record<string, unknown> = {}
@@ -294,6 +350,7 @@ const main = async () => {
     }
     const unlogged = await receiptsWith(false)
     const logged = await receiptsWith(true)
+    const witnessing = await witnessRows()
 
     log("baselines")
     const baselineArgs = ["--workers", String(workers)]
@@ -378,6 +435,7 @@ const main = async () => {
         [`growth: inclusion proof p50, ${fmt(smallLog.size)} → ${fmt(largeLog.size)} entries`, `${smallLog.proof.p50.toFixed(3)} → ${largeLog.proof.p50.toFixed(3)} ms`, "", atMost(largeLog.proof.p50 / smallLog.proof.p50, 1.2, "× (≤ 1.2×)")],
         [`growth: hash tile p50, ${fmt(smallLog.size)} → ${fmt(largeLog.size)} entries`, `${smallLog.tile.p50.toFixed(3)} → ${largeLog.tile.p50.toFixed(3)} ms`, "", atMost(largeLog.tile.p50 / smallLog.tile.p50, 1.2, "× (≤ 1.2×)")]
       ] as Array<[string, string, string, string]>),
+      ...witnessing.rows,
       [`verify-events: ${feed.length}-event chain, verifier on one core (events/s)`, fmt(verifyRate), "", ratio(verifyRate / 10_000, 1, `× 10,000 events/s; whole \`pv verify-events --file\` ${fmt(feed.length / cliSeconds)} events/s`)],
       ["verify-events ÷ node:crypto Ed25519 verify/s, same process (per CPU second)", fmt(feed.length / verifyCpuSeconds), "", ratio(feed.length / verifyCpuSeconds / ed25519.cpu, 0.9, `× ${fmt(ed25519.cpu)} verifies/s`)],
       [`server peak RSS under load, largest of ${rssPerProcess.length} process(es) (MB)`, serverRss.toFixed(0), "", atMost(serverRss, 200, ` MB (≤ 200); all processes ${serverRssTotal.toFixed(0)} MB; ${largeRss.toFixed(0)} MB in the ${values.growth} run`)],
@@ -385,7 +443,7 @@ const main = async () => {
       [`growth: events head page p50, 10 → ${values.chain} events`, `${smallEvents.p50.toFixed(3)} → ${largeEvents.p50.toFixed(3)} ms`, "", atMost(largeEvents.p50 / smallEvents.p50, 1.2, "× (≤ 1.2×)")]
     ]
     const table = [
-      `Run ${new Date().toISOString()} · ${embedded ? "embedded PGlite" : "PostgreSQL"} · ${workers} service process(es), as many per HTTP baseline · node ${process.version} · ${cpus().length} × ${cpus()[0]?.model ?? "cpu"} · ${(totalmem() / 2 ** 30).toFixed(0)} GiB · ${connections} connections, ${seconds} s per scenario`,
+      header(),
       "",
       "| scenario | req/s | p50 / p99 ms | ratio (target) |",
       "|---|---:|---:|---|",
@@ -394,7 +452,7 @@ const main = async () => {
     console.log(table)
     Object.assign(results, {
       at: new Date().toISOString(), embedded, seconds, connections, baselineA, baselineB, baselineC, machine, notModified, human, mcp, mcp2026,
-      events, created, replayed, proofs, tiles, receiptsLogging: { off: unlogged, on: logged }, log: { smallLog, largeLog, integration }, overload, drain: { ...drained, acknowledged: acknowledged.length, missing, exitCode: exited, seconds: drainSeconds }, verify: { events: feed.length, seconds: verifySeconds, perSecond: verifyRate, cpuSeconds: verifyCpuSeconds, ed25519VerifyPerCpuSecond: ed25519.cpu, cliSeconds },
+      events, created, replayed, proofs, tiles, receiptsLogging: { off: unlogged, on: logged }, witnessing: witnessing.results, log: { smallLog, largeLog, integration }, overload, drain: { ...drained, acknowledged: acknowledged.length, missing, exitCode: exited, seconds: drainSeconds }, verify: { events: feed.length, seconds: verifySeconds, perSecond: verifyRate, cpuSeconds: verifyCpuSeconds, ed25519VerifyPerCpuSecond: ed25519.cpu, cliSeconds },
       workers, baselineWorkers: workers, rssAfter, rssMb: serverRss, rssTotalMb: serverRssTotal, largeRssMb: largeRss, growth: { smallMachine, largeMachine, smallEvents, largeEvents }, table
     })
     mkdirSync(join(root, "bench/results"), { recursive: true })
@@ -410,4 +468,4 @@ const fmt = (n: number) => Math.round(n).toLocaleString("en-US")
 const ratio = (value: number, target: number, label: string) => `${value.toFixed(2)} ${label} (≥ ${target}) ${value >= target ? "✅" : "❌"}`
 const atMost = (value: number, limit: number, label: string) => `${value.toFixed(2)}${label} ${value <= limit ? "✅" : "❌"}`
 
-main().then(() => process.exit(0), (e) => (console.error(e), process.exit(1)))
+;(values.witness ? witnessOnly() : main()).then(() => process.exit(0), (e) => (console.error(e), process.exit(1)))

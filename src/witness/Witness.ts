@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto"
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Config, Context, Effect, Layer, Option, Redacted, Schema, SchemaTransformation } from "effect"
+import { Array as Arr, Clock, Config, Context, Deferred, Effect, Exit, Layer, Option, Queue, Redacted, Schema, SchemaTransformation } from "effect"
 import { cosignerFromPrivateKey, type Cosigner } from "../log/Cosignature.js"
 import { isValidKeyName, parseVerifierKey, type NoteVerifier } from "../log/Note.js"
 import { countWitnessAnswer } from "../observability/Metrics.js"
@@ -47,6 +47,8 @@ const Int8 = Schema.Union([Schema.BigInt, Schema.Number]).pipe(
 )
 const HeldRow = Schema.Struct({ tree_size: Int8, root_hash: Schema.Uint8Array })
 const NoteRow = Schema.Struct({ note: Schema.String })
+const OriginRow = Schema.Struct({ origin: Schema.String })
+const originRows = Schema.decodeUnknownEffect(Schema.Array(OriginRow))
 const heldRows = Schema.decodeUnknownEffect(Schema.Array(HeldRow))
 const noteRows = Schema.decodeUnknownEffect(Schema.Array(NoteRow))
 
@@ -93,6 +95,72 @@ const makeWitness = Effect.gen(function*() {
         return held
       })
     )
+
+  /**
+   * Group commit of the compare-and-swap stores (as receipts do, src/receipts/Repo.ts): the stores that
+   * arrive while a statement is in flight go into the next one, one multi-row conditional upsert and one
+   * commit for all of them, each row stored only if the held row is still exactly the one its submission
+   * was decided against. At most one store per origin goes into a statement (the others of that origin
+   * are answered "not stored" and decide again on the row, as after any lost race). No caller is answered
+   * before its row is committed.
+   */
+  interface Store {
+    readonly origin: string
+    readonly size: number
+    readonly root: Uint8Array
+    readonly note: string
+    readonly at: Date
+    readonly held: HeldCheckpoint | undefined
+    readonly done: Deferred.Deferred<boolean>
+  }
+  const storeBatch = (stores: Arr.NonEmptyReadonlyArray<Store>) =>
+    sql`
+      WITH input AS (
+        SELECT * FROM unnest(
+          ${stores.map((s) => s.origin)}::text[], ${stores.map((s) => BigInt(s.size))}::bigint[],
+          ${stores.map((s) => s.root)}::bytea[], ${stores.map((s) => s.note)}::text[],
+          ${stores.map((s) => s.at)}::timestamptz[], ${stores.map((s) => BigInt(s.held?.size ?? -1))}::bigint[],
+          ${stores.map((s) => s.held?.root ?? emptyTreeHash)}::bytea[]
+        ) AS i(origin, tree_size, root_hash, note, updated_at, held_size, held_root)
+      )
+      INSERT INTO witness_checkpoints (origin, tree_size, root_hash, note, updated_at)
+      SELECT origin, tree_size, root_hash, note, updated_at FROM input
+      ON CONFLICT (origin) DO UPDATE SET tree_size = excluded.tree_size, root_hash = excluded.root_hash,
+        note = excluded.note, updated_at = excluded.updated_at
+      WHERE (witness_checkpoints.tree_size, witness_checkpoints.root_hash) =
+        (SELECT held_size, held_root FROM input WHERE input.origin = excluded.origin)
+      RETURNING origin`.pipe(Effect.flatMap(originRows), Effect.orDie, Effect.map((rows) => new Set(rows.map((row) => row.origin))))
+  const settle = (batch: Arr.NonEmptyReadonlyArray<Store>): Effect.Effect<void> => {
+    const first = new Map<string, Store>()
+    for (const store of batch) if (!first.has(store.origin)) first.set(store.origin, store)
+    const included = [...first.values()] as unknown as Arr.NonEmptyReadonlyArray<Store>
+    const answerAll = (stored: Set<string>) =>
+      Effect.forEach(batch, (store) => Deferred.succeed(store.done, first.get(store.origin) === store && stored.has(store.origin)), { discard: true })
+    return Effect.flatMap(Effect.exit(storeBatch(included)), (exit) => {
+      if (Exit.isSuccess(exit)) return answerAll(exit.value)
+      if (included.length === 1) return Effect.forEach(batch, (store) => Deferred.done(store.done, Exit.map(exit, () => false)), { discard: true })
+      // A statement that failed as a whole is run again row by row, so one bad row never fails the others.
+      return Effect.forEach(batch, (store) =>
+        first.get(store.origin) === store
+          ? Effect.flatMap(Effect.exit(storeBatch([store])), (alone) => Deferred.done(store.done, Exit.map(alone, (stored) => stored.has(store.origin))))
+          : Deferred.succeed(store.done, false), { discard: true })
+    })
+  }
+  const stores = yield* Queue.unbounded<Store>()
+  // The embedded database has one connection; PostgreSQL gets a few writers so statements overlap.
+  for (let i = 0; i < (mode.kind === "embedded" ? 1 : 4); i++) {
+    yield* Queue.takeBetween(stores, 1, 256).pipe(
+      Effect.flatMap((chunk) => Arr.isReadonlyArrayNonEmpty(chunk) ? settle(chunk) : Effect.void),
+      Effect.forever,
+      Effect.forkScoped
+    )
+  }
+  const store = (entry: Omit<Store, "done">) =>
+    Effect.gen(function*() {
+      const done = yield* Deferred.make<boolean>()
+      yield* Queue.offer(stores, { ...entry, done })
+      return yield* Deferred.await(done)
+    })
 
   const answer = (status: WitnessAnswer["status"], detail: string, body = "", contentType = "text/plain; charset=utf-8"): WitnessAnswer =>
     ({ status, detail, body, contentType })
@@ -144,21 +212,14 @@ const makeWitness = Effect.gen(function*() {
         }
         const line = cosigner.cosign(text, Math.max(1, Math.floor(now / 1000)))
         const note = `${text}\n${logSignatureLines.map((l) => `${l}\n`).join("")}${line}`
-        const stored = yield* sql`
-          INSERT INTO witness_checkpoints (origin, tree_size, root_hash, note, updated_at)
-          VALUES (${checkpoint.origin}, ${BigInt(checkpoint.size)}, ${checkpoint.root}, ${note}, ${new Date(now)})
-          ON CONFLICT (origin) DO UPDATE SET tree_size = excluded.tree_size, root_hash = excluded.root_hash,
-            note = excluded.note, updated_at = excluded.updated_at
-          WHERE witness_checkpoints.tree_size = ${BigInt(held?.size ?? -1)} AND witness_checkpoints.root_hash = ${held?.root ?? emptyTreeHash}
-          RETURNING origin`
-        if (stored.length === 1) {
+        const stored = yield* store({ origin: checkpoint.origin, size: checkpoint.size, root: checkpoint.root, note, at: new Date(now), held })
+        if (stored) {
           heldCache.set(checkpoint.origin, { size: checkpoint.size, root: checkpoint.root })
           return answer(200, `cosigned ${checkpoint.origin} at size ${checkpoint.size}`, line)
         }
         fromRow = true
       }
     }).pipe(
-      Effect.catchTag("SqlError", Effect.die),
       Effect.tap((result) => Effect.sync(() => countWitnessAnswer(result.status)))
     )
 

@@ -160,6 +160,31 @@ describe("tlog-witness add-checkpoint", () => {
     // Stale retries from any earlier size are refused with the held size.
     expectConflict(await add(bodyOf(1, proofOf(1, 2), note(logC, 2))), held)
   })
+  it("concurrent submissions for several logs, stored together, each keep their own rule: one winner per log, the others 409 with its size", async () => {
+    const logs = [logA, logB]
+    const heldOf = async (signer: NoteSigner) => {
+      const response = await fetch(`${witness.baseUrl}/${createHash("sha256").update(signer.name).digest("hex")}/checkpoint`)
+      return response.status === 404 ? 0 : Number((await response.text()).split("\n")[1])
+    }
+    const held = new Map<NoteSigner, number>()
+    for (const signer of logs) held.set(signer, await heldOf(signer))
+    for (let round = 0; round < 6; round++) {
+      // Per log, one submission from the held size and two more of other sizes, all in flight at once.
+      const submissions = logs.flatMap((signer) => {
+        const from = held.get(signer)!
+        return [from + 2 + round, from + 5 + round, from + 9 + round].map((size) => ({ signer, size, from }))
+      })
+      const replies = await Promise.all(submissions.map(({ signer, size, from }) => add(bodyOf(from, proofOf(from, size), note(signer, size)))))
+      for (const signer of logs) {
+        const mine = submissions.flatMap((s, i) => (s.signer === signer ? [{ ...s, reply: replies[i]! }] : []))
+        const won = mine.filter((m) => m.reply.status === 200)
+        expect(won).toHaveLength(1)
+        for (const m of mine) if (m.reply.status !== 200) expectConflict(m.reply, won[0]!.size)
+        held.set(signer, won[0]!.size)
+        expect(await heldOf(signer)).toBe(won[0]!.size)
+      }
+    }
+  })
 
   it("GET /healthz and /readyz answer; unknown routes are problem+json 404", async () => {
     expect((await fetch(`${witness.baseUrl}/healthz`)).status).toBe(200)
