@@ -7,7 +7,7 @@
 import { generateKeyPairSync, randomBytes } from "node:crypto"
 import { parseArgs } from "node:util"
 import { drive, type DriveResult } from "./faultLoad.js"
-import { adminQuery, benchAdminUrl, startProcess } from "./lib.js"
+import { adminQuery, benchAdminUrl, serviceNodeFlags, startProcess } from "./lib.js"
 
 const { values } = parseArgs({
   options: { seconds: { type: "string", default: "10" }, connections: { type: "string", default: "32" }, fixed: { type: "string", default: "64" } }
@@ -29,7 +29,7 @@ const run = async (label: string, env: Record<string, string>) => {
   const service = await startProcess("dist/src/main.js", {
     DATABASE_URL: url.toString(), NODE_ENV: "production", PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", PV_DEMO_DATA: "false",
     PV_OPERATOR_TOKEN: operatorToken, PV_EVENT_SIGNING_KEY: pem(), PV_LOG_SIGNING_KEY: pem(), PV_WORKERS: "1", REDIS_URL: "", ...env
-  }, [], ["--max-old-space-size=192"])
+  }, [], serviceNodeFlags())
   try {
     const operator = { authorization: `Bearer ${operatorToken}`, "content-type": "application/json" }
     const asOf = Date.now() - 86_400_000

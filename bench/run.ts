@@ -18,7 +18,7 @@ import { verifyEventChain } from "../src/domain/EventVerify.js"
 import { encodeTileIndex } from "../src/log/Tiles.js"
 import { execFileSync } from "node:child_process"
 import { drive } from "./faultLoad.js"
-import { benchServiceEnv, ed25519VerifyRate, load, type LoadResult, mapConcurrent, peakRssMb, type Process, processTree, root, runScript, startProcess } from "./lib.js"
+import { benchServiceEnv, ed25519VerifyRate, load, type LoadResult, mapConcurrent, peakRssMb, type Process, processTree, root, runScript, serviceNodeFlags, startProcess } from "./lib.js"
 
 const { values } = parseArgs({
   options: {
@@ -80,7 +80,7 @@ const serviceEnv = () => ({
 })
 /** The service as `npm start` runs it (same node flags): compiled JavaScript, built at the start of the run. */
 const startService = (env: Record<string, string> = {}) =>
-  startProcess("dist/src/main.js", { ...serviceEnv(), ...env }, [], (process.env.BENCH_NODE_FLAGS ?? "--max-old-space-size=192").split(" "))
+  startProcess("dist/src/main.js", { ...serviceEnv(), ...env }, [], serviceNodeFlags())
 const seed = (args: Array<string>) => runScript("bench/seed.ts", args, serviceEnv()).then((out) => JSON.parse(out.trim().split("\n").pop()!))
 
 const createKey = async (service: Process): Promise<string> => {

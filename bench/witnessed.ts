@@ -9,7 +9,7 @@ import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { privateKeyFromSeed } from "../src/events/Signer.js"
 import { verifierKeyOfSigner } from "../src/log/Note.js"
-import { load, type Process, startProcess } from "./lib.js"
+import { load, type Process, serviceNodeFlags, startProcess } from "./lib.js"
 
 const { values } = parseArgs({ options: { seconds: { type: "string", default: "10" }, connections: { type: "string", default: "16" } } })
 const seconds = Number(values.seconds)
@@ -21,7 +21,7 @@ const pem = (seed: number) => privateKeyFromSeed(Buffer.alloc(32, seed)).export(
 const logSigningKey = pem(91)
 const logVerifierKey = verifierKeyOfSigner("localhost/pv-log", createPrivateKey(logSigningKey))
 const subject = "DET-V1-ACME-ROBOTICS-0001"
-const nodeFlags = (process.env.BENCH_NODE_FLAGS ?? "--max-old-space-size=192").split(" ")
+const nodeFlags = serviceNodeFlags()
 
 const startWitness = (name: string) =>
   startProcess("src/cli/main.ts", {
