@@ -42,7 +42,8 @@ export type EvaluationError = Forbidden | UnknownPurpose | DeterminationNotFound
 const sameIntent = (stored: RelianceReceipt, requested: Pick<RelianceReceipt, "organization" | "claim_scope">) =>
   stored.organization === requested.organization && JSON.stringify(stored.claim_scope) === JSON.stringify(requested.claim_scope)
 
-const ReceiptCacheEntries = 5_000
+/** Receipts kept in memory per map (see `remember`): the newest 1,000, a few MB per process. */
+const ReceiptCacheEntries = 1_000
 
 const idempotencyKeyOf = (r: Pick<RelianceReceipt, "tenant_id" | "principal" | "subject_public_id" | "purpose_id" | "requested_action" | "determination_digest">) =>
   JSON.stringify([r.tenant_id, r.principal, r.subject_public_id, r.purpose_id, r.requested_action, r.determination_digest])
@@ -102,8 +103,9 @@ const make = Effect.gen(function*() {
   // The service signing key of the events (docs/API.md §9.4) also signs receipts; its kid is in /events/keys.
   const sign = (receipt: SealedReceipt): RelianceReceipt => ({ ...receipt, signature: signReceiptDigest(receipt.receipt_digest, events.signer) })
   // Stored receipts never change, so a replay or a read can be answered from memory on any instance:
-  // by idempotency key (replays) and by id (reads). A receipt is ~6 KB in memory, so each map keeps the
-  // newest 5,000 (~30 MB at most); older ones are read from the database again.
+  // by idempotency key (replays) and by id (reads). A receipt is ~3 KB in memory (both maps share its
+  // parts), so each map keeps the newest 1,000 (~3 MB); older ones are read from the database again. 5,000
+  // held ~17 MB per process after a burst of new receipts: a tenth of the process's memory budget.
   // Replays get one shared answer object per receipt, so its JSON is built once (`createdJsonOf`).
   const byIdempotencyKey = new Map<string, CreatedRelianceReceipt>()
   const byId = new Map<string, RelianceReceipt>()
