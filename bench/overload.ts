@@ -1,4 +1,4 @@
-// `npm run bench:overload [-- --seconds 10 --connections 32 --fixed 64]`: the overload scenario of `npm run bench` on
+// `npm run bench:overload [-- --seconds 10 --connections 32 --fixed 64 --refusals 20000 --refusal-only]`: the overload scenario of `npm run bench` on
 // its own, in about a minute. One service process on a fresh PostgreSQL database (DATABASE_URL's server, default
 // postgres://postgres@127.0.0.1:5432/postgres; dropped afterwards): GET /machine at `connections` (unloaded), then at
 // 4 × `connections`, with the adaptive admission limit, and again with PV_MAX_IN_FLIGHT pinned to `--fixed` for
@@ -16,7 +16,9 @@ const { values } = parseArgs({
     seconds: { type: "string", default: "10" },
     connections: { type: "string", default: "32" },
     fixed: { type: "string", default: "64" },
-    refusals: { type: "string", default: "20000" }
+    refusals: { type: "string", default: "20000" },
+    /** Only the cost of a refusal (about 30 s). */
+    "refusal-only": { type: "boolean", default: false }
   }
 })
 const seconds = Number(values.seconds)
@@ -113,11 +115,13 @@ const refusalCost = async (count: number) => {
   }
 }
 
-const results = [await run("adaptive (default)", {}), await run(`fixed PV_MAX_IN_FLIGHT=${values.fixed}`, { PV_MAX_IN_FLIGHT: values.fixed! })]
-console.log(`\nGET /machine, one process, PostgreSQL; unloaded ${connections} connections, overloaded ${4 * connections}; ${seconds} s each\n`)
-console.log("| admission | unloaded req/s | unloaded p99 ms | 4× admitted req/s | 4× admitted p99 ms | p99 ratio (≤ 4 ×) | throughput ratio (≥ 0.9 ×) | 503 overloaded | lost |")
-console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-for (const result of results) console.log(row(result))
+if (!values["refusal-only"]) {
+  const results = [await run("adaptive (default)", {}), await run(`fixed PV_MAX_IN_FLIGHT=${values.fixed}`, { PV_MAX_IN_FLIGHT: values.fixed! })]
+  console.log(`\nGET /machine, one process, PostgreSQL; unloaded ${connections} connections, overloaded ${4 * connections}; ${seconds} s each\n`)
+  console.log("| admission | unloaded req/s | unloaded p99 ms | 4× admitted req/s | 4× admitted p99 ms | p99 ratio (≤ 4 ×) | throughput ratio (≥ 0.9 ×) | 503 overloaded | lost |")
+  console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+  for (const result of results) console.log(row(result))
+}
 const refusal = await refusalCost(Number(values.refusals))
 console.log(`\n503 overloaded, one process (PV_MAX_IN_FLIGHT=1, its slot held): ${refusal.refused} refusals at ${refusal.perSecond.toFixed(0)}/s, ` +
   `server CPU ${refusal.microseconds.toFixed(1)} µs per refusal`)
