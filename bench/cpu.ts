@@ -15,7 +15,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { mcp2026Body, mcp2026Headers } from "./data.js"
-import { adminQuery, benchAdminUrl, cpuSeconds, load, type LoadOptions, type Process, startProcess } from "./lib.js"
+import { adminQuery, benchAdminUrl, cpuSeconds, load, type LoadOptions, type Process, serviceNodeFlags, startProcess } from "./lib.js"
 
 const { values } = parseArgs({
   options: {
@@ -82,7 +82,7 @@ try {
     DATABASE_URL: databaseUrl.toString(), NODE_ENV: "production", PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", PV_DEMO_DATA: "false",
     PV_OPERATOR_TOKEN: operatorToken, PV_EVENT_SIGNING_KEY: pem(), PV_LOG_SIGNING_KEY: pem(), PV_WORKERS: "1", REDIS_URL: "",
     PV_HUMAN_RATE_LIMIT_PER_MINUTE: "1000000", PV_OPERATOR_RATE_LIMIT_PER_MINUTE: "1000000"
-  }, [], (process.env.BENCH_NODE_FLAGS ?? "--max-old-space-size=192").split(" "))
+  }, [], serviceNodeFlags())
   started.push(service)
   const base = service.baseUrl
   const operator = { authorization: `Bearer ${operatorToken}`, "content-type": "application/json" }

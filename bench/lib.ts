@@ -5,6 +5,17 @@ import { fileURLToPath } from "node:url"
 
 export const root = fileURLToPath(new URL("..", import.meta.url))
 
+/**
+ * The node flags the service runs with: those of `npm start` (package.json's start script, the one place they
+ * are written), or BENCH_NODE_FLAGS when set (e.g. `BENCH_NODE_FLAGS="--max-old-space-size=192"` to compare).
+ */
+export const serviceNodeFlags = (): Array<string> => {
+  const override = process.env.BENCH_NODE_FLAGS
+  if (override !== undefined) return override.split(" ").filter((flag) => flag !== "")
+  const start: string = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).scripts.start
+  return start.split(" ").filter((word) => word.startsWith("--"))
+}
+
 export interface Process {
   readonly child: ChildProcess
   readonly baseUrl: string

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import pg from "pg"
 import { mcp2026Body, mcp2026Headers } from "./data.js"
-import { adminQuery, benchAdminUrl, load, startProcess } from "./lib.js"
+import { adminQuery, benchAdminUrl, load, serviceNodeFlags, startProcess } from "./lib.js"
 import { summarise } from "./profileSummary.js"
 
 const scenario = process.argv[2] ?? "machine"
@@ -25,7 +25,7 @@ try {
     DATABASE_URL: url.toString(), NODE_ENV: "production", PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", PV_DEMO_DATA: "false",
     PV_OPERATOR_TOKEN: operatorToken, PV_EVENT_SIGNING_KEY: pem(), PV_LOG_SIGNING_KEY: pem(), PV_WORKERS: "1", REDIS_URL: "",
     PV_HUMAN_RATE_LIMIT_PER_MINUTE: "1000000", PV_OPERATOR_RATE_LIMIT_PER_MINUTE: "1000000"
-  }, [], ["--max-old-space-size=192", "--cpu-prof", `--cpu-prof-dir=${profileDir}`])
+  }, [], [...serviceNodeFlags(), "--cpu-prof", `--cpu-prof-dir=${profileDir}`])
   const base = service.baseUrl
   const operator = { authorization: `Bearer ${operatorToken}`, "content-type": "application/json" }
   const asOf = Date.now() - 86_400_000

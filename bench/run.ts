@@ -20,7 +20,7 @@ import { encodeTileIndex } from "../src/log/Tiles.js"
 import { execFileSync } from "node:child_process"
 import { drive } from "./faultLoad.js"
 import { witnessedReceipts, witnessTableRows, witnessThroughput } from "./witnessRows.js"
-import { adminQuery, benchServiceEnv, ed25519VerifyRate, load, type LoadResult, mapConcurrent, peakRssMb, type Process, processTree, root, runScript, startProcess } from "./lib.js"
+import { adminQuery, benchServiceEnv, ed25519VerifyRate, load, type LoadResult, mapConcurrent, peakRssMb, type Process, processTree, root, runScript, serviceNodeFlags, startProcess } from "./lib.js"
 
 const { values } = parseArgs({
   options: {
@@ -84,7 +84,7 @@ const serviceEnv = () => ({
 })
 /** The service as `npm start` runs it (same node flags): compiled JavaScript, built at the start of the run. */
 const startService = (env: Record<string, string> = {}) =>
-  startProcess("dist/src/main.js", { ...serviceEnv(), ...env }, [], (process.env.BENCH_NODE_FLAGS ?? "--max-old-space-size=192").split(" "))
+  startProcess("dist/src/main.js", { ...serviceEnv(), ...env }, [], serviceNodeFlags())
 const seed = (args: Array<string>) => runScript("bench/seed.ts", args, serviceEnv()).then((out) => JSON.parse(out.trim().split("\n").pop()!))
 
 const createKey = async (service: Process): Promise<string> => {
@@ -438,7 +438,7 @@ const main = async () => {
       ...witnessing.rows,
       [`verify-events: ${feed.length}-event chain, verifier on one core (events/s)`, fmt(verifyRate), "", ratio(verifyRate / 10_000, 1, `× 10,000 events/s; whole \`pv verify-events --file\` ${fmt(feed.length / cliSeconds)} events/s`)],
       ["verify-events ÷ node:crypto Ed25519 verify/s, same process (per CPU second)", fmt(feed.length / verifyCpuSeconds), "", ratio(feed.length / verifyCpuSeconds / ed25519.cpu, 0.9, `× ${fmt(ed25519.cpu)} verifies/s`)],
-      [`server peak RSS under load, largest of ${rssPerProcess.length} process(es) (MB)`, serverRss.toFixed(0), "", atMost(serverRss, 200, ` MB (≤ 200); all processes ${serverRssTotal.toFixed(0)} MB; ${largeRss.toFixed(0)} MB in the ${values.growth} run`)],
+      [`server peak RSS under load, largest of ${rssPerProcess.length} process(es) (MB)`, serverRss.toFixed(0), "", atMost(serverRss, 180, ` MB (≤ 180); all processes ${serverRssTotal.toFixed(0)} MB; ${largeRss.toFixed(0)} MB in the ${values.growth} run`)],
       [`growth: GET /machine p50, 1k → ${values.growth} determinations`, `${smallMachine.p50.toFixed(3)} → ${largeMachine.p50.toFixed(3)} ms`, "", atMost(largeMachine.p50 / smallMachine.p50, 1.2, "× (≤ 1.2×)")],
       [`growth: events head page p50, 10 → ${values.chain} events`, `${smallEvents.p50.toFixed(3)} → ${largeEvents.p50.toFixed(3)} ms`, "", atMost(largeEvents.p50 / smallEvents.p50, 1.2, "× (≤ 1.2×)")]
     ]

@@ -28,7 +28,7 @@ import { join } from "node:path"
 import { parseArgs } from "node:util"
 import pg from "pg"
 import { benchBody, benchPublicId } from "./data.js"
-import { benchServiceEnv, cpuSeconds, load, type LoadResult, mapConcurrent, type Process, root, runScript, startProcess } from "./lib.js"
+import { benchServiceEnv, cpuSeconds, load, type LoadResult, mapConcurrent, type Process, root, runScript, serviceNodeFlags, startProcess } from "./lib.js"
 
 const { values } = parseArgs({
   options: {
@@ -304,7 +304,7 @@ const main = async () => {
     processes.push(ok.process)
     const failing = await startReceiver(500)
     processes.push(failing.process)
-    const service = await startProcess("dist/src/main.js", serviceEnv, [], (process.env.BENCH_NODE_FLAGS ?? "--max-old-space-size=192").split(" "))
+    const service = await startProcess("dist/src/main.js", serviceEnv, [], serviceNodeFlags())
     processes.push(service)
     const key = await createKey(service)
     const rows: Array<Array<string>> = []

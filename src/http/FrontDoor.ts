@@ -66,6 +66,25 @@ const sendProblem = (res: Http.ServerResponse, error: ProblemError, headers: Rec
   res.end(body)
 }
 
+/** The `detail` of every 503 `overloaded` the front door answers. */
+export const OverloadedDetail = "The service is at capacity; retry shortly."
+
+/**
+ * The body of the 503 `overloaded` refusal for request `id`: the very text `sendProblem` writes for
+ * `new Overloaded({ detail: OverloadedDetail })`, encoded once. Only `instance` (the request id) differs
+ * between refusals, so each is the same prefix and suffix around the percent-encoded id (which never needs
+ * JSON escaping): under overload a refusal costs no error object (with its stack trace), no document and no
+ * JSON.stringify, and the CPU goes to the requests admitted.
+ */
+export const overloadedBody: (id: string) => string = (() => {
+  const mark = "PVREQUESTID"
+  const text = JSON.stringify(toProblemDocument(new Overloaded({ detail: OverloadedDetail }), problemInstance(mark)))
+  const at = text.indexOf(mark)
+  const head = text.slice(0, at)
+  const tail = text.slice(at + mark.length)
+  return (id) => head + encodeURIComponent(id) + tail
+})()
+
 /**
  * A whole response written straight onto a socket the parser gave up on (no ServerResponse exists, so
  * no request id was read either: it carries a generated one). Returns the status written.
@@ -286,10 +305,14 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
         // A body is never read: a request that has one closes its connection after this answer. One without a
         // body keeps it, so a refusal under overload costs no new connection (and no TLS handshake behind a proxy).
         const hasBody = req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? "0") > 0
-        return sendProblem(res, new Overloaded({ detail: "The service is at capacity; retry shortly." }), {
-          "retry-after": "1",
-          ...(hasBody ? { connection: "close" } : {})
-        })
+        const body = overloadedBody(record.id)
+        res.writeHead(
+          503,
+          hasBody
+            ? { "content-type": "application/problem+json", "content-length": Buffer.byteLength(body), "retry-after": "1", connection: "close" }
+            : { "content-type": "application/problem+json", "content-length": Buffer.byteLength(body), "retry-after": "1" }
+        )
+        return void res.end(body)
       }
       if (handleOrigin(req, res, allowedOrigins)) return
       // The transparency log is also served at the root, where tlog-tiles clients look for it.

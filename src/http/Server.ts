@@ -1,6 +1,6 @@
 import { Layer } from "effect"
 import { HttpRouter } from "effect/http"
-import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
+import { HttpApiBuilder } from "effect/http-api"
 import { ApiKeyAuthLive, OperatorAuthLive } from "../access/AuthLive.js"
 import { ApiKeysHttpLive } from "../access/Http.js"
 import { Api } from "../api/Api.js"
@@ -15,6 +15,7 @@ import { ReceiptsHttpLive } from "../receipts/Http.js"
 import { DeterminationsHttpLive } from "../trust/DeterminationsHttp.js"
 import { TrustHttpLive } from "../trust/Http.js"
 import { WebLive } from "../web/Web.js"
+import { DocsLive } from "./Docs.js"
 import { RequestGuardLive, RouterProblemsLive } from "./Problems.js"
 import { SystemHttpLive } from "./SystemHttp.js"
 
@@ -38,7 +39,7 @@ const HandlersLive = Layer.mergeAll(
 const RoutesLive = Layer.mergeAll(
   Layer.mergeAll(
     HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(Layer.provide(HandlersLive)),
-    HttpApiScalar.layer(Api, { path: "/docs" }),
+    DocsLive,
     WebLive
   ).pipe(Layer.provide(ObserveRoutesLive)),
   RouterProblemsLive

@@ -4,7 +4,11 @@ import { ChangeFeed } from "../events/ChangeFeed.js"
 
 /** Even if a notification were lost, no instance serves a document older than this. */
 export const TrustCacheMaxAgeMs = 5_000
-/** A document and its JSON are ~6 KB: 10,000 entries stay under ~60 MB. */
+/**
+ * A document and its JSON are ~6 KB. An entry is never served past TrustCacheMaxAgeMs, so one that old is
+ * dropped (the oldest are swept whenever a document is built): the map holds the documents built in the
+ * last 5 s, not every document read since the start. The capacity bounds even that (~60 MB).
+ */
 const capacity = 10_000
 
 export interface CachedTrust {
@@ -20,8 +24,11 @@ export interface CachedTrust {
   readonly validUntilMs: number
 }
 
-const make = Effect.gen(function*() {
-  const feed = yield* ChangeFeed
+/**
+ * The entries and their generations, without the change feed. Entries are kept in the order they were built
+ * (a rebuilt key moves to the end), so the stale ones are at the front.
+ */
+export const trustEntries = (maxEntries: number = capacity) => {
   const entries = new Map<string, CachedTrust>()
   const generations = new Map<string, number>()
 
@@ -35,10 +42,20 @@ const make = Effect.gen(function*() {
       : undefined
   }
 
+  /** Drops the oldest entries while they can no longer be served (too old, or built after `nowMs`: the clock moved back). */
+  const sweep = (nowMs: number) => {
+    for (const [key, entry] of entries) {
+      if (entry.builtAtMs <= nowMs && nowMs < entry.builtAtMs + TrustCacheMaxAgeMs) return
+      entries.delete(key)
+    }
+  }
+
   /** Stores the entry only if nothing evicted the key since `seenGeneration` was read. */
   const put = (publicId: string, seenGeneration: number, entry: CachedTrust) => {
     if (generation(publicId) !== seenGeneration) return
-    if (!entries.has(publicId) && entries.size >= capacity) {
+    entries.delete(publicId)
+    sweep(entry.builtAtMs)
+    if (entries.size >= maxEntries) {
       const oldest = entries.keys().next().value
       if (oldest !== undefined) entries.delete(oldest)
     }
@@ -46,21 +63,29 @@ const make = Effect.gen(function*() {
   }
 
   /** After a commit (the writer's own, or another instance's notification): the cached document is gone. */
-  const evict = (publicId: string) =>
-    Effect.sync(() => {
-      entries.delete(publicId)
-      generations.set(publicId, generation(publicId) + 1)
-    })
+  const evict = (publicId: string) => {
+    entries.delete(publicId)
+    generations.set(publicId, generation(publicId) + 1)
+  }
 
-  const clear = Effect.sync(() => {
+  const clear = () => {
     for (const key of entries.keys()) generations.set(key, generation(key) + 1)
     entries.clear()
-  })
+  }
+
+  return { get, put, generation, evict, clear, size: () => entries.size } as const
+}
+
+const make = Effect.gen(function*() {
+  const feed = yield* ChangeFeed
+  const cache = trustEntries()
+  const { get, put, generation } = cache
+  const evict = (publicId: string) => Effect.sync(() => cache.evict(publicId))
 
   // Every committed change, this instance's (right after its commit) or another's (PostgreSQL NOTIFY).
   yield* feed.listen((notice) => {
-    if (notice._tag === "resync") Effect.runSync(clear)
-    else Effect.runSync(evict(notice.publicId))
+    if (notice._tag === "resync") cache.clear()
+    else cache.evict(notice.publicId)
   })
 
   return { get, put, generation, evict } as const

@@ -1,6 +1,9 @@
 import { describe, expect, it } from "vitest"
 import * as fc from "fast-check"
 import { DefaultGradient, fixedLimit, gradientLimit, type GradientOptions } from "../../src/http/ConcurrencyLimit.js"
+import { OverloadedDetail, overloadedBody } from "../../src/http/FrontDoor.js"
+import { Overloaded, toProblemDocument } from "../../src/domain/Problem.js"
+import { isAcceptableRequestId, problemInstance } from "../../src/observability/RequestRecord.js"
 
 const options: GradientOptions = { ...DefaultGradient, windowSamples: 10 }
 
@@ -69,5 +72,20 @@ describe("the adaptive concurrency limit (gradient)", () => {
     limit.sample(1_000, 7)
     limit.sample(0.1, 7)
     expect(limit.current()).toBe(7)
+  })
+})
+
+describe("the 503 overloaded refusal, encoded once (http/FrontDoor.ts)", () => {
+  it("is byte for byte the problem document of Overloaded with the request's instance, whatever the request id", () => {
+    const expected = (id: string) => JSON.stringify(toProblemDocument(new Overloaded({ detail: OverloadedDetail }), problemInstance(id)))
+    for (const id of ["0b0d3c2e-7c1a-4a51-9a43-3d4f7e2f1a10", "a", "x".repeat(128), "%\"\\<>{}", "PVREQUESTID"]) {
+      expect(overloadedBody(id)).toBe(expected(id))
+    }
+    fc.assert(fc.property(fc.stringMatching(/^[\x21-\x7e]{1,128}$/), (id) => {
+      expect(isAcceptableRequestId(id)).toBe(true)
+      const body = overloadedBody(id)
+      expect(body).toBe(expected(id))
+      expect(JSON.parse(body)).toMatchObject({ status: 503, code: "overloaded", instance: problemInstance(id) })
+    }))
   })
 })

@@ -1,4 +1,8 @@
+import { Layer } from "effect"
+import { HttpRouter, HttpServer } from "effect/http"
+import { HttpApiScalar } from "effect/http-api"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Api } from "../../src/api/Api.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
 import { createKey, putDetermination, request } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
@@ -322,5 +326,24 @@ describe(`service documents (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
     expect(reply.headers.get("content-type")).toMatch(/^text\/html\b/)
     expect(reply.text).toMatch(/<html/i)
     expect(reply.text).toContain("Trust Resolution and Reliance Receipt Service")
+  })
+
+  it("serves the very page HttpApiScalar.layer would, script and OpenAPI document included", async () => {
+    // http/Docs.ts builds the page itself (lazily, from the script's file) to spare every process the
+    // script in memory; what a browser gets must not change.
+    const scalar = HttpRouter.toWebHandler(HttpApiScalar.layer(Api, { path: "/docs" }).pipe(Layer.provide(HttpServer.layerServices)))
+    try {
+      const expected = await scalar.handler(new Request("http://localhost/docs"))
+      const reply = await request(server, "GET", "/docs")
+      expect(reply.headers.get("content-type")).toBe(expected.headers.get("content-type"))
+      const page = reply.text
+      const wanted = await expected.text()
+      expect(page.length).toBeGreaterThan(1_000_000)
+      expect(page === wanted).toBe(true)
+      // Served again from the page kept in memory, still the same.
+      expect((await request(server, "GET", "/docs")).text === wanted).toBe(true)
+    } finally {
+      await scalar.dispose()
+    }
   })
 })

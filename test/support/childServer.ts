@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { generateKeyPairSync } from "node:crypto"
-import { mkdtempSync, rmSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
@@ -21,6 +21,9 @@ export const projectRoot = fileURLToPath(new URL("../..", import.meta.url))
  */
 export const prebuiltMain = process.env.PV_FAULTS_MAIN
 export const compiledMain = prebuiltMain === undefined ? join(projectRoot, "dist", "src", "main.js") : resolve(prebuiltMain)
+/** The node flags of `npm start` (package.json's start script), which the child runs with. */
+export const startNodeFlags: ReadonlyArray<string> = (JSON.parse(readFileSync(join(projectRoot, "package.json"), "utf8")).scripts.start as string)
+  .split(" ").filter((word) => word.startsWith("--"))
 export const childOperatorToken = "op_child_0123456789abcdefghijklmnopqrstuvwxyz"
 
 /** An Ed25519 private key as PKCS#8 PEM, the format of PV_EVENT_SIGNING_KEY / PV_LOG_SIGNING_KEY. */
@@ -63,7 +66,7 @@ export class ChildServer {
   private readonly outputWaiters: Array<() => void> = []
 
   private constructor(env: Record<string, string>) {
-    this.process = spawn(process.execPath, ["--max-old-space-size=192", compiledMain], {
+    this.process = spawn(process.execPath, [...startNodeFlags, compiledMain], {
       cwd: projectRoot,
       env: childEnvironment({ HOST: "127.0.0.1", PORT: "0", PV_BANNER: "true", ...env }),
       stdio: ["ignore", "pipe", "pipe"]
