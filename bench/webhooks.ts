@@ -436,7 +436,7 @@ const main = async () => {
         const extraDatabaseMs = 1000 * (r.databaseCpuSeconds - withoutDatabase)
         return [
           label,
-          `${count(Math.round(r.requestsPerSecond))} vs ${count(Math.round(before.requestsPerSecond))} / ${count(Math.round(after.requestsPerSecond))} req/s (${throughputRatio.toFixed(2)} ×); CPU ${r.cpuMsPerRequest.toFixed(3)} vs ${before.cpuMsPerRequest.toFixed(3)} / ${after.cpuMsPerRequest.toFixed(3)} ms/request (${cpuRatio.toFixed(2)} ×); ${count(n)} failed attempts in the ${getSeconds} s, ≈ ${(extraCpuMs / n).toFixed(2)} ms CPU each (database ≈ ${(extraDatabaseMs / n).toFixed(2)} ms)`,
+          `${count(Math.round(r.requestsPerSecond))} vs ${count(Math.round(before.requestsPerSecond))} / ${count(Math.round(after.requestsPerSecond))} req/s (${throughputRatio.toFixed(2)} ×); CPU ${r.cpuMsPerRequest.toFixed(3)} vs ${before.cpuMsPerRequest.toFixed(3)} / ${after.cpuMsPerRequest.toFixed(3)} ms/request (${cpuRatio.toFixed(2)} ×); ${count(n)} failed attempts in the ${getSeconds} s${n > 0 ? `, ≈ ${(extraCpuMs / n).toFixed(2)} ms CPU each (database ≈ ${(extraDatabaseMs / n).toFixed(2)} ms)` : ""}`,
           `throughput ≥ 0.9 × ${mark(throughputRatio >= 0.9)}; CPU/request ≤ 1.1 × ${mark(cpuRatio <= 1.1)}`
         ]
       }
