@@ -128,11 +128,19 @@ const createKey = async (service: Process): Promise<string> => {
 }
 
 const subscribe = async (service: Process, key: string, publicId: string, webhookUrl: string) => {
-  const response = await fetch(`${service.baseUrl}/api/v1/subscriptions`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-    body: JSON.stringify({ public_id: publicId, webhook_url: webhookUrl })
-  })
+  const post = () =>
+    fetch(`${service.baseUrl}/api/v1/subscriptions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ public_id: publicId, webhook_url: webhookUrl })
+    })
+  let response = await post()
+  // Set-up is not measured: a 503 overloaded from the adaptive admission limit is retried, as a client would.
+  for (let retries = 0; response.status === 503 && retries < 20; retries++) {
+    await response.arrayBuffer()
+    await new Promise((done) => setTimeout(done, 100))
+    response = await post()
+  }
   if (response.status !== 201) throw new Error(`subscription failed: ${response.status} ${await response.text()}`)
   await response.arrayBuffer()
 }
