@@ -152,7 +152,9 @@ try {
     "|---|---:|---:|---|",
     row("(a) bare node:http, same bytes", results.a, "", ""),
     row("(b') HttpApi + bearer + path param", results.b, `${vs(results.b, results.a).toFixed(2)} × (a)`, ""),
-    row("GET /machine", results.machine, `${vs(results.machine, results.b).toFixed(2)} × (b')`, "≤ 1.25 × (b')", vs(results.machine, results.b) <= 1.25),
+    Number.isNaN(results.b)
+      ? row("GET /machine", results.machine, "", "")
+      : row("GET /machine", results.machine, `${vs(results.machine, results.b).toFixed(2)} × (b')`, "≤ 1.25 × (b')", vs(results.machine, results.b) <= 1.25),
     row("MCP tools/call resolve_trust (2025-06-18)", results.mcp, `${vs(results.mcp, results.machine).toFixed(2)} × GET /machine`, "≤ 1.25 ×",
       vs(results.mcp, results.machine) <= 1.25),
     row("MCP tools/call resolve_trust (2026-07-28)", results.mcp2026, `${vs(results.mcp2026, results.machine).toFixed(2)} × GET /machine`, "≤ 1.25 ×",
