@@ -519,6 +519,23 @@ describe(`MCP transport and JSON-RPC over raw HTTP (${process.env.PV_TEST_DB ?? 
     expectHttpProblem(reply, 413, "payload-too-large")
   })
 
+  it("answers a body that is not UTF-8 with -32700 (never replaced characters), and a tools/call after it still works", async () => {
+    const text = JSON.stringify(rpc(1, "tools/call", { name: "resolve_trust", arguments: { public_id: "DET-V1-X" } }))
+    const at = text.indexOf("DET-V1-X")
+    for (const bad of [[0xff], [0xc0, 0xaf], [0xed, 0xa0, 0x80], [0xe2, 0x82]]) {
+      const bytes = Buffer.concat([Buffer.from(text.slice(0, at)), Buffer.from(bad), Buffer.from(text.slice(at))])
+      const response = await fetch(`${server.baseUrl}/api/v1/mcp`, {
+        method: "POST", headers: { ...defaultHeaders, authorization: `Bearer ${fullKey}` }, body: bytes
+      })
+      expect(response.status).toBe(400)
+      expect(await response.json()).toEqual({ jsonrpc: "2.0", id: null, error: { code: -32700, message: expect.any(String) } })
+    }
+    const ok = await post(rpc(2, "tools/call", { name: "resolve_trust", arguments: { public_id: first } }))
+    expect(ok.status).toBe(200)
+    const twin = await request(server, "GET", `/api/v1/trust/${first}/machine`, { bearer: fullKey })
+    expect(ok.body.result.structuredContent).toEqual(twin.body)
+  })
+
   it("documents the endpoint in OpenAPI", async () => {
     const spec = await request(server, "GET", "/openapi.json")
     expect(spec.body.paths["/api/v1/mcp"].post).toBeDefined()
