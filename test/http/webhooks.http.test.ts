@@ -315,7 +315,9 @@ describe(`subscriptions over REST (${testDatabaseKind()})`, () => {
     const start = Date.now()
     server.clock.setTo(start + 120 * DAY_MS)
     try {
-      expect(await server.run(Effect.flatMap(Determinations, (d) => d.sweepOnce))).toBeGreaterThan(0)
+      // The server's own sweeper (every second, on the same clock) may append the event first; either way
+      // exactly one freshness.changed must be appended and delivered.
+      await server.run(Effect.flatMap(Determinations, (d) => d.sweepOnce))
     } finally {
       server.clock.setTo(Date.now())
     }
