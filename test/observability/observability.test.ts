@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest"
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest"
 import { logEntryQueued, logIntegrationLagSeconds, logRoundEnded, logRoundStarted, logState } from "../../src/observability/Metrics.js"
 import { isAcceptableRequestId, problemInstance, requestIdFrom } from "../../src/observability/RequestRecord.js"
 
@@ -25,25 +25,38 @@ describe("transparency-log integration lag", () => {
   const round = (appended: number, extra: Partial<{ locked: boolean; full: boolean }> = {}) =>
     ({ locked: true, size: 10, appended, full: false, ...extra })
 
-  it("grows from the first entry written until a round covers it, and survives a round that did not", async () => {
+  // The lag is measured on performance.now(); the test holds that clock and moves it by hand.
+  let now = 1_000
+  beforeEach(() => {
+    vi.spyOn(performance, "now").mockImplementation(() => now)
+  })
+  afterEach(() => {
+    vi.restoreAllMocks()
+  })
+
+  it("grows from the first entry written until a round covers it, and survives a round that did not", () => {
     logRoundEnded(logRoundStarted(), round(0))
     expect(logIntegrationLagSeconds()).toBe(0)
     logEntryQueued()
-    await new Promise((r) => setTimeout(r, 20))
+    now += 20
+    // A later write does not restart the wait: the lag counts from the oldest entry not yet covered.
     logEntryQueued()
-    const lag = logIntegrationLagSeconds()
-    expect(lag).toBeGreaterThanOrEqual(0.015)
-    // Another instance held the lock, the round failed, or it was full: the entry still waits.
+    expect(logIntegrationLagSeconds()).toBe(0.02)
+    now += 30
+    expect(logIntegrationLagSeconds()).toBe(0.05)
+    // Another instance held the lock, the round failed, or it was full: the entry still waits, from when it was written.
     for (const outcome of [round(0, { locked: false }), undefined, round(10_000, { full: true })]) {
       logRoundEnded(logRoundStarted(), outcome)
-      expect(logIntegrationLagSeconds()).toBeGreaterThanOrEqual(lag)
+      expect(logIntegrationLagSeconds()).toBe(0.05)
     }
-    // A write during a covering round waits for the next one.
+    // A write during a covering round waits for the next one, and its lag counts from its own write.
     const waiting = logRoundStarted()
+    now += 10
     logEntryQueued()
+    now += 5
     logRoundEnded(waiting, round(2))
-    expect(logState.oldestWaiting).toBeDefined()
-    expect(logIntegrationLagSeconds()).toBeLessThan(lag)
+    expect(logState.oldestWaiting).toBe(1_060)
+    expect(logIntegrationLagSeconds()).toBe(0.005)
     logRoundEnded(logRoundStarted(), round(1))
     expect(logIntegrationLagSeconds()).toBe(0)
     expect(logState.size).toBe(10)
