@@ -6,6 +6,30 @@ import { ContractToolScopes } from "../support/contract.js"
 /** docs/API.md §12.4: the registry as tools/list shows it. */
 const contractScopes = ContractToolScopes
 
+/** A request's 7 caller fields (docs/API.md §9.1): a tool that takes them lists them all. */
+const callerFields = [/tenant_id/, /organization/, /principal/, /subject_public_id/, /purpose_id/, /requested_action/, /claim_scope/]
+
+/** Refusing server-derived fields (docs/API.md §9.1): a tool that takes the request says not to send them. */
+const neverDerived = /Never send server-derived fields/
+
+/** What an agent must learn from each description: what comes back, and what it may (not) do with it (docs/API.md §12.4). */
+const DescriptionMustSay: Readonly<Record<string, ReadonlyArray<RegExp>>> = {
+  resolve_trust: [/pv\.machine-trust\.v1/, /trust_state_digest/, /GET \/api\/v1\/trust\/\{publicId\}\/machine/, /compare_current/,
+    /not permission to rely/, /freshness\.state \(CURRENT\)/, /NOT_AUTHORIZED/],
+  resolve_subject: [/exactly one of/, /pv\.machine-trust\.v1/, /ordered by public id/, /not permission to rely/, /NOT_AUTHORIZED/],
+  resolve_lifecycle: [/without claims or evidence/, /freshness\.state is CURRENT/, /NOT_AUTHORIZED/],
+  compare_current: [/changed is true when the current trust_state_digest differs/, /\{ field, previous, current \}/,
+    /Re-evaluate before relying again/],
+  evaluate_actionability: [/without storing anything/, /verdicts \(freshness, lifecycle, authority, tier, eligibility, claim_scope\)/,
+    /Act only on decision ACTIONABLE/, /GET \/api\/v1\/policy/, ...callerFields, neverDerived],
+  create_reliance_receipt: [/pv-reliance-receipt-v1/, /also when the decision is NOT_ACTIONABLE/, /act only when decision is ACTIONABLE/,
+    /idempotent: true/, /receipt_digest = SHA-256 of the RFC 8785 form of snapshot_payload/, ...callerFields, neverDerived],
+  get_reliance_receipt: [/rr_ \+ ULID/, /Ed25519 signature/, /include_proof: true/, /verify offline/, /not-yet-logged/, /retry after a second/,
+    /compare_current/, /not permission/],
+  subscribe_trust_changes: [/events_url/, /next_after/, /signed, hash-chained events/, /webhook_secret once/, /Standard Webhooks/,
+    /returns the same subscription/, /not permission/]
+}
+
 /** Every `$ref` in a schema document, which must all point into its own `$defs`. */
 const refsOf = (node: unknown): Array<string> =>
   typeof node !== "object" || node === null
@@ -18,11 +42,25 @@ describe("tool registry", () => {
     for (const tool of tools) expect(tool.scope, tool.name).toBe(contractScopes[tool.name])
   })
 
-  it("gives each tool a title, an actionable description and all four annotation hints", () => {
+  it("describes each tool by what an agent must know to call it and to act on its answer", () => {
     for (const tool of tools) {
-      expect(tool.title.length, tool.name).toBeGreaterThan(3)
-      expect(tool.description.length, tool.name).toBeGreaterThan(120)
-      expect(tool.description, tool.name).toContain(`Scope: ${tool.scope}`)
+      const says = tool.description
+      // Every argument the input schema declares is named, and the description ends with the scope it needs.
+      const branches = (tool.inputSchema.anyOf as Array<Record<string, unknown>> | undefined) ?? [tool.inputSchema]
+      const members = new Set(branches.flatMap((branch) => Object.keys((branch.properties ?? {}) as object)))
+      expect(members.size, tool.name).toBeGreaterThan(0)
+      for (const member of members) expect(says, `${tool.name} names its argument ${member}`).toContain(member)
+      expect(says, tool.name).toMatch(new RegExp(`Scope: ${tool.scope}\\.$`))
+      // What the tool returns, and the rule of docs/API.md §12.4 (and §6.4) for relying on it.
+      for (const phrase of DescriptionMustSay[tool.name]!) expect(says, `${tool.name} must say ${String(phrase)}`).toMatch(phrase)
+    }
+    expect(Object.keys(DescriptionMustSay).sort()).toEqual(tools.map((t) => t.name).sort())
+  })
+
+  it("gives each tool a title of its own and all four annotation hints", () => {
+    expect(new Set(tools.map((t) => t.title)).size).toBe(tools.length)
+    for (const tool of tools) {
+      expect(tool.title, tool.name).toMatch(/^[A-Z][a-z]+ /)
       expect(Object.keys(tool.annotations).sort()).toEqual(["destructiveHint", "idempotentHint", "openWorldHint", "readOnlyHint"])
       expect(tool.annotations.destructiveHint, tool.name).toBe(false)
       // Only a subscription can make the service reach outside itself (a webhook URL the caller names).
