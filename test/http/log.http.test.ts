@@ -167,8 +167,13 @@ const proofOf = (receiptId: string, bearer = reader, on: TestServer = server) =>
 
 const pinned = () => ({ verifierKey: pinnedVerifierKey, receiptKeys: jwks })
 
-/** Readers reuse a partial tile for 500 ms (src/log/TransparencyLog.ts); full tiles are immutable and kept. */
-const untilPartialTilesReread = () => new Promise((resolve) => setTimeout(resolve, 600))
+/**
+ * Readers reuse a partial tile for 500 ms and the latest checkpoint for 200 ms, by the service's clock
+ * (src/log/TransparencyLog.ts); full tiles are immutable and kept. Moving the server's clock past those
+ * windows makes the next read go to the database, without waiting in real time.
+ */
+const untilPartialTilesReread = () => server.clock.advance(600)
+const untilCheckpointReread = () => server.clock.advance(300)
 
 beforeAll(async () => {
   server = await startTestServer({ config: logConfig })
@@ -431,7 +436,7 @@ describe(`transparency log (${kind})`, () => {
     const forged = signCheckpoint({ origin, size: latest.size, root: randomBytes(32), extensions: [] }, logSigner)
     await sql(server, (q) => q`UPDATE log_checkpoints SET note = ${forged} WHERE tree_size = ${latest.size}`)
     try {
-      await new Promise((resolve) => setTimeout(resolve, 300))
+      untilCheckpointReread()
       const forkState = join(scratch, "fork.json")
       writeFileSync(forkState, JSON.stringify({ verifier_key: pinnedVerifierKey, checkpoint: latest.note, checked_at: "" }))
       const fork = await Effect.runPromiseExit(logMonitorCommand({ baseUrl: server.baseUrl, state: forkState }))
@@ -442,7 +447,7 @@ describe(`transparency log (${kind})`, () => {
     } finally {
       await sql(server, (q) => q`UPDATE log_checkpoints SET note = ${latest.note} WHERE tree_size = ${latest.size}`)
     }
-    await new Promise((resolve) => setTimeout(resolve, 300))
+    untilCheckpointReread()
     expect((await checkpointOf()).note).toBe(latest.note)
   })
 
@@ -478,7 +483,7 @@ describe(`transparency log (${kind})`, () => {
     const [leafRow] = await sql(server, (q) => q<{ leaf_hash: Uint8Array }>`SELECT leaf_hash FROM log_entries WHERE idx = ${sibling}`)
     await sql(server, (q) => q`UPDATE log_entries SET leaf_hash = ${randomBytes(32)} WHERE idx = ${sibling}`)
     try {
-      await untilPartialTilesReread()
+      untilPartialTilesReread()
       const verdict = verifyReceiptBundle((await proofOf(receiptId)).body, pinned())
       expect(verdict.failed_step).toBe("inclusion")
       const tiles = await servedTiles(size)
@@ -487,18 +492,18 @@ describe(`transparency log (${kind})`, () => {
     } finally {
       await sql(server, (q) => q`UPDATE log_entries SET leaf_hash = ${leafRow!.leaf_hash} WHERE idx = ${sibling}`)
     }
-    await untilPartialTilesReread()
+    untilPartialTilesReread()
 
     // 3. A stored level-1 tile hash (the subtree of leaves 0..255): the receipt's path uses it, so inclusion fails again.
     const [tileRow] = await sql(server, (q) => q<{ hash: Uint8Array }>`SELECT hash FROM log_tile_hashes WHERE level = 1 AND idx = 0`)
     await sql(server, (q) => q`UPDATE log_tile_hashes SET hash = ${randomBytes(32)} WHERE level = 1 AND idx = 0`)
     try {
-      await untilPartialTilesReread()
+      untilPartialTilesReread()
       expect(verifyReceiptBundle((await proofOf(receiptId)).body, pinned()).failed_step).toBe("inclusion")
     } finally {
       await sql(server, (q) => q`UPDATE log_tile_hashes SET hash = ${tileRow!.hash} WHERE level = 1 AND idx = 0`)
     }
-    await untilPartialTilesReread()
+    untilPartialTilesReread()
     expect(verifyReceiptBundle((await proofOf(receiptId)).body, pinned()).ok).toBe(true)
   })
 
