@@ -3,7 +3,7 @@ import { hexOf, utf8 } from "./Bytes.js"
 import { sha256, type Verifying } from "./Run.js"
 
 /**
- * The one digest recipe of the contract: RFC 8785 (JCS) canonical JSON, SHA-256, lowercase hex. The
+ * The one digest recipe of docs/API.md §2 ("canonical JSON", "digests"): RFC 8785 (JCS) canonical JSON, SHA-256, lowercase hex. The
  * `canonicalize` package has no Node dependency, so the page bundles the very same JCS.
  * Digested values hold only strings, booleans, null, arrays, objects and safe integers, so JCS number
  * formatting never has to round.

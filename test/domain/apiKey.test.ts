@@ -49,7 +49,7 @@ const singleCharacterChanges = function*(key: string) {
 }
 
 /** docs/API.md §3.1 as a predicate, written from the documentation and not from the service. */
-const contractSaysValid = (text: string): boolean =>
+const documentationSaysValid = (text: string): boolean =>
   KeyShape.test(text) && text.slice(-6) === expectedChecksum(text.slice(0, -6))
 
 interface Candidate {
@@ -93,8 +93,8 @@ const candidates: ReadonlyArray<readonly [string, fc.Arbitrary<Omit<Candidate, "
       text: how === "lead" ? ` ${key}` : how === "trail" ? `${key} ` : how === "newline" ? `${key}\n` : how === "upper" ? key.toUpperCase() : key.toLowerCase(),
       valid: false
     }))],
-  ["pv_live_ and anything", fc.string({ maxLength: 50 }).map((rest) => ({ text: KeyPrefix + rest, valid: contractSaysValid(KeyPrefix + rest) }))],
-  ["any string", fc.string({ maxLength: 60 }).map((text) => ({ text, valid: contractSaysValid(text) }))]
+  ["pv_live_ and anything", fc.string({ maxLength: 50 }).map((rest) => ({ text: KeyPrefix + rest, valid: documentationSaysValid(KeyPrefix + rest) }))],
+  ["any string", fc.string({ maxLength: 60 }).map((text) => ({ text, valid: documentationSaysValid(text) }))]
 ]
 const candidateLabels = candidates.map(([label]) => label)
 const candidate: fc.Arbitrary<Candidate> = fc.oneof(
@@ -179,7 +179,7 @@ describe("API key format", () => {
   it("accepts a candidate exactly when it has the shape and checksum of docs/API.md §3.1", () => fc.assert(fc.property(candidate, (c) => {
     expect(isWellFormedApiKey(c.text), `${c.label}: ${JSON.stringify(c.text)}`).toBe(c.valid)
     // The generator's own claim agrees with the documented rule computed independently.
-    expect(contractSaysValid(c.text)).toBe(c.valid)
+    expect(documentationSaysValid(c.text)).toBe(c.valid)
   }), { numRuns: 3000 }))
 
   it("generates valid keys and every kind of near miss (fixed seed)", () => {

@@ -7,7 +7,7 @@ import { keysFromJwks, verifyEventChain, type ChainFailureReason, type ChainVerd
 import { buildChain, headOf, otherSigner, testJwks, testSigner, type ChainItem } from "./chains.js"
 
 /**
- * The verifier as it was before it was made fast, written straight from the recipe (docs/API.md 10.4)
+ * The verifier as it was before it was made fast, written straight from the recipe (docs/API.md §10.4)
  * with the general `canonicalize`, a hash per step and every check in full: the fast one must give the
  * same verdict, sequence, reason, detail and count for every feed, tampered or not.
  */

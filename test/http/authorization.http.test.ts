@@ -74,7 +74,7 @@ interface Row {
   /** Served outside the HttpApi definition (docs, OpenAPI): tested, but not part of the generated set. */
   readonly outsideDefinition?: true
   /** A receipt proof or log endpoint (docs/API.md §7.7, §11), added later: a row the definition must grow. */
-  readonly contract10?: true
+  readonly proofOrLog?: true
   readonly call: (use: Use) => Call
 }
 
@@ -171,17 +171,17 @@ const table: Readonly<Record<string, Row>> = {
 
   // Added later (docs/API.md §11.7, §11): the receipt proof bundle and the transparency log
   "GET /api/v1/reliance-receipts/{}/proof": {
-    auth: "api-key", scope: "receipt:read", success: [200], contract10: true,
+    auth: "api-key", scope: "receipt:read", success: [200], proofOrLog: true,
     otherTenant: { status: 404, code: "receipt-not-found" },
     call: () => ({ path: `/api/v1/reliance-receipts/${ctx.receiptId}/proof` })
   },
-  "GET /api/v1/log/checkpoint": { auth: "none", success: [200], contract10: true, call: () => ({ path: "/log/checkpoint" }) },
-  "GET /api/v1/log/key": { auth: "none", success: [200], contract10: true, call: () => ({ path: "/log/key" }) },
+  "GET /api/v1/log/checkpoint": { auth: "none", success: [200], proofOrLog: true, call: () => ({ path: "/log/checkpoint" }) },
+  "GET /api/v1/log/key": { auth: "none", success: [200], proofOrLog: true, call: () => ({ path: "/log/key" }) },
   "GET /api/v1/log/proof/inclusion": {
-    auth: "none", success: [200], contract10: true, call: () => ({ path: "/log/proof/inclusion?index=0&tree_size=1" })
+    auth: "none", success: [200], proofOrLog: true, call: () => ({ path: "/log/proof/inclusion?index=0&tree_size=1" })
   },
   "GET /api/v1/log/proof/consistency": {
-    auth: "none", success: [200], contract10: true, call: () => ({ path: "/log/proof/consistency?first=1&second=1" })
+    auth: "none", success: [200], proofOrLog: true, call: () => ({ path: "/log/proof/consistency?first=1&second=1" })
   }
 }
 
@@ -379,12 +379,12 @@ describe(`authorization matrix (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
     })
 
     it("serves every endpoint of docs/API.md §7 but the proof and log ones from the definition", () => {
-      const absent = Object.entries(table).filter(([key, row]) => !row.outsideDefinition && !row.contract10 && !definedKeys.has(key))
+      const absent = Object.entries(table).filter(([key, row]) => !row.outsideDefinition && !row.proofOrLog && !definedKeys.has(key))
       expect(absent.map(([key]) => key)).toEqual([])
     })
 
     it("serves the receipt proof and log endpoints (docs/API.md §7.7, §11) from the definition", () => {
-      const absent = Object.entries(table).filter(([key, row]) => row.contract10 === true && !definedKeys.has(key))
+      const absent = Object.entries(table).filter(([key, row]) => row.proofOrLog === true && !definedKeys.has(key))
       expect(absent.map(([key]) => key), "receipt proof and log endpoints missing from src/api/Api.ts").toEqual([])
     })
 
@@ -408,7 +408,7 @@ describe(`authorization matrix (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
 
   const testedKeys = [
     ...defined.map((e) => e.key).filter((key) => table[key] !== undefined),
-    ...Object.entries(table).filter(([key, row]) => row.outsideDefinition || (row.contract10 && !definedKeys.has(key))).map(([key]) => key)
+    ...Object.entries(table).filter(([key, row]) => row.outsideDefinition || (row.proofOrLog && !definedKeys.has(key))).map(([key]) => key)
   ]
   /**
    * A receipt proof or log endpoint the definition lacks (reported above) may still be served outside it: its rows run
@@ -427,7 +427,7 @@ describe(`authorization matrix (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
     describe(`${key} (${row.auth === "api-key" ? `key, ${row.scope}` : row.auth})`, () => {
       for (const kind of rowsFor(row)) {
         it(kind, async (test) => {
-          if (row.contract10 === true && !definedKeys.has(key) && !(await isServed(key, row))) return test.skip()
+          if (row.proofOrLog === true && !definedKeys.has(key) && !(await isServed(key, row))) return test.skip()
           let reply = await send(method, row, kind)
           // docs/API.md §11.3: a receipt's proof exists once its entry is integrated (within 2 s).
           for (let i = 0; i < 30 && kind === "valid credential" && reply.status === 404 && reply.body?.code === "not-yet-logged"; i++) {

@@ -554,7 +554,7 @@ const depthOf = (value: unknown): number =>
 
 /**
  * JSON-RPC 2.0 (docs/API.md §12.1: ids are strings or numbers) classification of one message. A message
- * nested deeper than 32 levels is refused as an invalid request (docs/ARCHITECTURE.md, the body guard's limit).
+ * nested deeper than 32 levels is refused as an invalid request (docs/API.md §4.3 and §12.1: -32600).
  */
 const kindOf = (m: unknown): "request" | "notification" | "response" | "invalid" => {
   if (!isRecord(m) || m.jsonrpc !== "2.0" || depthOf(m) > 32) return "invalid"
@@ -584,7 +584,7 @@ const checkJsonRpc = (findings: Findings, text: string, reply: Reply & { readonl
   } catch {
     parseable = false
   }
-  // A member name repeated in one object is refused like malformed JSON (docs/API.md section 12.1).
+  // A member name repeated in one object is refused like malformed JSON (docs/API.md §12.1).
   if (parseable && findDuplicateMember(text) !== undefined) parseable = false
   const elements = parseable && Array.isArray(parsed) ? parsed : [parsed]
   const kinds = parseable ? elements.map(kindOf) : []

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { digestOf } from "../../src/domain/Canonical.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
 import { createKey, putDetermination, type Reply, request } from "../support/http.js"
-import { ContractToolScopes } from "../support/contract.js"
+import { DocumentedToolScopes } from "../support/toolScopes.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 
 /**
@@ -14,7 +14,7 @@ import { startTestServer, type TestServer } from "../support/server.js"
  */
 
 const AllScopes = ["trust:read", "receipt:read", "receipt:write", "mcp:call", "actionability:read", "subscription:write"] as const
-const ToolScopes = ContractToolScopes
+const ToolScopes = DocumentedToolScopes
 const ToolNames = Object.keys(ToolScopes).sort()
 
 const first = "DET-V1-MCP-0001"

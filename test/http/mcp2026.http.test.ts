@@ -4,7 +4,7 @@ import { StreamableHTTPClientTransport as LegacyTransport } from "@modelcontextp
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
 import { createKey, putDetermination, type Reply, request } from "../support/http.js"
-import { ContractToolScopes } from "../support/contract.js"
+import { DocumentedToolScopes } from "../support/toolScopes.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 
 /**
@@ -16,7 +16,7 @@ import { startTestServer, type TestServer } from "../support/server.js"
 const Modern = "2026-07-28"
 const Served = [Modern, "2025-11-25", "2025-06-18", "2025-03-26"]
 const AllScopes = ["trust:read", "receipt:read", "receipt:write", "mcp:call", "actionability:read", "subscription:write"] as const
-const ToolNames = Object.keys(ContractToolScopes)
+const ToolNames = Object.keys(DocumentedToolScopes)
 
 const first = "DET-V1-MCPM-0001"
 

@@ -1,10 +1,10 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Schema } from "effect"
 import { objectJsonSchema, tools } from "../../src/mcp/Tools.js"
-import { ContractToolScopes } from "../support/contract.js"
+import { DocumentedToolScopes } from "../support/toolScopes.js"
 
 /** docs/API.md §12.4: the registry as tools/list shows it. */
-const contractScopes = ContractToolScopes
+const documentedScopes = DocumentedToolScopes
 
 /** A request's 7 caller fields (docs/API.md §9.1): a tool that takes them lists them all. */
 const callerFields = [/tenant_id/, /organization/, /principal/, /subject_public_id/, /purpose_id/, /requested_action/, /claim_scope/]
@@ -38,8 +38,8 @@ const refsOf = (node: unknown): Array<string> =>
 
 describe("tool registry", () => {
   it("declares exactly the 8 tools of docs/API.md §12.4, once each, with their scopes", () => {
-    expect(tools.map((t) => t.name).sort()).toEqual(Object.keys(contractScopes).sort())
-    for (const tool of tools) expect(tool.scope, tool.name).toBe(contractScopes[tool.name])
+    expect(tools.map((t) => t.name).sort()).toEqual(Object.keys(documentedScopes).sort())
+    for (const tool of tools) expect(tool.scope, tool.name).toBe(documentedScopes[tool.name])
   })
 
   it("describes each tool by what an agent must know to call it and to act on its answer", () => {

@@ -51,7 +51,7 @@ const otherValue = (current: unknown) =>
   ).filter((value) => independentDigest(value) !== independentDigest(current))
 
 /** docs/API.md §9.2: the receipt's fields, every one of them covered by receipt_digest. */
-const contractSnapshotFields = [
+const documentedSnapshotFields = [
   "schema", "receipt_id", "created_at", "tenant_id", "organization", "principal", "subject_public_id", "purpose_id",
   "requested_action", "claim_scope", "determination_id", "determination_digest", "trust_state_digest",
   "policy_version", "policy_digest", "tier", "lifecycle_state", "freshness_state", "decision", "verdicts",
@@ -60,7 +60,7 @@ const contractSnapshotFields = [
 
 /** A snapshot, one of its fields and a different value for it, generated together (no sampling inside a property). */
 const snapshotWithReplacement = snapshot.chain((snap) =>
-  fc.constantFrom(...contractSnapshotFields).chain((field) =>
+  fc.constantFrom(...documentedSnapshotFields).chain((field) =>
     otherValue((snap as Record<string, unknown>)[field]).map((replacement) => ({ snap, field, replacement }))))
 
 /**
@@ -116,12 +116,12 @@ const vectorDigest = createHash("sha256").update(vectorJcs, "utf8").digest("hex"
 describe("receipt digests", () => {
   it("the service's receipt schema and its evaluation hold exactly the receipt fields of docs/API.md §9.2", () => {
     // What the service encodes a snapshot with...
-    expect(Object.keys(ReceiptSnapshot.fields).sort()).toEqual([...contractSnapshotFields].sort())
+    expect(Object.keys(ReceiptSnapshot.fields).sort()).toEqual([...documentedSnapshotFields].sort())
     // ...and what its evaluation produces (Receipts.create adds schema, receipt_id and created_at to it).
     const [trust] = fc.sample(trustDocument, { numRuns: 1, seed: 3 })
     const evaluation = Result.getOrThrow(evaluateActionability(trust!, shippedPolicy, request("supplier-onboarding", "screen", ["identity"])))
     expect(Object.keys(evaluation).sort())
-      .toEqual(contractSnapshotFields.filter((f) => !["schema", "receipt_id", "created_at"].includes(f)).sort())
+      .toEqual(documentedSnapshotFields.filter((f) => !["schema", "receipt_id", "created_at"].includes(f)).sort())
   })
 
   it("matches a hand-written RFC 8785 vector", () => {

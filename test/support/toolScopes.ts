@@ -1,5 +1,5 @@
 /** docs/API.md §12.4, restated as the tests' expectation: each MCP tool and the scope it needs. */
-export const ContractToolScopes: Readonly<Record<string, string>> = {
+export const DocumentedToolScopes: Readonly<Record<string, string>> = {
   resolve_trust: "trust:read",
   resolve_subject: "trust:read",
   compare_current: "trust:read",
