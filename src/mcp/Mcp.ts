@@ -163,6 +163,20 @@ const modernMetaJson = JSON.stringify(modernMeta)
  */
 export const StaticResultTtlMs = 3_600_000
 
+/** A trust document's freshness window (resolve_trust, resolve_lifecycle results), or undefined for other results. */
+const freshnessWindow = (value: unknown): { readonly asOfMs: number; readonly validUntilMs: number } | undefined => {
+  const freshness = typeof value === "object" && value !== null ? (value as { freshness?: unknown }).freshness : undefined
+  if (typeof freshness !== "object" || freshness === null) return undefined
+  const { as_of, valid_until } = freshness as { as_of?: unknown; valid_until?: unknown }
+  if (typeof as_of !== "string" || typeof valid_until !== "string") return undefined
+  return { asOfMs: Date.parse(as_of), validUntilMs: Date.parse(valid_until) }
+}
+
+const cacheHintText = (boundary: number | null, nowMs: number) => {
+  const ttlMs = boundary === null || !Number.isFinite(boundary) ? 0 : Math.max(0, boundary - nowMs)
+  return `,"ttlMs":${ttlMs},"cacheScope":"private"`
+}
+
 /**
  * The cache hint of a tool result that carries a trust document's freshness (resolve_trust,
  * resolve_lifecycle): fresh until the document's next
@@ -170,20 +184,57 @@ export const StaticResultTtlMs = 3_600_000
  * the determination may change the document sooner: ttlMs is a hint, as the revision defines it.
  */
 export const trustCacheHint = (value: unknown, nowMs: number): string => {
-  const freshness = typeof value === "object" && value !== null ? (value as { freshness?: unknown }).freshness : undefined
-  if (typeof freshness !== "object" || freshness === null) return ""
-  const { as_of, valid_until } = freshness as { as_of?: unknown; valid_until?: unknown }
-  if (typeof as_of !== "string" || typeof valid_until !== "string") return ""
-  const boundary = nextFreshnessBoundary(nowMs, Date.parse(as_of), Date.parse(valid_until))
-  const ttlMs = boundary === null || !Number.isFinite(boundary) ? 0 : Math.max(0, boundary - nowMs)
-  return `,"ttlMs":${ttlMs},"cacheScope":"private"`
+  const window = freshnessWindow(value)
+  return window === undefined ? "" : cacheHintText(nextFreshnessBoundary(nowMs, window.asOfMs, window.validUntilMs), nowMs)
 }
 
-/** A `tools/call` result of revision 2026-07-28 around a tool's encoded `{ content, structuredContent }`. */
-const modernCallResult = (result: EncodedResult, nowMs: number) =>
-  new JsonRpc.PreEncoded(
-    `{"resultType":"complete",${result.callResultJson.slice(1, -1)}${trustCacheHint(result.value, nowMs)},"_meta":${modernMetaJson}}`
-  )
+const noBytes = new Uint8Array(0)
+const modernResultHead = `{"resultType":"complete",`
+const modernResultTail = Buffer.from(`,"_meta":${modernMetaJson}}`)
+
+/**
+ * One tool result's `tools/call` result as UTF-8 bytes, per era, made on first use and kept as long as the
+ * result is (tool results are immutable: a cached trust document is the same object until its state
+ * changes). Only the id and, in 2026-07-28, the cache hint's `ttlMs` differ from call to call. Bytes, not
+ * text: a reply assembled from strings is flattened and encoded again on every write (measured in
+ * docs/PERFORMANCE.md).
+ */
+export class ResultBytes {
+  private legacyBytes: Uint8Array | undefined
+  private modernHead: Uint8Array | undefined
+  private readonly window: ReturnType<typeof freshnessWindow>
+  // The next freshness boundary, the answer for every instant in [boundaryFromMs, boundaryUntilMs).
+  private boundary: number | null = null
+  private boundaryFromMs = Number.POSITIVE_INFINITY
+  private boundaryUntilMs = Number.NEGATIVE_INFINITY
+
+  constructor(private readonly result: EncodedResult) {
+    this.window = freshnessWindow(result.value)
+  }
+
+  /** 2025 revisions: the result is the tool's `{ content, structuredContent }`. */
+  get legacy(): ReadonlyArray<Uint8Array> {
+    return [this.legacyBytes ??= Buffer.from(this.result.callResultJson)]
+  }
+
+  /** 2026-07-28: resultType, the tool's members, the cache hint at `nowMs`, `_meta`. */
+  modern(nowMs: number): ReadonlyArray<Uint8Array> {
+    this.modernHead ??= Buffer.from(modernResultHead + this.result.callResultJson.slice(1, -1))
+    return [this.modernHead, this.hint(nowMs), modernResultTail]
+  }
+
+  private hint(nowMs: number): Uint8Array {
+    const window = this.window
+    if (window === undefined) return noBytes
+    if (!(this.boundaryFromMs <= nowMs && nowMs < this.boundaryUntilMs)) {
+      // Boundaries are fixed instants: the first one after nowMs stays the answer until it is reached.
+      this.boundary = nextFreshnessBoundary(nowMs, window.asOfMs, window.validUntilMs)
+      this.boundaryFromMs = nowMs
+      this.boundaryUntilMs = this.boundary ?? Number.POSITIVE_INFINITY
+    }
+    return Buffer.from(cacheHintText(this.boundary, nowMs))
+  }
+}
 
 /**
  * A tool execution error (2026-07-28): a result with isError, so the model sees what to correct. The text
@@ -219,8 +270,16 @@ const make = Effect.gen(function*() {
     cacheScope: "public",
     _meta: modernMeta
   }))
-  // Each tool's already-encoded results, for as long as this service lives.
+  // Each tool's already-encoded results, for as long as this service lives, and their reply bytes.
   const encoded = new Map(tools.map((tool): [string, EncodedResults] => [tool.name, new WeakMap()]))
+  const replyBytes = new WeakMap<EncodedResult, ResultBytes>()
+  const bytesOf = (result: EncodedResult) => {
+    let bytes = replyBytes.get(result)
+    if (bytes === undefined) replyBytes.set(result, bytes = new ResultBytes(result))
+    return bytes
+  }
+  const replyBytes200 = (id: JsonRpc.RequestId, parts: ReadonlyArray<Uint8Array>): JsonRpc.Reply =>
+    ({ _tag: "Answer", status: 200, body: JsonRpc.successBytes(id, parts) })
 
   const runTool = (tool: Tool, args: Record<string, unknown> | undefined) =>
     tool.call(args ?? {}, encoded.get(tool.name)!).pipe(Effect.provideContext(services))
@@ -274,11 +333,11 @@ const make = Effect.gen(function*() {
       ? Effect.clockWith((clock) =>
         Effect.match(runTool(tool, args), {
           onFailure: (error) => reply200(JsonRpc.success(id, toolErrorResult(toProblemDocument(error._tag === "InvalidArguments" ? error.problem : error)))),
-          onSuccess: (result) => reply200(JsonRpc.success(id, modernCallResult(result, clock.currentTimeMillisUnsafe())))
+          onSuccess: (result) => replyBytes200(id, bytesOf(result).modern(clock.currentTimeMillisUnsafe()))
         }))
       : Effect.match(runTool(tool, args), {
         onFailure: (error) => reply200(JsonRpc.failure(id, errorObject(legacyToolError(tool.name, error)))),
-        onSuccess: (result) => reply200(JsonRpc.success(id, new JsonRpc.PreEncoded(result.callResultJson)))
+        onSuccess: (result) => replyBytes200(id, bytesOf(result).legacy)
       })
     return Effect.catchDefect(answered, (defect) =>
       Effect.as(Effect.logError("MCP tools/call failed", defect), reply200(JsonRpc.internalError(id))))
