@@ -175,3 +175,51 @@ export const findDuplicateMember = (text: string): string | undefined => {
   }
   return undefined
 }
+
+/** Members written in a JSON text that `JSON.parse` accepted: one name separator (`:`) outside strings each. */
+const membersWritten = (text: string): number => {
+  let count = 0
+  let i = 0
+  for (;;) {
+    const quote = text.indexOf("\"", i)
+    const end = quote === -1 ? text.length : quote
+    for (let colon = text.indexOf(":", i); colon !== -1 && colon < end; colon = text.indexOf(":", colon + 1)) count++
+    if (quote === -1) return count
+    // The closing quote is the first one after an even run of backslashes.
+    let close = quote
+    for (;;) {
+      close = text.indexOf("\"", close + 1)
+      let backslashes = 0
+      while (text.charCodeAt(close - 1 - backslashes) === 0x5c) backslashes++
+      if (backslashes % 2 === 0) break
+    }
+    i = close + 1
+  }
+}
+
+/** Members of the parsed value: each object's distinct names. */
+const membersParsed = (value: unknown): number => {
+  let count = 0
+  const stack: Array<unknown> = [value]
+  while (stack.length > 0) {
+    const current = stack.pop()
+    if (typeof current !== "object" || current === null) continue
+    if (Array.isArray(current)) {
+      for (const item of current) stack.push(item)
+    } else {
+      for (const key in current) {
+        count++
+        stack.push((current as Record<string, unknown>)[key])
+      }
+    }
+  }
+  return count
+}
+
+/**
+ * `findDuplicateMember(text)` for a text already parsed to `parsed`, cheaply when no name repeats (every
+ * body, nearly): a parser keeps one member per distinct name, so the text holds a duplicate exactly when
+ * it writes more members than `parsed` has. Only then is the text scanned for where.
+ */
+export const duplicateMemberOf = (text: string, parsed: unknown): string | undefined =>
+  membersWritten(text) === membersParsed(parsed) ? undefined : findDuplicateMember(text)

@@ -3,7 +3,7 @@ import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequ
 import { Cause, Context, Effect, Exit, Layer, Option, Redacted, Schema } from "effect"
 import { HttpEffect, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { type HttpApiEndpoint, HttpApiError, type HttpApiMiddleware } from "effect/http-api"
-import { findDuplicateMember, findUnstorable, MaxJsonDepth, exceedsDepth } from "../domain/Json.js"
+import { duplicateMemberOf, findUnstorable, MaxJsonDepth, exceedsDepth } from "../domain/Json.js"
 import {
   BadRequest,
   FieldError,
@@ -105,7 +105,7 @@ const readRestBody = (request: HttpServerRequest.HttpServerRequest): Effect.Effe
     } catch {
       return Effect.fail(new MalformedJson({ detail: "The request body is not valid JSON." }))
     }
-    const duplicate = findDuplicateMember(text)
+    const duplicate = duplicateMemberOf(text, parsed)
     if (duplicate !== undefined) {
       return Effect.fail(new MalformedJson({
         detail: "The request body repeats a member name in one object (I-JSON, RFC 7493): which value counts would be ambiguous.",

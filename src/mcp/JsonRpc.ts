@@ -1,5 +1,5 @@
 import { Data, Effect, Schema } from "effect"
-import { findDuplicateMember } from "../domain/Json.js"
+import { duplicateMemberOf } from "../domain/Json.js"
 import { JsonRpcResponse } from "./Api.js"
 
 /**
@@ -116,7 +116,7 @@ export const parse = (text: string, limits: Limits = {}): Envelope => {
   } catch {
     return { _tag: "Unparseable" }
   }
-  const duplicate = findDuplicateMember(text)
+  const duplicate = duplicateMemberOf(text, value)
   if (duplicate !== undefined) return { _tag: "Unparseable", duplicate }
   const classifyOne = classifyWithin(limits)
   if (!Array.isArray(value)) return { _tag: "Single", message: classifyOne(value) }

@@ -248,9 +248,12 @@ export const toolErrorResult = (problem: ProblemDocument) => ({
 })
 
 const make = Effect.gen(function*() {
-  // Only the tools' services: providing a context merges it into the request's, one write per service, so
-  // the whole build-time context (every service of the app) would cost that on every tools/call.
-  const services = Context.pick(TrustResolver, Determinations, Receipts, Subscriptions)(yield* Effect.context<ToolServices>())
+  // The tools' four services, added to the request's context as four entries on top of it. Providing them
+  // as a Context would merge: two copies of the whole request context (every service of the app) on every
+  // tools/call.
+  const [trustResolver, determinations, receipts, subscriptions] = [yield* TrustResolver, yield* Determinations, yield* Receipts, yield* Subscriptions]
+  const withToolServices = (context: Context.Context<Caller>): Context.Context<Caller | ToolServices> =>
+    Context.add(Context.add(Context.add(Context.add(context, TrustResolver, trustResolver), Determinations, determinations), Receipts, receipts), Subscriptions, subscriptions)
   const byName = new Map(tools.map((tool) => [tool.name, tool]))
   // Declaration order (Tools.ts), the same on every request: clients and prompt caches may rely on it.
   const toolList = { tools: tools.map(describeTool) }
@@ -282,7 +285,7 @@ const make = Effect.gen(function*() {
     ({ _tag: "Answer", status: 200, body: JsonRpc.successBytes(id, parts) })
 
   const runTool = (tool: Tool, args: Record<string, unknown> | undefined) =>
-    tool.call(args ?? {}, encoded.get(tool.name)!).pipe(Effect.provideContext(services))
+    Effect.updateContext(tool.call(args ?? {}, encoded.get(tool.name)!), withToolServices)
 
   /**
    * tools/call params → the tool and its arguments, synchronously. An unknown tool is -32601 in the 2025

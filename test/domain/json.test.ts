@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as fc from "fast-check"
-import { findDuplicateMember, toPointer } from "../../src/domain/Json.js"
+import { duplicateMemberOf, findDuplicateMember, toPointer } from "../../src/domain/Json.js"
 
 /** A JSON document whose objects are entry lists, so a test can write one with a repeated name. */
 type Doc = string | number | boolean | null | { readonly arr: ReadonlyArray<Doc> } | { readonly obj: ReadonlyArray<readonly [string, Doc]> }
@@ -48,8 +48,8 @@ describe("duplicate member names (I-JSON)", () => {
   it("finds none in any document whose objects have unique names, however it is written", () => {
     fc.assert(fc.property(doc, fc.boolean(), fc.boolean(), (value, escapeNames, spaced) => {
       const text = write(value, escapeNames, spaced)
-      JSON.parse(text)
       expect(findDuplicateMember(text)).toBeUndefined()
+      expect(duplicateMemberOf(text, JSON.parse(text))).toBeUndefined()
     }), { seed: 7493, numRuns: 400 })
   })
 
@@ -65,8 +65,8 @@ describe("duplicate member names (I-JSON)", () => {
     fc.assert(fc.property(withDuplicate, fc.boolean(), fc.boolean(), (c, escapeNames, spaced) => {
       if (c === undefined) return
       const text = write(c.value, escapeNames, spaced)
-      JSON.parse(text)
       expect(findDuplicateMember(text)).toBe(c.pointer)
+      expect(duplicateMemberOf(text, JSON.parse(text))).toBe(c.pointer)
     }), { seed: 8259, numRuns: 400 })
   })
 
@@ -76,5 +76,8 @@ describe("duplicate member names (I-JSON)", () => {
     expect(findDuplicateMember(`{"a":"\\",\\"a\\":","b":{"a":1}}`)).toBeUndefined()
     expect(findDuplicateMember(`[{"x":1},{"x":2},{"y":[1,{"z":1,"z":2}]}]`)).toBe("/2/y/1/z")
     expect(findDuplicateMember(`{"a/b":{"~":1,"~":2}}`)).toBe("/a~1b/~0")
+    for (const text of [`{"a":"x\\\\","a":1}`, `{"a":"\\":\\"","b":1}`, `{"__proto__":1,"__proto__":2}`, `{"k:":":","k:":1}`]) {
+      expect(duplicateMemberOf(text, JSON.parse(text))).toBe(findDuplicateMember(text))
+    }
   })
 })
