@@ -14,8 +14,9 @@ const reachable = (url: string) =>
   })
 
 /**
- * Three projects: pure/unit tests once, and every HTTP suite (`*.http.test.ts`) once per database:
- * embedded PGlite always, real PostgreSQL when it is reachable (required when PV_REQUIRE_POSTGRES=1, as in CI).
+ * Projects: pure/unit tests once, and every HTTP suite (`*.http.test.ts`) once per database (embedded
+ * PGlite always, real PostgreSQL when it is reachable, required when PV_REQUIRE_POSTGRES=1, as in CI), except
+ * the suites of the edge alone (`databaseFree`), which run once; the browser and fault suites.
  */
 export default defineConfig(async () => {
   const postgres = await reachable(postgresUrl)
@@ -24,6 +25,10 @@ export default defineConfig(async () => {
   }
   if (!postgres) console.warn(`PostgreSQL not reachable at ${postgresUrl}: HTTP suites run on embedded PGlite only`)
   const http = ["test/**/*.http.test.ts"]
+  // HTTP suites of the edge alone (the OpenAPI document, the Origin rule, client addresses, slow clients,
+  // keep-alive, the fuzzers' refusals): nothing they check depends on which database is behind the server,
+  // so they run once, on embedded PGlite, not once per database.
+  const databaseFree = ["openapi", "origin", "clientAddress", "slowClients", "keepAlive", "fuzz"].map((name) => `test/http/${name}.http.test.ts`)
   const faults = ["test/faults/**/*.test.ts"]
   const browser = ["test/web/**/*.browser.test.ts"]
   const projects: Array<TestProjectConfiguration> = [
@@ -49,7 +54,7 @@ export default defineConfig(async () => {
     }
   })
   if (postgres) {
-    projects.push({ extends: true, test: { name: "postgres", include: http, env: { PV_TEST_DB: "postgres", PV_TEST_POSTGRES_URL: postgresUrl } } })
+    projects.push({ extends: true, test: { name: "postgres", include: http, exclude: databaseFree, env: { PV_TEST_DB: "postgres", PV_TEST_POSTGRES_URL: postgresUrl } } })
   }
   return {
     test: {
