@@ -1,5 +1,5 @@
 import { Context, Effect, Layer, Option, Result, Schema } from "effect"
-import type { Caller } from "../access/ApiKeys.js"
+import { Caller } from "../access/ApiKeys.js"
 import { nextFreshnessBoundary } from "../domain/Freshness.js"
 import { exceedsDepth, MaxJsonDepth } from "../domain/Json.js"
 import {
@@ -332,16 +332,22 @@ const make = Effect.gen(function*() {
     const found = findTool(params, modern ? JsonRpc.ErrorCode.InvalidParams : JsonRpc.ErrorCode.MethodNotFound)
     if (Result.isFailure(found)) return Effect.succeed(reply200(JsonRpc.failure(id, errorObject(found.failure))))
     const { tool, args } = found.success
-    const answered = modern
-      ? Effect.clockWith((clock) =>
-        Effect.match(runTool(tool, args), {
-          onFailure: (error) => reply200(JsonRpc.success(id, toolErrorResult(toProblemDocument(error._tag === "InvalidArguments" ? error.problem : error)))),
-          onSuccess: (result) => replyBytes200(id, bytesOf(result).modern(clock.currentTimeMillisUnsafe()))
-        }))
-      : Effect.match(runTool(tool, args), {
-        onFailure: (error) => reply200(JsonRpc.failure(id, errorObject(legacyToolError(tool.name, error)))),
-        onSuccess: (result) => replyBytes200(id, bytesOf(result).legacy)
-      })
+    const success = (result: EncodedResult, nowMs: number) =>
+      replyBytes200(id, modern ? bytesOf(result).modern(nowMs) : bytesOf(result).legacy)
+    const answered = Effect.clockWith((clock) =>
+      Effect.flatMap(Caller, (caller) => {
+        // A result the services hold in memory (a cached trust document) is answered with no Effect to run.
+        const nowMs = clock.currentTimeMillisUnsafe()
+        const held = tool.peek(args ?? {}, caller, trustResolver, nowMs, encoded.get(tool.name)!)
+        if (held !== undefined) return Effect.succeed(success(held, nowMs))
+        return Effect.match(runTool(tool, args), {
+          onFailure: (error) =>
+            modern
+              ? reply200(JsonRpc.success(id, toolErrorResult(toProblemDocument(error._tag === "InvalidArguments" ? error.problem : error))))
+              : reply200(JsonRpc.failure(id, errorObject(legacyToolError(tool.name, error)))),
+          onSuccess: (result) => success(result, clock.currentTimeMillisUnsafe())
+        })
+      }))
     return Effect.catchDefect(answered, (defect) =>
       Effect.as(Effect.logError("MCP tools/call failed", defect), reply200(JsonRpc.internalError(id))))
   }

@@ -51,6 +51,11 @@ export interface ToolSpec<I, II, O, OI> {
   readonly decode?: (args: unknown) => Result.Result<I, ArgumentsProblem>
   /** Runs with decoded arguments: the services take decoded values (`PublicId`, `RelianceRequest`, …). */
   readonly run: (input: I, caller: ApiKeyRecord) => Effect.Effect<O, ProblemError, ToolServices>
+  /**
+   * What `run` would answer, when the services hold it in memory now (a cached trust document), read
+   * synchronously; undefined when only `run` can tell. The same value `run` returns at that instant.
+   */
+  readonly peek?: (input: I, resolver: TrustResolver["Service"], nowMs: number) => O | undefined
 }
 
 export type JsonSchemaObject = { readonly type: "object" } & Record<string, unknown>
@@ -79,6 +84,17 @@ export interface Tool {
   readonly annotations: ToolAnnotations
   readonly inputSchema: JsonSchemaObject
   readonly outputSchema: JsonSchemaObject
+  /**
+   * The encoded result of a call whose scope and arguments pass and whose answer the services hold in
+   * memory now, synchronously; undefined otherwise (`call` then answers, failures included).
+   */
+  readonly peek: (
+    args: unknown,
+    caller: ApiKeyRecord,
+    resolver: TrustResolver["Service"],
+    nowMs: number,
+    encoded: EncodedResults
+  ) => EncodedResult | undefined
   /** Resolves to the encoded result (the JSON value of `structuredContent`) and its JSON text. */
   readonly call: (
     args: unknown,
@@ -194,6 +210,13 @@ export const defineTool = <I, II, O, OI>(spec: ToolSpec<I, II, O, OI>): Tool => 
     outputSchema: { ...objectJsonSchema(spec.output), title: `${spec.title}: result` },
     // Scope and arguments are checked synchronously; only the tool's own work is an Effect (every call
     // of every revision comes through here, so the fewer steps, the cheaper an agent's call).
+    peek: spec.peek === undefined ? () => undefined : (args, caller, resolver, nowMs, encoded) => {
+      if (scopeRefusal(caller, spec.scope) !== undefined) return undefined
+      const input = decode(args)
+      if (Result.isFailure(input)) return undefined
+      const output = spec.peek!(input.success, resolver, nowMs)
+      return output === undefined ? undefined : encodeOnce(output, encoded)
+    },
     call: (args, encoded) =>
       Effect.flatMap(Caller, (caller): Effect.Effect<EncodedResult, InvalidArguments | ProblemError, ToolServices> => {
         const refused = scopeRefusal(caller, spec.scope)
@@ -231,7 +254,8 @@ const resolveTrust = defineTool({
   annotations: readOnly,
   input: PublicIdArgument,
   output: MachineTrustResponse,
-  run: ({ public_id }) => TrustResolver.use((resolver) => resolver.resolve(public_id))
+  run: ({ public_id }) => TrustResolver.use((resolver) => resolver.resolve(public_id)),
+  peek: ({ public_id }, resolver, nowMs) => resolver.peek(public_id, nowMs)
 })
 
 const SubjectDeterminations = Schema.Struct({

@@ -67,7 +67,13 @@ const make = Effect.gen(function*() {
       return buildMachineTrust(stored, policy.ref, stored.event_head, now)
     })
 
-  return { resolve, resolveCached } as const
+  /**
+   * The document `resolve` would answer at `nowMs`, when the cache holds it still exact; undefined when
+   * only `resolve` can tell (not cached, or a freshness boundary passed). Synchronous: no Effect to run.
+   */
+  const peek = (publicId: PublicId, nowMs: number): MachineTrustResponse | undefined => cache.get(publicId, nowMs)?.document
+
+  return { resolve, resolveCached, peek } as const
 })
 
 /**

@@ -173,6 +173,37 @@ describe(`MCP 2026-07-28 over raw HTTP (${process.env.PV_TEST_DB ?? "pglite"})`,
     expect(compared.ttlMs).toBeUndefined()
   })
 
+  it("a trust document built by the call and then held in the cache answers the same result, in both eras, until the determination changes", async () => {
+    const id = "DET-V1-MCPM-HELD"
+    const asOf = Date.now() - DAY_MS
+    expect((await putDetermination(server, id, determinationBody(asOf))).status).toBe(201)
+    const modern = async (n: number) => {
+      const reply = await call(n, "tools/call", { name: "resolve_trust", arguments: { public_id: id } })
+      expect(reply.status, reply.text).toBe(200)
+      const { ttlMs, ...rest } = reply.body.result
+      return { rest, ttlMs: ttlMs as number, id: reply.body.id }
+    }
+    const legacy = async (n: number) => {
+      const reply = await post({ jsonrpc: "2.0", id: n, method: "tools/call", params: { name: "resolve_trust", arguments: { public_id: id } } }, { "mcp-protocol-version": "2025-06-18" })
+      expect(reply.status, reply.text).toBe(200)
+      return reply.body
+    }
+    // The first call builds the document (the tool runs); the next ones find it held.
+    const built = await modern(1)
+    const held = await modern(2)
+    expect(held.rest).toEqual(built.rest)
+    expect([built.id, held.id]).toEqual([1, 2])
+    expect(Math.abs(held.ttlMs - built.ttlMs)).toBeLessThan(10_000)
+    const legacyHeld = await legacy(3)
+    expect(legacyHeld).toEqual({ jsonrpc: "2.0", id: 3, result: { content: built.rest.content, structuredContent: built.rest.structuredContent } })
+    // A change evicts the held document: the next call answers the new one, and so does the one after it.
+    expect((await putDetermination(server, id, determinationBody(asOf, { tier: "T3" } as never))).status).toBe(200)
+    const changed = await modern(4)
+    expect(changed.rest.structuredContent.trust_state_digest).not.toBe(built.rest.structuredContent.trust_state_digest)
+    expect((await modern(5)).rest).toEqual(changed.rest)
+    expect((await legacy(6)).result.structuredContent).toEqual(changed.rest.structuredContent)
+  })
+
   it("reports bad tool input as an isError result (the revision's tool execution error) with the problem object as text", async () => {
     const reply = await call(4, "tools/call", { name: "resolve_trust", arguments: { public_id: 42, extra: true } })
     expect(reply.status).toBe(200)

@@ -20,7 +20,7 @@ const caller: ApiKeyRecord = {
 
 const withResolver = (resolve: () => Effect.Effect<never, DeterminationNotFound>) =>
   Mcp.layerNoDeps.pipe(Layer.provide([
-    Layer.succeed(TrustResolver, { resolve, resolveCached: resolve } as unknown as TrustResolver["Service"]),
+    Layer.succeed(TrustResolver, { resolve, resolveCached: resolve, peek: () => undefined } as unknown as TrustResolver["Service"]),
     Layer.succeed(Determinations, {} as Determinations["Service"]),
     Layer.succeed(Receipts, {} as Receipts["Service"]),
     Layer.succeed(Subscriptions, {} as Subscriptions["Service"])
