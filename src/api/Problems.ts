@@ -1,7 +1,7 @@
 import { Effect } from "effect"
 import { HttpServerResponse } from "effect/http"
 import type { HttpServerRequest } from "effect/http"
-import { type ProblemError, toProblemDocument } from "../domain/Problem.js"
+import { ProblemContentType, type ProblemError, renderProblem } from "../domain/Problem.js"
 import { problemInstance, requestIdOf } from "../observability/RequestRecord.js"
 
 /** docs/API.md §4.3: bodies over 64 KiB are refused before they are read in full. */
@@ -27,42 +27,15 @@ export const checkedJsonOf = (request: HttpServerRequest.HttpServerRequest): Eff
     return value === undefined ? Effect.die(new Error("the request body was not checked by the request guard")) : Effect.succeed(value)
   })
 
-const realm = `Bearer realm="pv"`
-
-/**
- * The headers that go with a problem (docs/API.md §5.1): how to authenticate, and when to retry.
- * HttpApi encodes the body of a declared problem; these are added to that response (src/http/Problems.ts).
- */
-export const problemHeaders = (error: ProblemError): Record<string, string> => {
-  switch (error._tag) {
-    case "Unauthorized":
-      return { "www-authenticate": `${realm}, error="invalid_token"` }
-    case "InsufficientScope":
-      return { "www-authenticate": `${realm}, error="insufficient_scope", scope="${error.scope}"` }
-    case "RateLimited":
-    case "QuotaExceeded":
-    case "NotYetLogged":
-      return { "retry-after": String(Math.max(1, Math.ceil(error.retry_after))) }
-    // A dependency that is down or a process at capacity: worth retrying soon (docs/API.md §13).
-    case "Unavailable":
-    case "Overloaded":
-      return { "retry-after": "1" }
-    default:
-      return {}
-  }
-}
+export { problemHeaders } from "../domain/Problem.js"
 
 /**
  * One problem → one problem+json response with its headers, for answers given outside an endpoint's
  * declared errors (raw handlers, unknown routes, refusals before routing, defects).
  */
 export const problemResponse = (error: ProblemError, instance?: string): HttpServerResponse.HttpServerResponse => {
-  const document = toProblemDocument(error, instance)
-  return HttpServerResponse.text(JSON.stringify(document), {
-    status: document.status,
-    contentType: "application/problem+json",
-    headers: problemHeaders(error)
-  })
+  const { status, headers, body } = renderProblem(error, instance)
+  return HttpServerResponse.text(body, { status, contentType: ProblemContentType, headers })
 }
 
 const pathOf = (url: string) => {

@@ -86,14 +86,12 @@ const problem = <Self>() =>
   Object.defineProperty(Problem.prototype, ProblemTypeId, { value: ProblemTypeId })
   // Client errors are not the service's faults: the error reporter leaves them out.
   Object.defineProperty(Problem.prototype, ErrorReporter.ignore, { value: spec.status < 500 })
-  // An error that reaches the HTTP server undeclared still answers as its problem (no instance, no headers:
-  // src/api/Problems.ts renders those).
+  // An error that reaches the HTTP server undeclared still answers as its problem (no instance: the request
+  // is not known here).
   Object.defineProperty(Problem.prototype, HttpServerRespondable.symbol, {
     value(this: ProblemError) {
-      return Effect.succeed(HttpServerResponse.jsonUnsafe(toProblemDocument(this), {
-        status: spec.status,
-        contentType: "application/problem+json"
-      }))
+      const { status, headers, body } = renderProblem(this)
+      return Effect.succeed(HttpServerResponse.text(body, { status, contentType: ProblemContentType, headers }))
     }
   })
   Object.defineProperty(Problem.prototype, "message", {
@@ -235,6 +233,50 @@ export const toProblemDocument = (error: ProblemError, instance?: string): Probl
     ...(at !== undefined ? { instance: at } : {}),
     ...(error.errors !== undefined && error.errors.length > 0 ? { errors: error.errors } : {})
   }
+}
+
+const realm = `Bearer realm="pv"`
+
+/**
+ * The headers that go with a problem (docs/API.md §5.1): how to authenticate, and when to retry.
+ * HttpApi encodes the body of a declared problem; these are added to that response (src/http/Problems.ts).
+ */
+export const problemHeaders = (error: ProblemError): Record<string, string> => {
+  switch (error._tag) {
+    case "Unauthorized":
+      return { "www-authenticate": `${realm}, error="invalid_token"` }
+    case "InsufficientScope":
+      return { "www-authenticate": `${realm}, error="insufficient_scope", scope="${error.scope}"` }
+    case "RateLimited":
+    case "QuotaExceeded":
+    case "NotYetLogged":
+      return { "retry-after": String(Math.max(1, Math.ceil(error.retry_after))) }
+    // A dependency that is down or a process at capacity: worth retrying soon (docs/API.md §13).
+    case "Unavailable":
+    case "Overloaded":
+      return { "retry-after": "1" }
+    default:
+      return {}
+  }
+}
+
+export const ProblemContentType = "application/problem+json"
+
+/** A problem as the service answers it: status, headers (content type, how to authenticate, when to retry) and body. */
+export interface RenderedProblem {
+  readonly status: number
+  /** `content-type`, then `problemHeaders`; without `content-length`, which depends on how it is written. */
+  readonly headers: Readonly<Record<string, string>>
+  readonly body: string
+}
+
+/**
+ * Every problem the service answers is rendered here, whoever writes it (HttpApi's declared errors, raw
+ * handlers, the front door's refusals, the metrics listener, a socket the parser gave up on).
+ */
+export const renderProblem = (error: ProblemError, instance?: string): RenderedProblem => {
+  const document = toProblemDocument(error, instance)
+  return { status: document.status, headers: { "content-type": ProblemContentType, ...problemHeaders(error) }, body: JSON.stringify(document) }
 }
 
 /** A copy of `error` whose document names `instance` (extras such as `retry_after` kept). */

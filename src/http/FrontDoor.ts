@@ -13,7 +13,7 @@ import {
   Overloaded,
   type ProblemError,
   RequestTimeout,
-  toProblemDocument,
+  renderProblem,
   Unauthorized,
   MethodNotAllowed,
   Unavailable
@@ -56,14 +56,9 @@ export class FrontDoor extends Context.Service<FrontDoor, FrontDoorShape>()("pv/
 /** A problem answered here; its `instance` names the request id (set on `res` when the request arrived). */
 const sendProblem = (res: Http.ServerResponse, error: ProblemError, headers: Record<string, string> = {}) => {
   const id = res.getHeader(RequestIdHeader)
-  const document = toProblemDocument(error, typeof id === "string" ? problemInstance(id) : undefined)
-  const body = JSON.stringify(document)
-  res.writeHead(document.status, {
-    "content-type": "application/problem+json",
-    "content-length": Buffer.byteLength(body),
-    ...headers
-  })
-  res.end(body)
+  const problem = renderProblem(error, typeof id === "string" ? problemInstance(id) : undefined)
+  res.writeHead(problem.status, { ...problem.headers, "content-length": Buffer.byteLength(problem.body), ...headers })
+  res.end(problem.body)
 }
 
 /** The `detail` of every 503 `overloaded` the front door answers. */
@@ -76,9 +71,11 @@ export const OverloadedDetail = "The service is at capacity; retry shortly."
  * JSON escaping): under overload a refusal costs no error object (with its stack trace), no document and no
  * JSON.stringify, and the CPU goes to the requests admitted.
  */
+const overloaded = renderProblem(new Overloaded({ detail: OverloadedDetail }), problemInstance("PVREQUESTID"))
+
 export const overloadedBody: (id: string) => string = (() => {
   const mark = "PVREQUESTID"
-  const text = JSON.stringify(toProblemDocument(new Overloaded({ detail: OverloadedDetail }), problemInstance(mark)))
+  const text = overloaded.body
   const at = text.indexOf(mark)
   const head = text.slice(0, at)
   const tail = text.slice(at + mark.length)
@@ -90,16 +87,15 @@ export const overloadedBody: (id: string) => string = (() => {
  * no request id was read either: it carries a generated one). Returns the status written.
  */
 const writeRawProblem = (socket: Duplex, error: ProblemError, requestId: string) => {
-  const document = toProblemDocument(error, problemInstance(requestId))
-  const body = JSON.stringify(document)
+  const { status, headers, body } = renderProblem(error, problemInstance(requestId))
   socket.end(
-    `HTTP/1.1 ${document.status} ${Http.STATUS_CODES[document.status] ?? document.title}\r\n` +
-      "Content-Type: application/problem+json\r\n" +
-      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+    `HTTP/1.1 ${status} ${Http.STATUS_CODES[status] ?? error.title}\r\n` +
+      Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("") +
+      `content-length: ${Buffer.byteLength(body)}\r\n` +
       `X-Request-Id: ${requestId}\r\n` +
       "Connection: close\r\n\r\n" + body
   )
-  return document.status
+  return status
 }
 
 const parserRefusal = (code: string | undefined): ProblemError => {
@@ -309,8 +305,8 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
         res.writeHead(
           503,
           hasBody
-            ? { "content-type": "application/problem+json", "content-length": Buffer.byteLength(body), "retry-after": "1", connection: "close" }
-            : { "content-type": "application/problem+json", "content-length": Buffer.byteLength(body), "retry-after": "1" }
+            ? { ...overloaded.headers, "content-length": Buffer.byteLength(body), connection: "close" }
+            : { ...overloaded.headers, "content-length": Buffer.byteLength(body) }
         )
         return void res.end(body)
       }

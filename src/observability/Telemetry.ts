@@ -16,7 +16,7 @@ import {
 import { formatExposition, mergeWorkers } from "./Exposition.js"
 import { observeGauges, recordRequest } from "./Metrics.js"
 import type { RequestRecord } from "./RequestRecord.js"
-import { Internal, toProblemDocument } from "../domain/Problem.js"
+import { Internal, renderProblem } from "../domain/Problem.js"
 
 /**
  * What the front door (http/FrontDoor.ts) needs from observability: the `/metrics` endpoint and the
@@ -91,9 +91,9 @@ const writeExposition = (res: Http.ServerResponse, body: () => string) => {
   try {
     text = body()
   } catch {
-    const problem = JSON.stringify(toProblemDocument(new Internal({ detail: "The metrics could not be collected." })))
-    res.writeHead(500, { "content-type": "application/problem+json", "content-length": Buffer.byteLength(problem) })
-    res.end(problem)
+    const problem = renderProblem(new Internal({ detail: "The metrics could not be collected." }))
+    res.writeHead(problem.status, { ...problem.headers, "content-length": Buffer.byteLength(problem.body) })
+    res.end(problem.body)
     return
   }
   res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8", "content-length": Buffer.byteLength(text) })
