@@ -1,5 +1,6 @@
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schema } from "effect"
+import type { SqlError } from "effect/sql/SqlError"
 import { FreshnessState, LifecycleState } from "../domain/Freshness.js"
 import type { EventHead } from "../domain/MachineTrust.js"
 import { PublicId } from "../domain/PublicId.js"
@@ -134,6 +135,50 @@ const FailedAttemptRequest = Schema.Struct({
 })
 const WaitRow = Schema.Struct({ wait_ms: Schema.NullOr(Schema.Number) })
 const DeliveryStatsRow = Schema.Struct({ pending: Schema.Number, disabled: Schema.Number })
+
+type Sql<A> = Effect.Effect<A, SqlError>
+
+export interface EventsRepoShape {
+  readonly recordKey: (jwk: EventJwk, at: Date) => Sql<void>
+  /** Every event signing key ever used, oldest first. */
+  readonly keys: Sql<Array<{ readonly kid: string; readonly x: string }>>
+  /** Inside a transaction: the chain head, locked on the determinations row every writer locks. */
+  readonly lockHead: (publicId: PublicId) => Sql<Option.Option<EventHead>>
+  /** The committed head of a stored determination, none when there is no such determination. */
+  readonly head: (publicId: PublicId) => Sql<Option.Option<EventHead>>
+  readonly insertEvent: (event: TrustEvent) => Sql<void>
+  /** Events with after < sequence <= through, ascending, at most `limit`. */
+  readonly page: (publicId: PublicId, after: number, through: number, limit: number) => Sql<Array<TrustEvent>>
+  readonly setFreshness: (publicId: PublicId, announced: FreshnessState, dueAt: Date | null) => Sql<void>
+  readonly dueForFreshness: (now: Date, limit: number) => Sql<Array<PublicId>>
+  readonly lockFreshness: (publicId: PublicId) => Sql<Option.Option<FreshnessRow>>
+  readonly insertSubscription: (row: NewSubscription) => Sql<Option.Option<SubscriptionRow>>
+  readonly findSubscription: (keyId: string, publicId: PublicId, webhookUrl: string | null) => Sql<Option.Option<SubscriptionRow>>
+  readonly subscriptionById: (subscriptionId: string, tenantId: string) => Sql<Option.Option<SubscriptionRow>>
+  readonly listSubscriptions: (tenantId: string, after: string, limit: number) => Sql<Array<SubscriptionRow>>
+  readonly deleteSubscription: (subscriptionId: string, tenantId: string) => Sql<boolean>
+  readonly resumeSubscription: (subscriptionId: string, tenantId: string) => Sql<Option.Option<SubscriptionRow>>
+  readonly rotateSecret: (subscriptionId: string, tenantId: string, secret: string, previousUntil: Date) => Sql<Option.Option<SubscriptionRow>>
+  readonly owe: (publicId: PublicId, sequence: number) => Sql<void>
+  readonly claim: (limit: number, token: string, leaseMs: number) => Sql<Array<ClaimedRow>>
+  readonly acknowledge: (
+    subscriptionId: string,
+    token: string,
+    sequence: number,
+    leaseMs: number,
+    releaseOrigin: string | null
+  ) => Sql<Option.Option<{ readonly pending_through: number; readonly released: number }>>
+  readonly recordFailure: (
+    attempt: FailedAttempt
+  ) => Sql<Option.Option<{ readonly status: "active" | "disabled"; readonly next_attempt_at: Date; readonly held: number }>>
+  readonly releaseLeases: (token: string) => Sql<Array<PublicId>>
+  readonly releaseStrayLeases: (token: string, keep: ReadonlyArray<string>, dueInMs: number) => Sql<void>
+  readonly nextDueInMs: Sql<number | null>
+  readonly deliveryStats: Sql<{ readonly pending: number; readonly disabled: number }>
+  /** One stored event, or none. */
+  readonly eventAt: (publicId: PublicId, sequence: number) => Sql<Option.Option<TrustEvent>>
+  readonly withTransaction: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
+}
 
 /** The columns a subscription is read with (never the secrets). */
 const SubscriptionColumns = `subscription_id, tenant_id, key_id, public_id, after_sequence, created_at, webhook_url, status,
@@ -515,36 +560,36 @@ const make = Effect.gen(function*() {
     Effect.map(page(publicId, sequence - 1, sequence, 1), (events) => Option.fromNullishOr(events[0]))
 
   return {
-    recordKey,
+    recordKey: Effect.fn("EventsRepo.recordKey")(recordKey),
     keys,
     lockHead,
     head,
     insertEvent,
     page,
-    setFreshness,
-    dueForFreshness,
-    lockFreshness,
-    insertSubscription,
-    findSubscription,
-    subscriptionById,
-    listSubscriptions,
-    deleteSubscription,
-    resumeSubscription,
-    rotateSecret,
+    setFreshness: Effect.fn("EventsRepo.setFreshness")(setFreshness),
+    dueForFreshness: Effect.fn("EventsRepo.dueForFreshness")(dueForFreshness),
+    lockFreshness: Effect.fn("EventsRepo.lockFreshness")(lockFreshness),
+    insertSubscription: Effect.fn("EventsRepo.insertSubscription")(insertSubscription),
+    findSubscription: Effect.fn("EventsRepo.findSubscription")(findSubscription),
+    subscriptionById: Effect.fn("EventsRepo.subscriptionById")(subscriptionById),
+    listSubscriptions: Effect.fn("EventsRepo.listSubscriptions")(listSubscriptions),
+    deleteSubscription: Effect.fn("EventsRepo.deleteSubscription")(deleteSubscription),
+    resumeSubscription: Effect.fn("EventsRepo.resumeSubscription")(resumeSubscription),
+    rotateSecret: Effect.fn("EventsRepo.rotateSecret")(rotateSecret),
     owe,
-    claim,
-    acknowledge,
-    recordFailure,
-    releaseLeases,
-    releaseStrayLeases,
+    claim: Effect.fn("EventsRepo.claim")(claim),
+    acknowledge: Effect.fn("EventsRepo.acknowledge")(acknowledge),
+    recordFailure: Effect.fn("EventsRepo.recordFailure")(recordFailure),
+    releaseLeases: Effect.fn("EventsRepo.releaseLeases")(releaseLeases),
+    releaseStrayLeases: Effect.fn("EventsRepo.releaseStrayLeases")(releaseStrayLeases),
     nextDueInMs,
     deliveryStats,
     eventAt,
     withTransaction: sql.withTransaction
-  } as const
+  } satisfies EventsRepoShape
 })
 
 /** SQL for event chains, signing keys and subscriptions. Nothing here decides anything. */
-export class EventsRepo extends Context.Service<EventsRepo, Effect.Success<typeof make>>()("pv/EventsRepo", { make }) {
+export class EventsRepo extends Context.Service<EventsRepo, EventsRepoShape>()("pv/EventsRepo", { make }) {
   static readonly layer = Layer.effect(EventsRepo, make)
 }

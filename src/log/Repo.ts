@@ -1,5 +1,6 @@
 import { PgClient } from "@effect/sql-pg"
 import { Array as Arr, Context, Effect, Layer, Option, Schema, SchemaTransformation } from "effect"
+import type { SqlError } from "effect/sql/SqlError"
 import type { Hash } from "./Merkle.js"
 import type { TileHash } from "./Growth.js"
 import * as Rows from "../platform/Rows.js"
@@ -18,6 +19,28 @@ export interface HashRange {
   readonly level: number
   readonly first: number
   readonly stop: number
+}
+
+export interface LogRepoShape {
+  /** Inside the caller's transaction: one pending entry (an event's; receipts enqueue in their batch insert). */
+  readonly enqueue: (kind: EntryKind, ref: string, entry: Uint8Array) => Effect.Effect<void, SqlError>
+  /** Inside a transaction: true when this transaction now holds the integration lock. */
+  readonly tryLockIntegration: Effect.Effect<boolean, SqlError>
+  readonly latestCheckpoint: Effect.Effect<Option.Option<StoredCheckpoint>, SqlError>
+  /** How many entries are integrated (the index after the last one). */
+  readonly integratedSize: Effect.Effect<number, SqlError>
+  /** Under the integration lock: moves up to `limit` pending entries to indexes `size`, `size + 1`, …; their leaf hashes in index order. */
+  readonly movePending: (size: number, limit: number) => Effect.Effect<Array<{ index: number; leaf: Hash }>, SqlError>
+  readonly insertTileHashes: (hashes: ReadonlyArray<TileHash>) => Effect.Effect<void, SqlError>
+  readonly insertCheckpoint: (checkpoint: StoredCheckpoint, at: Date) => Effect.Effect<void, SqlError>
+  readonly resignCheckpoint: (checkpoint: StoredCheckpoint) => Effect.Effect<void, SqlError>
+  /** Hashes of several ranges in one round trip. */
+  readonly readHashes: (ranges: ReadonlyArray<HashRange>) => Effect.Effect<Array<{ level: number; index: number; hash: Hash }>, SqlError>
+  /** Entry bytes of indexes first .. stop - 1, in index order. */
+  readonly readEntries: (first: number, stop: number) => Effect.Effect<Array<Uint8Array>, SqlError>
+  /** The index of a receipt's or event's entry, once integrated. */
+  readonly indexOf: (kind: EntryKind, ref: string) => Effect.Effect<Option.Option<number>, SqlError>
+  readonly withTransaction: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
 }
 
 /** Only the instance holding this (transaction-scoped) advisory lock integrates: "pvlog" in ASCII. */
@@ -147,15 +170,15 @@ const makeLogRepo = Effect.gen(function*() {
     tryLockIntegration,
     latestCheckpoint,
     integratedSize,
-    movePending,
-    insertTileHashes,
-    insertCheckpoint,
-    resignCheckpoint,
+    movePending: Effect.fn("LogRepo.movePending")(movePending),
+    insertTileHashes: Effect.fn("LogRepo.insertTileHashes")(insertTileHashes),
+    insertCheckpoint: Effect.fn("LogRepo.insertCheckpoint")(insertCheckpoint),
+    resignCheckpoint: Effect.fn("LogRepo.resignCheckpoint")(resignCheckpoint),
     readHashes,
     readEntries,
     indexOf,
     withTransaction: sql.withTransaction
-  } as const
+  } satisfies LogRepoShape
 })
 
 /**
@@ -163,6 +186,6 @@ const makeLogRepo = Effect.gen(function*() {
  * Integrated rows are only ever inserted; nothing here updates or deletes them. Every row is decoded
  * with its schema; int8 columns (sizes, indexes) come back as numbers.
  */
-export class LogRepo extends Context.Service<LogRepo, Effect.Success<typeof makeLogRepo>>()("pv/LogRepo", { make: makeLogRepo }) {
+export class LogRepo extends Context.Service<LogRepo, LogRepoShape>()("pv/LogRepo", { make: makeLogRepo }) {
   static readonly layer = Layer.effect(this, makeLogRepo)
 }

@@ -16,6 +16,16 @@ export interface StoredOutcome {
   readonly created: boolean
 }
 
+export interface ReceiptsRepoShape {
+  /** `json`: the receipt's JSON text as it is to be stored (JSON.stringify(receipt)). */
+  readonly insertOrFetch: (receipt: RelianceReceipt, json?: string) => Effect.Effect<StoredOutcome, SqlError>
+  /** A receipt of this tenant only: another tenant's id reads as absent. */
+  readonly find: (tenantId: string, receiptId: string) => Effect.Effect<Option.Option<StoredReceipt>, SqlError>
+  readonly storeSignatures: (signed: ReadonlyArray<RelianceReceipt>) => Effect.Effect<Array<StoredReceipt>, SqlError>
+  readonly unsignedBatch: (limit: number) => Effect.Effect<Array<StoredReceipt>, SqlError>
+  readonly dropOrphanedBackfill: Effect.Effect<void, SqlError>
+}
+
 interface Pending {
   readonly receipt: RelianceReceipt
   /** JSON.stringify(receipt), made by the caller (which answers with the same text). */
@@ -192,7 +202,14 @@ const make = Effect.gen(function*() {
     DELETE FROM receipt_signature_backfill b
     WHERE NOT EXISTS (SELECT 1 FROM reliance_receipts r WHERE r.receipt_id = b.receipt_id)`.pipe(Effect.asVoid)
 
-  return { insertOrFetch, find, storeSignatures, unsignedBatch, dropOrphanedBackfill } as const
+  return {
+    // create, replay and read are per-request paths: no span of their own (docs/PERFORMANCE.md).
+    insertOrFetch,
+    find,
+    storeSignatures: Effect.fn("ReceiptsRepo.storeSignatures")(storeSignatures),
+    unsignedBatch: Effect.fn("ReceiptsRepo.unsignedBatch")(unsignedBatch),
+    dropOrphanedBackfill
+  } satisfies ReceiptsRepoShape
 })
 
 /**
@@ -209,6 +226,6 @@ const make = Effect.gen(function*() {
  * receipt it actually inserted (a CTE joined on the inserted ids), so a receipt and its pending entry
  * commit together or not at all.
  */
-export class ReceiptsRepo extends Context.Service<ReceiptsRepo, Effect.Success<typeof make>>()("pv/ReceiptsRepo", { make }) {
+export class ReceiptsRepo extends Context.Service<ReceiptsRepo, ReceiptsRepoShape>()("pv/ReceiptsRepo", { make }) {
   static readonly layer = Layer.effect(ReceiptsRepo, make)
 }

@@ -1,5 +1,6 @@
 import { PgClient } from "@effect/sql-pg"
 import { Array as Arr, Context, Effect, Layer, Option, Schema } from "effect"
+import type { SqlError } from "effect/sql/SqlError"
 import type { DeterminationBody, StoredDetermination } from "../domain/Determination.js"
 import type { EventHead } from "../domain/MachineTrust.js"
 import { PublicId } from "../domain/PublicId.js"
@@ -52,6 +53,18 @@ const toStored = (row: typeof VersionRow.Type): CurrentDetermination => ({
   event_head: { sequence: row.head_sequence, eventHash: row.head_hash },
   freshness_due_ms: row.freshness_due_at === null ? null : row.freshness_due_at.getTime()
 })
+
+/** The head row of a determination, locked (`lockHead`): its current version, digest and body (none before the first). */
+export type LockedHead = typeof HeadRow.Type
+
+export interface DeterminationsRepoShape {
+  readonly findCurrent: (publicId: PublicId) => Effect.Effect<Option.Option<CurrentDetermination>, SqlError>
+  readonly findBySubject: (subjectId: string) => Effect.Effect<Array<CurrentDetermination>, SqlError>
+  readonly lockHead: (publicId: PublicId, subjectId: string, now: Date) => Effect.Effect<LockedHead, SqlError>
+  readonly insertVersion: (v: NewVersion) => Effect.Effect<void, SqlError>
+  readonly count: Effect.Effect<number, SqlError>
+  readonly withTransaction: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
+}
 
 export interface NewVersion {
   readonly public_id: PublicId
@@ -144,10 +157,18 @@ const make = Effect.gen(function*() {
     Effect.map((rows) => rows[0]?.n ?? 0)
   )
 
-  return { findCurrent, findBySubject, lockHead, insertVersion, count, withTransaction: sql.withTransaction } as const
+  return {
+    // The trust read paths: no span of their own (docs/PERFORMANCE.md).
+    findCurrent,
+    findBySubject,
+    lockHead: Effect.fn("DeterminationsRepo.lockHead")(lockHead),
+    insertVersion: Effect.fn("DeterminationsRepo.insertVersion")(insertVersion),
+    count,
+    withTransaction: sql.withTransaction
+  } satisfies DeterminationsRepoShape
 })
 
 /** SQL for determinations, their versions and evidence. Nothing here decides anything. */
-export class DeterminationsRepo extends Context.Service<DeterminationsRepo, Effect.Success<typeof make>>()("pv/DeterminationsRepo", { make }) {
+export class DeterminationsRepo extends Context.Service<DeterminationsRepo, DeterminationsRepoShape>()("pv/DeterminationsRepo", { make }) {
   static readonly layer = Layer.effect(DeterminationsRepo, make)
 }
