@@ -199,8 +199,13 @@ export const countWitnessSubmission = (witness: string, answer: string): void =>
 
 export const countWitnessRefusal = (witness: string, answer: string): void => witnessRefusals({ witness, answer }).updateUnsafe(1, registry)
 
-/** Size of the newest checkpoint this instance found with a quorum of cosignatures (-1: none yet, or no witnesses). */
-export const witnessState = { witnessedSize: -1, latestSize: -1 }
+/** What the witness gauges read (`MetricsState.witness`); -1: none yet, or no witnesses. */
+export interface WitnessState {
+  /** Size of the newest checkpoint this instance found with a quorum of cosignatures. */
+  witnessedSize: number
+  /** Size of the latest checkpoint this instance serves. */
+  latestSize: number
+}
 
 // ---- Webhook deliveries and event streams ----------------------------------------------------------
 
@@ -219,10 +224,10 @@ export const countWebhookAttempt = (outcome: "delivered" | "failed" | "disabled"
 }
 
 /** What the delivery worker last read of the outbox (every instance reads the same, shared table); -1 before its first read. */
-export const deliveryState = { pending: -1, disabled: -1 }
-
-/** Event streams this process has open. */
-export const streamState = { open: 0 }
+export interface DeliveryState {
+  pending: number
+  disabled: number
+}
 
 /** The front door's admission limit now (fixed, or the adaptive limit's current value). */
 export const admissionState = { limit: (): number => -1 }
@@ -275,7 +280,13 @@ const streamsOpen = Metric.gauge("pv_event_streams_open", { description: "Event 
 const memory = labelled(Metric.gauge("pv_process_memory_bytes", { description: "Process memory (process.memoryUsage()), by type." }))
 
 /** Sets every gauge from its source (pools, circuit breaker, transparency log, process memory): called before each scrape. */
-const observeGauges = (observedPools: ReadonlySet<PoolSource>, log: LogProgress): void => {
+const observeGauges = (
+  observedPools: ReadonlySet<PoolSource>,
+  log: LogProgress,
+  witnessState: WitnessState,
+  deliveryState: DeliveryState,
+  streamState: { readonly open: number }
+): void => {
   let total = 0
   let idle = 0
   let open = 0
@@ -318,6 +329,12 @@ export interface MetricsStateShape {
   /** One answered request (called through Telemetry when a response ends). */
   readonly recordRequest: (route: string | null, method: string, status: number, seconds: number) => void
   readonly log: LogProgress
+  /** The witness gauges' sources, set by TransparencyLog. */
+  readonly witness: WitnessState
+  /** The webhook gauges' sources, set by the delivery worker. */
+  readonly delivery: DeliveryState
+  /** Event streams this server has open (LiveStream). */
+  readonly streams: { open: number }
   /** Registers a pool for the gauges until the returned function is called. */
   readonly observePool: (source: PoolSource) => () => void
   /** Sets every gauge from this server's sources; the scrape formats the registry right after. */
@@ -327,20 +344,26 @@ export interface MetricsStateShape {
 export const makeMetricsState = (): MetricsStateShape => {
   const observedPools = new Set<PoolSource>()
   const log = makeLogProgress()
+  const witness: WitnessState = { witnessedSize: -1, latestSize: -1 }
+  const delivery: DeliveryState = { pending: -1, disabled: -1 }
+  const streams = { open: 0 }
   return {
     recordRequest: makeRequestSeries(),
     log,
+    witness,
+    delivery,
+    streams,
     observePool: (source) => {
       observedPools.add(source)
       return () => void observedPools.delete(source)
     },
-    observeGauges: () => observeGauges(observedPools, log)
+    observeGauges: () => observeGauges(observedPools, log, witness, delivery, streams)
   }
 }
 
 /**
- * What one server records and observes: its request series, its transparency-log progress and its
- * database pools. Every layer that needs it (Telemetry, the database, the log's nudge and integrator)
+ * What one server records and observes: its request series, its transparency-log progress, witness
+ * and delivery figures, open event streams and database pools. Every layer that needs it (Telemetry, the database, the log's nudge and integrator)
  * is given `MetricsState.layer`; one build of a server's layers makes one (layers are shared within a
  * build), and another server, in this process or not, makes its own.
  */

@@ -73,12 +73,14 @@ describe("transparency-log integration lag", () => {
 describe("metrics state", () => {
   const gauge = (text: string, series: string) => new RegExp(`^${series.replace(/[{}"]/g, "\\$&")} (\\S+)$`, "m").exec(text)?.[1]
 
-  it("is each server's own: the pools and the log progress one observes are not the other's", () => {
+  it("is each server's own: the pools, log progress, open streams and delivery figures one observes are not the other's", () => {
     const [a, b] = [makeMetricsState(), makeMetricsState()]
     const pool = (total: number, idle: number) => ({ pool: { totalCount: total, idleCount: idle }, answering: () => true })
     a.observePool(pool(3, 1))
     const unobserve = b.observePool(pool(5, 5))
     b.log.roundEnded(b.log.roundStarted(), { locked: true, size: 42, appended: 0, full: false })
+    b.streams.open = 2
+    Object.assign(b.delivery, { pending: 7, disabled: 1 })
     const scrape = (state: ReturnType<typeof makeMetricsState>) => (state.observeGauges(), PrometheusMetrics.formatUnsafe(Context.empty()))
     const first = scrape(a)
     expect(gauge(first, `pv_db_pool_connections{state="total"}`)).toBe("3")
@@ -86,6 +88,9 @@ describe("metrics state", () => {
     const second = scrape(b)
     expect(gauge(second, `pv_db_pool_connections{state="total"}`)).toBe("5")
     expect(gauge(second, "pv_log_size")).toBe("42")
+    expect(gauge(second, "pv_event_streams_open")).toBe("2")
+    expect(gauge(second, "pv_webhook_pending_deliveries")).toBe("7")
+    expect(gauge(scrape(a), "pv_event_streams_open")).toBe("0")
     expect(a.log.state()).toEqual({ size: -1, oldestWaiting: undefined })
     unobserve()
     expect(gauge(scrape(b), `pv_db_pool_connections{state="total"}`)).toBe("0")
