@@ -1,4 +1,4 @@
-import { Context, Effect, Layer, Redacted } from "effect"
+import { Effect, Layer, Redacted } from "effect"
 import { HttpServerRequest } from "effect/http"
 import type { RateLimited, Unauthorized } from "../domain/Problem.js"
 import { countRateLimited } from "../observability/Metrics.js"
@@ -53,9 +53,8 @@ export const ApiKeyAuthLive = Layer.effect(
     const addresses = yield* ClientAddresses
     return ApiKeyAuth.of({
       apiKey: (httpEffect, { credential }) =>
-        Effect.withFiber((fiber) => {
-          const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
-          return Effect.flatMap(
+        Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+          Effect.flatMap(
             throttleFailures(limits, addresses.of(request), keys.authenticate(Redacted.value(credential))),
             (key) => {
               // The request log names the key by id and tenant (never the key), also when a limit refuses it.
@@ -65,8 +64,7 @@ export const ApiKeyAuthLive = Layer.effect(
                 return Effect.provideService(httpEffect, Caller, key)
               })
             }
-          )
-        })
+          ))
     })
   })
 )

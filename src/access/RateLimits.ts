@@ -20,31 +20,41 @@ export const secondsUntilUtcMidnight = (nowMs: number): number => Math.max(1, Ma
 /** The UTC day a request counts against. */
 export const utcDay = (nowMs: number): string => new Date(nowMs).toISOString().slice(0, 10)
 
-/** `utcDay` for the hot path: the day's name is formatted once per day, not once per request. */
-let dayCache = { start: 0, end: 0, name: utcDay(0) }
-const utcDayCached = (nowMs: number): string => {
-  if (nowMs < dayCache.start || nowMs >= dayCache.end) {
-    const start = nowMs - (((nowMs % DAY_MS) + DAY_MS) % DAY_MS)
-    dayCache = { start, end: start + DAY_MS, name: utcDay(nowMs) }
+/** `utcDay` for the hot path: the day's name is formatted once per day, not once per request. Each RateLimits service has its own. */
+const makeUtcDayCached = () => {
+  let dayCache = { start: 0, end: 0, name: utcDay(0) }
+  return (nowMs: number): string => {
+    if (nowMs < dayCache.start || nowMs >= dayCache.end) {
+      const start = nowMs - (((nowMs % DAY_MS) + DAY_MS) % DAY_MS)
+      dayCache = { start, end: start + DAY_MS, name: utcDay(nowMs) }
+    }
+    return dayCache.name
   }
-  return dayCache.name
 }
 
-/** IETF RateLimit fields (docs/API.md §4.1) for a key, given what is left of its minute. */
-export const rateLimitHeaders = (key: ApiKeyRecord, remaining: number, resetSeconds: number): Record<string, string> => ({
-  "ratelimit-policy": policyOf(key),
+const policyFieldOf = (key: ApiKeyRecord): string =>
+  `"minute";q=${key.rate_limit_per_minute};w=60, "day";q=${key.daily_quota};w=86400`
+
+const headersWith = (policy: string, remaining: number, resetSeconds: number): Record<string, string> => ({
+  "ratelimit-policy": policy,
   ratelimit: `"minute";r=${Math.max(0, remaining)};t=${Math.max(0, resetSeconds)}`
 })
 
-/** The RateLimit-Policy field of a key, made once per key record (records are cached, see ApiKeys.ts). */
-const policies = new WeakMap<ApiKeyRecord, string>()
-const policyOf = (key: ApiKeyRecord): string => {
-  let policy = policies.get(key)
-  if (policy === undefined) {
-    policy = `"minute";q=${key.rate_limit_per_minute};w=60, "day";q=${key.daily_quota};w=86400`
-    policies.set(key, policy)
+/** IETF RateLimit fields (docs/API.md §4.1) for a key, given what is left of its minute. */
+export const rateLimitHeaders = (key: ApiKeyRecord, remaining: number, resetSeconds: number): Record<string, string> =>
+  headersWith(policyFieldOf(key), remaining, resetSeconds)
+
+/**
+ * `rateLimitHeaders` for the hot path: the RateLimit-Policy field is made once per key record (records
+ * are cached, see ApiKeys.ts). Each RateLimits service has its own.
+ */
+const makeRateLimitHeadersCached = () => {
+  const policies = new WeakMap<ApiKeyRecord, string>()
+  return (key: ApiKeyRecord, remaining: number, resetSeconds: number): Record<string, string> => {
+    let policy = policies.get(key)
+    if (policy === undefined) policies.set(key, policy = policyFieldOf(key))
+    return headersWith(policy, remaining, resetSeconds)
   }
-  return policy
 }
 
 const storeUnavailable = new Unavailable({ detail: "Rate limiting is unavailable; retry shortly." })
@@ -57,6 +67,16 @@ interface Allowed {
   readonly resetMs: number
 }
 
+export interface RateLimitsShape {
+  /** Counts one request of `key`; sets the RateLimit fields on whatever response follows (answer or refusal). */
+  readonly consumeKey: (key: ApiKeyRecord) => Effect.Effect<void, RateLimited | QuotaExceeded | Unavailable, HttpServerRequest.HttpServerRequest>
+  /** Per-address limit for traffic without a key (the human endpoint) and for operator endpoints. */
+  readonly consumeAddress: (bucket: "human" | "operator" | "log", address: string, limitPerMinute: number) => Effect.Effect<void, RateLimited | Unavailable>
+  /** Whether an address has failed authentication too often this minute. */
+  readonly guardAuthentication: (address: string) => Effect.Effect<void, RateLimited>
+  readonly recordAuthenticationFailure: (address: string) => Effect.Effect<void>
+}
+
 class Exceeded {
   readonly _tag = "Exceeded"
   constructor(readonly retryMs: number) {}
@@ -67,6 +87,8 @@ const seconds = (ms: number) => Math.max(1, Math.ceil(ms / 1000))
 const makeRateLimits = Effect.gen(function*() {
   const backend = yield* RateLimitBackend
   const config = yield* AppConfig
+  const utcDayCached = makeUtcDayCached()
+  const rateLimitHeaders = makeRateLimitHeadersCached()
 
   /** One request against `limit` per `windowMs` (fixed-window semantics of the library's stores). */
   const take = (key: string, limit: number, windowMs: number): Effect.Effect<Allowed, Exceeded | Unavailable> =>
@@ -180,7 +202,7 @@ const makeRateLimits = Effect.gen(function*() {
       Effect.ignore
     )
 
-  return { consumeKey, consumeAddress, guardAuthentication, recordAuthenticationFailure } as const
+  return { consumeKey, consumeAddress, guardAuthentication, recordAuthenticationFailure } satisfies RateLimitsShape
 })
 
 const setHeaders = (headers: Record<string, string>) =>
@@ -220,7 +242,7 @@ export const RateLimitStoreLive = Layer.unwrap(
  * behind a local lease. A request whose counters are local is decided without waiting on anything; a
  * store failure refuses the request (503) rather than letting unlimited traffic through.
  */
-export class RateLimits extends Context.Service<RateLimits, Effect.Success<typeof makeRateLimits>>()("pv/RateLimits", {
+export class RateLimits extends Context.Service<RateLimits, RateLimitsShape>()("pv/RateLimits", {
   make: makeRateLimits
 }) {
   /** Needs RateLimitBackend and AppConfig. */
@@ -228,6 +250,3 @@ export class RateLimits extends Context.Service<RateLimits, Effect.Success<typeo
   /** The counters where this deployment keeps them (RateLimitStoreLive); needs AppConfig, DatabaseMode and, on PostgreSQL, PgClient. */
   static readonly layer = this.layerNoDeps.pipe(Layer.provide(RateLimitStoreLive))
 }
-
-/** Kept for callers: the same layer as `RateLimits.layer`. */
-export const RateLimitsLive = RateLimits.layer

@@ -3,7 +3,7 @@ import type { NetAddress } from "effect/net"
 import { ApiKeys } from "../access/ApiKeys.js"
 import { ClientAddressesLive } from "../access/ClientAddress.js"
 import { OperatorCredential } from "../access/Operator.js"
-import { RateLimitsLive } from "../access/RateLimits.js"
+import { RateLimits } from "../access/RateLimits.js"
 import { ChangeFeed } from "../events/ChangeFeed.js"
 import { EventLog } from "../events/EventLog.js"
 import { Subscriptions } from "../events/Subscriptions.js"
@@ -15,6 +15,7 @@ import { LogNudge } from "../log/LogNudge.js"
 import { TransparencyLog } from "../log/TransparencyLog.js"
 import { LogWitnessing, LogWitnessingLive } from "../log/Witnessing.js"
 import { Mcp } from "../mcp/Mcp.js"
+import { MetricsState } from "../observability/Metrics.js"
 import { TracingLive } from "../observability/Tracing.js"
 import { DatabaseLive } from "../platform/Database.js"
 import { DeliveriesLive } from "../webhooks/Deliveries.js"
@@ -27,13 +28,17 @@ import { TrustResolver } from "../trust/TrustResolver.js"
  * server (below, src/app/Launch.ts) and the CLI (src/cli/main.ts).
  */
 
-/** Every domain service over the database. Tests build the same graph with other config and clock. */
+/**
+ * Every domain service over the database. Tests build the same graph with other config and clock.
+ * `MetricsState` (observability/Metrics.ts) is made once per build of this graph and shared by every
+ * layer given it (Telemetry, the database, the log's nudge and integrator): each server has its own.
+ */
 export const ServicesLive = Layer.mergeAll(
   TrustResolver.layer,
   Determinations.layer,
   ApiKeys.layer,
   OperatorCredential.layer,
-  RateLimitsLive,
+  RateLimits.layer,
   ClientAddressesLive,
   ChangeFeed.layer,
   EventLog.layer,
@@ -44,7 +49,7 @@ export const ServicesLive = Layer.mergeAll(
   TransparencyLog.layer,
   LogIntegrator.layer,
   LogWitnessing.layer
-).pipe(Layer.provideMerge(DatabaseLive))
+).pipe(Layer.provideMerge(DatabaseLive), Layer.provideMerge(MetricsState.layer))
 
 /**
  * The HTTP server (http/FrontDoor.ts: opens the port once the handler is installed, drains on stop) with

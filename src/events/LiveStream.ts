@@ -3,7 +3,7 @@ import { type DeterminationNotFound, RateLimited } from "../domain/Problem.js"
 import type { PublicId } from "../domain/PublicId.js"
 import type { TrustEvent } from "../domain/TrustEvent.js"
 import { FrontDoor } from "../http/FrontDoor.js"
-import { streamState } from "../observability/Metrics.js"
+import { MetricsState } from "../observability/Metrics.js"
 import { AppConfig } from "../platform/Config.js"
 import { ChangeFeed } from "./ChangeFeed.js"
 import { EventLog } from "./EventLog.js"
@@ -38,6 +38,7 @@ const make = Effect.gen(function*() {
   const feed = yield* ChangeFeed
   const frontDoor = yield* FrontDoor
   const config = yield* AppConfig
+  const streamState = (yield* MetricsState).streams
   const openByKey = new Map<string, number>()
   const encoder = new TextEncoder()
 

@@ -1,8 +1,10 @@
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schema } from "effect"
+import type { SqlError } from "effect/sql/SqlError"
 import { FreshnessState, LifecycleState } from "../domain/Freshness.js"
 import type { EventHead } from "../domain/MachineTrust.js"
 import { PublicId } from "../domain/PublicId.js"
+import * as Rows from "../platform/Rows.js"
 import { EventType, type EventJwk, type EventPayload, type TrustEvent } from "../domain/TrustEvent.js"
 
 /** A payload as stored: sealed (hashed and signed) when it was appended and never changed, so its shape is checked only. */
@@ -25,14 +27,6 @@ const HeadRow = Schema.Struct({ head_sequence: Schema.Int, head_hash: Schema.Nul
 const KeyRow = Schema.Struct({ kid: Schema.String, x: Schema.String })
 const DueRow = Schema.Struct({ public_id: PublicId })
 
-/** Rows are what this code wrote: one that does not match its schema is a defect, not an error to handle. */
-const decodeRows = <S extends Schema.Codec<any, any>>(schema: S) => {
-  const decode = Schema.decodeUnknownEffect(Schema.Array(schema))
-  return <E, R>(query: Effect.Effect<ReadonlyArray<unknown>, E, R>): Effect.Effect<ReadonlyArray<S["Type"]>, E, R> =>
-    Effect.flatMap(query, (rows) => Effect.orDie(decode(rows)))
-}
-const eventRows = decodeRows(EventRow)
-const headRows = decodeRows(HeadRow)
 
 const toHead = (row: typeof HeadRow.Type): EventHead => ({ sequence: row.head_sequence, eventHash: row.head_hash })
 
@@ -58,7 +52,6 @@ const FreshnessRow = Schema.Struct({
   freshness_announced: Schema.NullOr(FreshnessState)
 })
 export type FreshnessRow = typeof FreshnessRow.Type
-const freshnessRows = decodeRows(FreshnessRow)
 
 const SubscriptionRow = Schema.Struct({
   subscription_id: Schema.String,
@@ -77,7 +70,6 @@ const SubscriptionRow = Schema.Struct({
   next_attempt_at: Schema.Date
 })
 export type SubscriptionRow = typeof SubscriptionRow.Type
-const subscriptionRows = decodeRows(SubscriptionRow)
 
 /** A new subscription; a webhook one comes with its first secret. */
 export interface NewSubscription {
@@ -106,7 +98,6 @@ const ClaimedRow = Schema.Struct({
   held_step: Schema.NullOr(Schema.Int)
 })
 export type ClaimedRow = typeof ClaimedRow.Type
-const claimedRows = decodeRows(ClaimedRow)
 
 const AckRow = Schema.Struct({ pending_through: Schema.Int, released: Schema.Int })
 const FailRow = Schema.Struct({ status: Schema.Literals(["active", "disabled"]), next_attempt_at: Schema.Date, held: Schema.Int })
@@ -130,8 +121,64 @@ export interface FailedAttempt {
   /** Of `outcomeMs`, the margin past the time-out. */
   readonly marginMs: number
 }
+const FailedAttemptRequest = Schema.Struct({
+  subscriptionId: Schema.String,
+  token: Schema.String,
+  error: Schema.String,
+  retryMs: Schema.Number,
+  maxFailureSeconds: Schema.Number,
+  scope: Schema.String,
+  group: Schema.String,
+  stepDelaysMs: Schema.Array(Schema.Number),
+  outcomeMs: Schema.Number,
+  marginMs: Schema.Number
+})
 const WaitRow = Schema.Struct({ wait_ms: Schema.NullOr(Schema.Number) })
 const DeliveryStatsRow = Schema.Struct({ pending: Schema.Number, disabled: Schema.Number })
+
+type Sql<A> = Effect.Effect<A, SqlError>
+
+export interface EventsRepoShape {
+  readonly recordKey: (jwk: EventJwk, at: Date) => Sql<void>
+  /** Every event signing key ever used, oldest first. */
+  readonly keys: Sql<Array<{ readonly kid: string; readonly x: string }>>
+  /** Inside a transaction: the chain head, locked on the determinations row every writer locks. */
+  readonly lockHead: (publicId: PublicId) => Sql<Option.Option<EventHead>>
+  /** The committed head of a stored determination, none when there is no such determination. */
+  readonly head: (publicId: PublicId) => Sql<Option.Option<EventHead>>
+  readonly insertEvent: (event: TrustEvent) => Sql<void>
+  /** Events with after < sequence <= through, ascending, at most `limit`. */
+  readonly page: (publicId: PublicId, after: number, through: number, limit: number) => Sql<Array<TrustEvent>>
+  readonly setFreshness: (publicId: PublicId, announced: FreshnessState, dueAt: Date | null) => Sql<void>
+  readonly dueForFreshness: (now: Date, limit: number) => Sql<Array<PublicId>>
+  readonly lockFreshness: (publicId: PublicId) => Sql<Option.Option<FreshnessRow>>
+  readonly insertSubscription: (row: NewSubscription) => Sql<Option.Option<SubscriptionRow>>
+  readonly findSubscription: (keyId: string, publicId: PublicId, webhookUrl: string | null) => Sql<Option.Option<SubscriptionRow>>
+  readonly subscriptionById: (subscriptionId: string, tenantId: string) => Sql<Option.Option<SubscriptionRow>>
+  readonly listSubscriptions: (tenantId: string, after: string, limit: number) => Sql<Array<SubscriptionRow>>
+  readonly deleteSubscription: (subscriptionId: string, tenantId: string) => Sql<boolean>
+  readonly resumeSubscription: (subscriptionId: string, tenantId: string) => Sql<Option.Option<SubscriptionRow>>
+  readonly rotateSecret: (subscriptionId: string, tenantId: string, secret: string, previousUntil: Date) => Sql<Option.Option<SubscriptionRow>>
+  readonly owe: (publicId: PublicId, sequence: number) => Sql<void>
+  readonly claim: (limit: number, token: string, leaseMs: number) => Sql<Array<ClaimedRow>>
+  readonly acknowledge: (
+    subscriptionId: string,
+    token: string,
+    sequence: number,
+    leaseMs: number,
+    releaseOrigin: string | null
+  ) => Sql<Option.Option<{ readonly pending_through: number; readonly released: number }>>
+  readonly recordFailure: (
+    attempt: FailedAttempt
+  ) => Sql<Option.Option<{ readonly status: "active" | "disabled"; readonly next_attempt_at: Date; readonly held: number }>>
+  readonly releaseLeases: (token: string) => Sql<Array<PublicId>>
+  readonly releaseStrayLeases: (token: string, keep: ReadonlyArray<string>, dueInMs: number) => Sql<void>
+  readonly nextDueInMs: Sql<number | null>
+  readonly deliveryStats: Sql<{ readonly pending: number; readonly disabled: number }>
+  /** One stored event, or none. */
+  readonly eventAt: (publicId: PublicId, sequence: number) => Sql<Option.Option<TrustEvent>>
+  readonly withTransaction: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
+}
 
 /** The columns a subscription is read with (never the secrets). */
 const SubscriptionColumns = `subscription_id, tenant_id, key_id, public_id, after_sequence, created_at, webhook_url, status,
@@ -147,21 +194,25 @@ const make = Effect.gen(function*() {
       INSERT INTO event_signing_keys (kid, x, created_at) VALUES (${jwk.kid}, ${jwk.x}, ${at})
       ON CONFLICT DO NOTHING`.pipe(Effect.asVoid)
 
-  const keys = decodeRows(KeyRow)(sql`SELECT kid, x FROM event_signing_keys ORDER BY created_at, kid`)
+  const keys = Rows.all(KeyRow, sql`SELECT kid, x FROM event_signing_keys ORDER BY created_at, kid`)
 
+  const lockedHead = Rows.findOneOption({
+    Request: Schema.String,
+    Result: HeadRow,
+    execute: (publicId) => sql`SELECT head_sequence, head_hash FROM determinations WHERE public_id = ${publicId} FOR UPDATE`
+  })
   /** Inside a transaction: the chain head, locked on the determinations row every writer locks. */
-  const lockHead = (publicId: PublicId) =>
-    headRows(sql`SELECT head_sequence, head_hash FROM determinations WHERE public_id = ${publicId} FOR UPDATE`).pipe(
-      Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toHead))
-    )
+  const lockHead = (publicId: PublicId) => Effect.map(lockedHead(publicId), Option.map(toHead))
 
-  /** The committed head of a stored determination, none when there is no such determination. */
-  const head = (publicId: PublicId) =>
-    headRows(sql`
+  const committedHead = Rows.findOneOption({
+    Request: Schema.String,
+    Result: HeadRow,
+    execute: (publicId) => sql`
       SELECT head_sequence, head_hash FROM determinations
-      WHERE public_id = ${publicId} AND current_version_id IS NOT NULL`).pipe(
-      Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toHead))
-    )
+      WHERE public_id = ${publicId} AND current_version_id IS NOT NULL`
+  })
+  /** The committed head of a stored determination, none when there is no such determination. */
+  const head = (publicId: PublicId) => Effect.map(committedHead(publicId), Option.map(toHead))
 
   /** Insert the event and move the head in the same statement pair; the primary key refuses a duplicate sequence. */
   const insertEvent = (event: TrustEvent) =>
@@ -175,71 +226,104 @@ const make = Effect.gen(function*() {
         WHERE public_id = ${event.public_id}`
     })
 
-  /** Events with after < sequence <= through, ascending, at most `limit`. */
-  const page = (publicId: PublicId, after: number, through: number, limit: number) =>
-    eventRows(sql`
+  const eventRows = Rows.findAll({
+    Request: Schema.Struct({ publicId: Schema.String, after: Schema.Number, through: Schema.Number, limit: Schema.Number }),
+    Result: EventRow,
+    execute: ({ publicId, after, through, limit }) => sql`
       SELECT public_id, sequence, event_id, type, occurred_at, payload, previous_event_hash, event_hash, kid, sig
       FROM events
       WHERE public_id = ${publicId} AND sequence > ${after} AND sequence <= ${through}
       ORDER BY sequence
-      LIMIT ${limit}`).pipe(Effect.map((rows) => rows.map(toEvent)))
+      LIMIT ${limit}`
+  })
+  /** Events with after < sequence <= through, ascending, at most `limit`. */
+  const page = (publicId: PublicId, after: number, through: number, limit: number) =>
+    Effect.map(eventRows({ publicId, after, through, limit }), (rows) => rows.map(toEvent))
 
   const setFreshness = (publicId: PublicId, announced: FreshnessState, dueAt: Date | null) =>
     sql`
       UPDATE determinations SET freshness_announced = ${announced}, freshness_due_at = ${dueAt}
       WHERE public_id = ${publicId}`.pipe(Effect.asVoid)
 
-  /** Determinations whose next freshness boundary has passed, oldest first. */
-  const dueForFreshness = (now: Date, limit: number) =>
-    decodeRows(DueRow)(sql`
+  const dueRows = Rows.findAll({
+    Request: Schema.Struct({ now: Schema.Date, limit: Schema.Number }),
+    Result: DueRow,
+    execute: ({ now, limit }) => sql`
       SELECT public_id FROM determinations
       WHERE freshness_due_at IS NOT NULL AND freshness_due_at <= ${now}
       ORDER BY freshness_due_at, public_id
-      LIMIT ${limit}`).pipe(Effect.map((rows) => rows.map((r) => r.public_id)))
+      LIMIT ${limit}`
+  })
+  /** Determinations whose next freshness boundary has passed, oldest first. */
+  const dueForFreshness = (now: Date, limit: number) => Effect.map(dueRows({ now, limit }), (rows) => rows.map((r) => r.public_id))
 
   /**
    * Inside a transaction: lock the row, then read the current version's dates and the announced state
    * in a second statement, which sees whatever a writer we waited for committed.
    */
+  const freshnessRow = Rows.findOneOption({
+    Request: Schema.String,
+    Result: FreshnessRow,
+    execute: (publicId) => sql`
+      SELECT d.public_id, v.determination_id, v.as_of, v.valid_until, v.lifecycle_state, d.freshness_announced
+      FROM determinations d JOIN determination_versions v ON v.determination_id = d.current_version_id
+      WHERE d.public_id = ${publicId}`
+  })
   const lockFreshness = (publicId: PublicId) =>
-    Effect.andThen(
-      sql`SELECT 1 FROM determinations WHERE public_id = ${publicId} FOR UPDATE`,
-      freshnessRows(sql`
-        SELECT d.public_id, v.determination_id, v.as_of, v.valid_until, v.lifecycle_state, d.freshness_announced
-        FROM determinations d JOIN determination_versions v ON v.determination_id = d.current_version_id
-        WHERE d.public_id = ${publicId}`)
-    ).pipe(Effect.map((rows) => Option.fromNullishOr(rows[0])))
+    Effect.andThen(sql`SELECT 1 FROM determinations WHERE public_id = ${publicId} FOR UPDATE`, freshnessRow(publicId))
 
   const columns = sql.literal(SubscriptionColumns)
 
-  const insertSubscription = (row: NewSubscription) =>
-    subscriptionRows(sql`
+  const insertSubscription = Rows.findOneOption({
+    Request: Schema.Struct({
+      subscription_id: Schema.String,
+      tenant_id: Schema.String,
+      key_id: Schema.String,
+      public_id: Schema.String,
+      after_sequence: Schema.Number,
+      created_at: Schema.Date,
+      webhook_url: Schema.NullOr(Schema.String),
+      secret: Schema.NullOr(Schema.String)
+    }),
+    Result: SubscriptionRow,
+    execute: (row) => sql`
       INSERT INTO subscriptions (subscription_id, tenant_id, key_id, public_id, after_sequence, created_at, pending_through,
         delivered_through, webhook_url, secret)
       VALUES (${row.subscription_id}, ${row.tenant_id}, ${row.key_id}, ${row.public_id}, ${row.after_sequence}, ${row.created_at},
         ${row.after_sequence}, ${row.after_sequence}, ${row.webhook_url}, ${row.secret})
       ON CONFLICT (key_id, public_id, coalesce(webhook_url, '')) DO NOTHING
-      RETURNING ${columns}`).pipe(Effect.map((rows) => Option.fromNullishOr(rows[0])))
+      RETURNING ${columns}`
+  })
 
-  const findSubscription = (keyId: string, publicId: PublicId, webhookUrl: string | null) =>
-    subscriptionRows(sql`
+  const subscriptionByKey = Rows.findOneOption({
+    Request: Schema.Struct({ keyId: Schema.String, publicId: Schema.String, webhookUrl: Schema.NullOr(Schema.String) }),
+    Result: SubscriptionRow,
+    execute: ({ keyId, publicId, webhookUrl }) => sql`
       SELECT ${columns} FROM subscriptions
-      WHERE key_id = ${keyId} AND public_id = ${publicId} AND coalesce(webhook_url, '') = ${webhookUrl ?? ""}`).pipe(
-      Effect.map((rows) => Option.fromNullishOr(rows[0]))
-    )
+      WHERE key_id = ${keyId} AND public_id = ${publicId} AND coalesce(webhook_url, '') = ${webhookUrl ?? ""}`
+  })
+  const findSubscription = (keyId: string, publicId: PublicId, webhookUrl: string | null) => subscriptionByKey({ keyId, publicId, webhookUrl })
 
-  const subscriptionById = (subscriptionId: string, tenantId: string) =>
-    subscriptionRows(sql`SELECT ${columns} FROM subscriptions WHERE subscription_id = ${subscriptionId} AND tenant_id = ${tenantId}`).pipe(
-      Effect.map((rows) => Option.fromNullishOr(rows[0]))
-    )
+  const TenantSubscription = Schema.Struct({ subscriptionId: Schema.String, tenantId: Schema.String })
+  const subscriptionRow = Rows.findOneOption({
+    Request: TenantSubscription,
+    Result: SubscriptionRow,
+    execute: ({ subscriptionId, tenantId }) =>
+      sql`SELECT ${columns} FROM subscriptions WHERE subscription_id = ${subscriptionId} AND tenant_id = ${tenantId}`
+  })
+  const subscriptionById = (subscriptionId: string, tenantId: string) => subscriptionRow({ subscriptionId, tenantId })
 
-  /** A tenant's subscriptions in id (creation) order after `after`, at most `limit`. */
-  const listSubscriptions = (tenantId: string, after: string, limit: number) =>
-    subscriptionRows(sql`
+  const subscriptionPage = Rows.findAll({
+    Request: Schema.Struct({ tenantId: Schema.String, after: Schema.String, limit: Schema.Number }),
+    Result: SubscriptionRow,
+    execute: ({ tenantId, after, limit }) => sql`
       SELECT ${columns} FROM subscriptions
       WHERE tenant_id = ${tenantId} AND subscription_id > ${after}
       ORDER BY subscription_id
-      LIMIT ${limit}`)
+      LIMIT ${limit}`
+  })
+  /** A tenant's subscriptions in id (creation) order after `after`, at most `limit`. */
+  const listSubscriptions = (tenantId: string, after: string, limit: number) => subscriptionPage({ tenantId, after, limit })
 
   const deleteSubscription = (subscriptionId: string, tenantId: string) =>
     sql`DELETE FROM subscriptions WHERE subscription_id = ${subscriptionId} AND tenant_id = ${tenantId} RETURNING subscription_id`.pipe(
@@ -247,21 +331,30 @@ const make = Effect.gen(function*() {
     )
 
   /** A disabled subscription becomes active, due at once, its failure record cleared; an active one is unchanged. */
-  const resumeSubscription = (subscriptionId: string, tenantId: string) =>
-    subscriptionRows(sql`
+  const resumed = Rows.findOneOption({
+    Request: TenantSubscription,
+    Result: SubscriptionRow,
+    execute: ({ subscriptionId, tenantId }) => sql`
       UPDATE subscriptions
       SET status = 'active', attempts = 0, failing_since = NULL, retry_at = NULL, held_step = NULL, next_attempt_at = now(),
         lease_token = NULL, lease_until = NULL
       WHERE subscription_id = ${subscriptionId} AND tenant_id = ${tenantId} AND status = 'disabled'
-      RETURNING ${columns}`).pipe(Effect.map((rows) => Option.fromNullishOr(rows[0])))
+      RETURNING ${columns}`
+  })
+  const resumeSubscription = (subscriptionId: string, tenantId: string) => resumed({ subscriptionId, tenantId })
 
-  /** A webhook subscription's new secret; the one it replaces keeps signing until `previousUntil`. */
-  const rotateSecret = (subscriptionId: string, tenantId: string, secret: string, previousUntil: Date) =>
-    subscriptionRows(sql`
+  const rotated = Rows.findOneOption({
+    Request: Schema.Struct({ subscriptionId: Schema.String, tenantId: Schema.String, secret: Schema.String, previousUntil: Schema.Date }),
+    Result: SubscriptionRow,
+    execute: ({ subscriptionId, tenantId, secret, previousUntil }) => sql`
       UPDATE subscriptions
       SET previous_secret = secret, previous_secret_until = ${previousUntil}, secret = ${secret}
       WHERE subscription_id = ${subscriptionId} AND tenant_id = ${tenantId} AND webhook_url IS NOT NULL
-      RETURNING ${columns}`).pipe(Effect.map((rows) => Option.fromNullishOr(rows[0])))
+      RETURNING ${columns}`
+  })
+  /** A webhook subscription's new secret; the one it replaces keeps signing until `previousUntil`. */
+  const rotateSecret = (subscriptionId: string, tenantId: string, secret: string, previousUntil: Date) =>
+    rotated({ subscriptionId, tenantId, secret, previousUntil })
 
   /**
    * Inside the append's transaction (the outbox write): every webhook subscription of the chain now owes
@@ -277,8 +370,10 @@ const make = Effect.gen(function*() {
    * out: its instance died), soonest first. Rows another instance is claiming are skipped, not waited for;
    * the lease then keeps every other instance off each row until the attempt is acknowledged or failed.
    */
-  const claim = (limit: number, token: string, leaseMs: number) =>
-    claimedRows(sql`
+  const claimed = Rows.findAll({
+    Request: Schema.Struct({ limit: Schema.Number, token: Schema.String, leaseMs: Schema.Number }),
+    Result: ClaimedRow,
+    execute: ({ limit, token, leaseMs }) => sql`
       UPDATE subscriptions s SET lease_token = ${token}, lease_until = now() + make_interval(secs => ${leaseMs / 1000})
       FROM (
         SELECT subscription_id FROM subscriptions
@@ -290,7 +385,9 @@ const make = Effect.gen(function*() {
       ) due
       WHERE s.subscription_id = due.subscription_id
       RETURNING s.subscription_id, s.public_id, s.webhook_url, s.secret, s.previous_secret, s.previous_secret_until,
-        s.pending_through, s.delivered_through, s.attempts, s.webhook_origin, s.held_step`)
+        s.pending_through, s.delivered_through, s.attempts, s.webhook_origin, s.held_step`
+  })
+  const claim = (limit: number, token: string, leaseMs: number) => claimed({ limit, token, leaseMs })
 
   /**
    * `sequence` was acknowledged. The lease is kept (and extended) while more is owed, so the worker goes on
@@ -301,8 +398,16 @@ const make = Effect.gen(function*() {
    * receiver answers again, so in the same statement every subscription held back at that origin is due
    * now, or when its own backoff ends if that is later (`retry_at`: one failing alone keeps its backoff).
    */
-  const acknowledge = (subscriptionId: string, token: string, sequence: number, leaseMs: number, releaseOrigin: string | null) =>
-    decodeRows(AckRow)(releaseOrigin === null
+  const acknowledged = Rows.findOneOption({
+    Request: Schema.Struct({
+      subscriptionId: Schema.String,
+      token: Schema.String,
+      sequence: Schema.Number,
+      leaseMs: Schema.Number,
+      releaseOrigin: Schema.NullOr(Schema.String)
+    }),
+    Result: AckRow,
+    execute: ({ subscriptionId, token, sequence, leaseMs, releaseOrigin }) => releaseOrigin === null
       ? sql`
         UPDATE subscriptions
         SET delivered_through = ${sequence}, attempts = 0, failing_since = NULL, last_attempt_at = now(), last_error = NULL,
@@ -327,9 +432,10 @@ const make = Effect.gen(function*() {
             AND subscription_id <> ${subscriptionId} AND EXISTS (SELECT 1 FROM acked)
           RETURNING 1
         )
-        SELECT pending_through, (SELECT count(*) FROM released)::int AS released FROM acked`).pipe(
-      Effect.map((rows) => Option.fromNullishOr(rows[0]))
-    )
+        SELECT pending_through, (SELECT count(*) FROM released)::int AS released FROM acked`
+  })
+  const acknowledge = (subscriptionId: string, token: string, sequence: number, leaseMs: number, releaseOrigin: string | null) =>
+    acknowledged({ subscriptionId, token, sequence, leaseMs, releaseOrigin })
 
   /**
    * A failed attempt, in one statement: the lease is given back, the same event is due again after the
@@ -355,11 +461,11 @@ const make = Effect.gen(function*() {
    * skipped, not waited for, so those failures do not queue behind each other. Rows already held past the
    * probe's outcome are not written again. Over the partial indexes of migrations 0008 and 0009.
    */
-  const recordFailure = (attempt: FailedAttempt) => {
+  const failed = Rows.findOneOption({ Request: FailedAttemptRequest, Result: FailRow, execute: (attempt) => {
     const groupColumn = sql.literal(attempt.scope === "origin" ? "webhook_origin" : "webhook_url")
     const delays = `{${attempt.stepDelaysMs.map((ms) => Math.round(ms)).join(",")}}`
     const steps = attempt.stepDelaysMs.length
-    return decodeRows(FailRow)(sql`
+    return sql`
       WITH me AS (
         SELECT subscription_id, held_step,
           coalesce(failing_since, now()) <= now() - make_interval(secs => ${attempt.maxFailureSeconds}) AS disabling
@@ -402,19 +508,22 @@ const make = Effect.gen(function*() {
         WHERE s.subscription_id = me.subscription_id AND s.lease_token = ${attempt.token}
         RETURNING s.status, s.next_attempt_at
       )
-      SELECT status, next_attempt_at, (SELECT count(*) FROM held)::int AS held FROM failed`).pipe(
-      Effect.map((rows) => Option.fromNullishOr(rows[0]))
-    )
-  }
+      SELECT status, next_attempt_at, (SELECT count(*) FROM held)::int AS held FROM failed`
+  } })
+  const recordFailure = (attempt: FailedAttempt) => failed(attempt)
 
   /**
    * Give back every lease `token` holds (shutdown: the attempts not finished are due again at once); the
    * determinations they are for, so other instances can be told.
    */
-  const releaseLeases = (token: string) =>
-    decodeRows(DueRow)(sql`
+  const released = Rows.findAll({
+    Request: Schema.String,
+    Result: DueRow,
+    execute: (token) => sql`
       UPDATE subscriptions SET lease_token = NULL, lease_until = NULL WHERE lease_token = ${token}
-      RETURNING public_id`).pipe(Effect.map((rows) => rows.map((r) => r.public_id)))
+      RETURNING public_id`
+  })
+  const releaseLeases = (token: string) => Effect.map(released(token), (rows) => rows.map((r) => r.public_id))
 
   /**
    * After a database failure: give back the leases `token` holds but those of `keep` (the subscriptions its
@@ -433,7 +542,7 @@ const make = Effect.gen(function*() {
         WHERE lease_token = ${token} AND subscription_id NOT IN ${sql.in(keep)}`).pipe(Effect.asVoid)
 
   /** Milliseconds until the next subscription becomes due (a retry, or a dead instance's lease running out); null when none will. */
-  const nextDueInMs = decodeRows(WaitRow)(sql`
+  const nextDueInMs = Rows.all(WaitRow, sql`
     SELECT (extract(epoch FROM min(greatest(next_attempt_at, coalesce(lease_until, next_attempt_at))) - now()) * 1000)::float8 AS wait_ms
     FROM subscriptions
     WHERE webhook_url IS NOT NULL AND status = 'active' AND pending_through > delivered_through`).pipe(
@@ -441,7 +550,7 @@ const make = Effect.gen(function*() {
   )
 
   /** Events owed to active webhook subscriptions, and subscriptions disabled: for the gauges. */
-  const deliveryStats = decodeRows(DeliveryStatsRow)(sql`
+  const deliveryStats = Rows.all(DeliveryStatsRow, sql`
     SELECT coalesce(sum(pending_through - delivered_through) FILTER (WHERE status = 'active'), 0)::float8 AS pending,
       count(*) FILTER (WHERE status = 'disabled')::float8 AS disabled
     FROM subscriptions WHERE webhook_url IS NOT NULL`).pipe(Effect.map((rows) => rows[0] ?? { pending: 0, disabled: 0 }))
@@ -451,36 +560,36 @@ const make = Effect.gen(function*() {
     Effect.map(page(publicId, sequence - 1, sequence, 1), (events) => Option.fromNullishOr(events[0]))
 
   return {
-    recordKey,
+    recordKey: Effect.fn("EventsRepo.recordKey")(recordKey),
     keys,
     lockHead,
     head,
     insertEvent,
     page,
-    setFreshness,
-    dueForFreshness,
-    lockFreshness,
-    insertSubscription,
-    findSubscription,
-    subscriptionById,
-    listSubscriptions,
-    deleteSubscription,
-    resumeSubscription,
-    rotateSecret,
+    setFreshness: Effect.fn("EventsRepo.setFreshness")(setFreshness),
+    dueForFreshness: Effect.fn("EventsRepo.dueForFreshness")(dueForFreshness),
+    lockFreshness: Effect.fn("EventsRepo.lockFreshness")(lockFreshness),
+    insertSubscription: Effect.fn("EventsRepo.insertSubscription")(insertSubscription),
+    findSubscription: Effect.fn("EventsRepo.findSubscription")(findSubscription),
+    subscriptionById: Effect.fn("EventsRepo.subscriptionById")(subscriptionById),
+    listSubscriptions: Effect.fn("EventsRepo.listSubscriptions")(listSubscriptions),
+    deleteSubscription: Effect.fn("EventsRepo.deleteSubscription")(deleteSubscription),
+    resumeSubscription: Effect.fn("EventsRepo.resumeSubscription")(resumeSubscription),
+    rotateSecret: Effect.fn("EventsRepo.rotateSecret")(rotateSecret),
     owe,
-    claim,
-    acknowledge,
-    recordFailure,
-    releaseLeases,
-    releaseStrayLeases,
+    claim: Effect.fn("EventsRepo.claim")(claim),
+    acknowledge: Effect.fn("EventsRepo.acknowledge")(acknowledge),
+    recordFailure: Effect.fn("EventsRepo.recordFailure")(recordFailure),
+    releaseLeases: Effect.fn("EventsRepo.releaseLeases")(releaseLeases),
+    releaseStrayLeases: Effect.fn("EventsRepo.releaseStrayLeases")(releaseStrayLeases),
     nextDueInMs,
     deliveryStats,
     eventAt,
     withTransaction: sql.withTransaction
-  } as const
+  } satisfies EventsRepoShape
 })
 
 /** SQL for event chains, signing keys and subscriptions. Nothing here decides anything. */
-export class EventsRepo extends Context.Service<EventsRepo, Effect.Success<typeof make>>()("pv/EventsRepo", { make }) {
+export class EventsRepo extends Context.Service<EventsRepo, EventsRepoShape>()("pv/EventsRepo", { make }) {
   static readonly layer = Layer.effect(EventsRepo, make)
 }

@@ -1,5 +1,5 @@
 import { Clock, Context, Duration, Effect, Exit, Layer, Option } from "effect"
-import { logRoundEnded, logRoundStarted } from "../observability/Metrics.js"
+import { type LogProgress, MetricsState } from "../observability/Metrics.js"
 import { AppConfig } from "../platform/Config.js"
 import { openCheckpoint, peekCheckpoint, signCheckpoint } from "./Checkpoint.js"
 import { edgeFromTiles, edgeTilesOf, grow, rootOfEdge } from "./Growth.js"
@@ -13,12 +13,12 @@ import { TransparencyLog } from "./TransparencyLog.js"
 export const MaxEntriesPerRound = 10_000
 
 /** Log size and integration lag for the metrics (observability/Metrics.ts). */
-const observedRound = (round: Effect.Effect<IntegrationRound>): Effect.Effect<IntegrationRound> =>
+const observedRound = (log: LogProgress, round: Effect.Effect<IntegrationRound>): Effect.Effect<IntegrationRound> =>
   Effect.suspend(() => {
-    const waiting = logRoundStarted()
+    const waiting = log.roundStarted()
     return Effect.onExit(round, (exit) =>
       Effect.sync(() =>
-        logRoundEnded(waiting, Exit.isSuccess(exit) ? { ...exit.value, full: exit.value.appended >= MaxEntriesPerRound } : undefined)))
+        log.roundEnded(waiting, Exit.isSuccess(exit) ? { ...exit.value, full: exit.value.appended >= MaxEntriesPerRound } : undefined)))
   })
 
 /**
@@ -42,6 +42,7 @@ const makeLogIntegrator = Effect.gen(function*() {
   const repo = yield* LogRepo
   const key = yield* LogKey
   const log = yield* TransparencyLog
+  const metrics = yield* MetricsState
 
   const sign = (size: number, root: Uint8Array): StoredCheckpoint => ({
     size,
@@ -96,11 +97,16 @@ const makeLogIntegrator = Effect.gen(function*() {
     Effect.tap(({ checkpoint }) => Option.match(checkpoint, { onNone: () => Effect.void, onSome: log.published })),
     Effect.map(({ locked, size, appended }) => ({ locked, size, appended })),
     Effect.catchTag("SqlError", Effect.die),
-    observedRound
+    (integrated) => observedRound(metrics.log, integrated)
   )
 
-  return { integrateOnce } as const
+  return { integrateOnce } satisfies LogIntegratorShape
 })
+
+export interface LogIntegratorShape {
+  /** One round; once it has committed, this instance's readers see the new checkpoint at once. */
+  readonly integrateOnce: Effect.Effect<IntegrationRound>
+}
 
 /**
  * The one writer of the tree. A round, in ONE transaction under `pg_try_advisory_xact_lock` (so at
@@ -110,7 +116,7 @@ const makeLogIntegrator = Effect.gen(function*() {
  * the new checkpoint. A crash at any point rolls the round back whole, so the next round (on any
  * instance) continues from the last committed checkpoint: nothing is lost and the tree never forks.
  */
-export class LogIntegrator extends Context.Service<LogIntegrator, Effect.Success<typeof makeLogIntegrator>>()("pv/LogIntegrator", {
+export class LogIntegrator extends Context.Service<LogIntegrator, LogIntegratorShape>()("pv/LogIntegrator", {
   make: makeLogIntegrator
 }) {
   static readonly layerNoDeps = Layer.effect(this, makeLogIntegrator)

@@ -1,7 +1,9 @@
 import { PgClient } from "@effect/sql-pg"
 import { Array as Arr, Context, Effect, Layer, Option, Schema, SchemaTransformation } from "effect"
+import type { SqlError } from "effect/sql/SqlError"
 import type { Hash } from "./Merkle.js"
 import type { TileHash } from "./Growth.js"
+import * as Rows from "../platform/Rows.js"
 
 /** What the log records an entry for; with `ref` (receipt_id or event_id) it names the entry. */
 export type EntryKind = "receipt" | "event"
@@ -17,6 +19,28 @@ export interface HashRange {
   readonly level: number
   readonly first: number
   readonly stop: number
+}
+
+export interface LogRepoShape {
+  /** Inside the caller's transaction: one pending entry (an event's; receipts enqueue in their batch insert). */
+  readonly enqueue: (kind: EntryKind, ref: string, entry: Uint8Array) => Effect.Effect<void, SqlError>
+  /** Inside a transaction: true when this transaction now holds the integration lock. */
+  readonly tryLockIntegration: Effect.Effect<boolean, SqlError>
+  readonly latestCheckpoint: Effect.Effect<Option.Option<StoredCheckpoint>, SqlError>
+  /** How many entries are integrated (the index after the last one). */
+  readonly integratedSize: Effect.Effect<number, SqlError>
+  /** Under the integration lock: moves up to `limit` pending entries to indexes `size`, `size + 1`, …; their leaf hashes in index order. */
+  readonly movePending: (size: number, limit: number) => Effect.Effect<Array<{ index: number; leaf: Hash }>, SqlError>
+  readonly insertTileHashes: (hashes: ReadonlyArray<TileHash>) => Effect.Effect<void, SqlError>
+  readonly insertCheckpoint: (checkpoint: StoredCheckpoint, at: Date) => Effect.Effect<void, SqlError>
+  readonly resignCheckpoint: (checkpoint: StoredCheckpoint) => Effect.Effect<void, SqlError>
+  /** Hashes of several ranges in one round trip. */
+  readonly readHashes: (ranges: ReadonlyArray<HashRange>) => Effect.Effect<Array<{ level: number; index: number; hash: Hash }>, SqlError>
+  /** Entry bytes of indexes first .. stop - 1, in index order. */
+  readonly readEntries: (first: number, stop: number) => Effect.Effect<Array<Uint8Array>, SqlError>
+  /** The index of a receipt's or event's entry, once integrated. */
+  readonly indexOf: (kind: EntryKind, ref: string) => Effect.Effect<Option.Option<number>, SqlError>
+  readonly withTransaction: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
 }
 
 /** Only the instance holding this (transaction-scoped) advisory lock integrates: "pvlog" in ASCII. */
@@ -41,19 +65,7 @@ const HashRow = Schema.Struct({ level: Schema.Int, idx: Int8, hash: Bytes })
 const EntryRow = Schema.Struct({ entry: Bytes })
 const IndexRow = Schema.Struct({ idx: Int8 })
 
-/** The rows of a query, decoded; a row that does not fit its schema is a defect of the store, not a request error. */
-const decodeRows = <S extends Schema.Codec<any, any, never, never>>(row: S) => {
-  const decode = Schema.decodeUnknownEffect(Schema.Array(row))
-  return (rows: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<S["Type"]>> => Effect.orDie(decode(rows))
-}
-
-const lockRows = decodeRows(LockRow)
-const checkpointRows = decodeRows(CheckpointRow)
-const sizeRows = decodeRows(SizeRow)
-const movedRows = decodeRows(MovedRow)
-const hashRows = decodeRows(HashRow)
-const entryRows = decodeRows(EntryRow)
-const indexRows = decodeRows(IndexRow)
+const HashRangeRequest = Schema.Struct({ level: Schema.Number, first: Schema.Number, stop: Schema.Number })
 
 const makeLogRepo = Effect.gen(function*() {
   const sql = yield* PgClient.PgClient
@@ -63,20 +75,17 @@ const makeLogRepo = Effect.gen(function*() {
     sql`INSERT INTO log_pending (kind, ref, entry) VALUES (${kind}, ${ref}, ${entry})`.pipe(Effect.asVoid)
 
   /** Inside a transaction: true when this transaction now holds the integration lock. */
-  const tryLockIntegration = sql`SELECT pg_try_advisory_xact_lock(${BigInt(IntegrationLockKey)}) AS locked`.pipe(
-    Effect.flatMap(lockRows),
+  const tryLockIntegration = Rows.all(LockRow, sql`SELECT pg_try_advisory_xact_lock(${BigInt(IntegrationLockKey)}) AS locked`).pipe(
     Effect.map((rows) => rows[0]?.locked === true)
   )
 
-  const latestCheckpoint = sql`SELECT tree_size, root_hash, note FROM log_checkpoints ORDER BY tree_size DESC LIMIT 1`.pipe(
-    Effect.flatMap(checkpointRows),
+  const latestCheckpoint = Rows.all(CheckpointRow, sql`SELECT tree_size, root_hash, note FROM log_checkpoints ORDER BY tree_size DESC LIMIT 1`).pipe(
     Effect.map((rows) =>
       Option.map(Option.fromUndefinedOr(rows[0]), (row): StoredCheckpoint => ({ size: row.tree_size, root: row.root_hash, note: row.note })))
   )
 
   /** How many entries are integrated (the index after the last one). */
-  const integratedSize = sql`SELECT coalesce(max(idx) + 1, 0)::bigint AS size FROM log_entries`.pipe(
-    Effect.flatMap(sizeRows),
+  const integratedSize = Rows.all(SizeRow, sql`SELECT coalesce(max(idx) + 1, 0)::bigint AS size FROM log_entries`).pipe(
     Effect.map((rows) => rows[0]?.size ?? 0)
   )
 
@@ -85,8 +94,10 @@ const makeLogRepo = Effect.gen(function*() {
    * `size`, `size + 1`, … in one statement (deleted from pending exactly as they are inserted), with
    * their RFC 9162 leaf hashes SHA-256(0x00 ‖ entry). Returns the new leaf hashes in index order.
    */
-  const movePending = (size: number, limit: number) =>
-    sql`
+  const moved = Rows.findAll({
+    Request: Schema.Struct({ size: Schema.Number, limit: Schema.Number }),
+    Result: MovedRow,
+    execute: ({ size, limit }) => sql`
       WITH moved AS (
         DELETE FROM log_pending
         WHERE id IN (SELECT id FROM log_pending ORDER BY id LIMIT ${limit})
@@ -95,10 +106,10 @@ const makeLogRepo = Effect.gen(function*() {
       INSERT INTO log_entries (idx, kind, ref, entry, leaf_hash)
       SELECT ${BigInt(size)}::bigint + row_number() OVER (ORDER BY id) - 1, kind, ref, entry, sha256('\\x00'::bytea || entry)
       FROM moved
-      RETURNING idx, leaf_hash`.pipe(
-      Effect.flatMap(movedRows),
-      Effect.map((rows) => rows.map((row) => ({ index: row.idx, leaf: row.leaf_hash as Hash })).sort((a, b) => a.index - b.index))
-    )
+      RETURNING idx, leaf_hash`
+  })
+  const movePending = (size: number, limit: number) =>
+    Effect.map(moved({ size, limit }), (rows) => rows.map((row) => ({ index: row.idx, leaf: row.leaf_hash as Hash })).sort((a, b) => a.index - b.index))
 
   const insertTileHashes = (hashes: ReadonlyArray<TileHash>) => {
     const rows = hashes.map((h) => ({ level: h.level, idx: BigInt(h.index), hash: h.hash }))
@@ -120,10 +131,10 @@ const makeLogRepo = Effect.gen(function*() {
    * Hashes of several ranges in one round trip: each range is one tile (or the part of one a proof needs).
    * Bounds go as bigint arrays (one element type: the driver infers an array's type from its elements).
    */
-  const readHashes = (ranges: ReadonlyArray<HashRange>) =>
-    ranges.length === 0
-      ? Effect.succeed([])
-      : sql`
+  const hashes = Rows.findAll({
+    Request: Schema.Array(HashRangeRequest),
+    Result: HashRow,
+    execute: (ranges) => sql`
         SELECT r.level, t.idx, t.hash
         FROM unnest(${ranges.map((r) => r.level)}::int[], ${ranges.map((r) => BigInt(r.first))}::bigint[], ${ranges.map((r) => BigInt(r.stop))}::bigint[])
           AS r(level, first, stop)
@@ -131,39 +142,43 @@ const makeLogRepo = Effect.gen(function*() {
           SELECT idx, leaf_hash AS hash FROM log_entries WHERE r.level = 0 AND idx >= r.first AND idx < r.stop
           UNION ALL
           SELECT idx, hash FROM log_tile_hashes WHERE r.level > 0 AND level = r.level AND idx >= r.first AND idx < r.stop
-        ) t`.pipe(
-        Effect.flatMap(hashRows),
-        Effect.map((rows) => rows.map((row) => ({ level: row.level, index: row.idx, hash: row.hash as Hash })))
-      )
+        ) t`
+  })
+  const readHashes = (ranges: ReadonlyArray<HashRange>) =>
+    ranges.length === 0
+      ? Effect.succeed([])
+      : Effect.map(hashes(ranges), (rows) => rows.map((row) => ({ level: row.level, index: row.idx, hash: row.hash as Hash })))
 
   /** Entry bytes of indexes first .. stop - 1, in index order. */
-  const readEntries = (first: number, stop: number) =>
-    sql`SELECT entry FROM log_entries WHERE idx >= ${BigInt(first)} AND idx < ${BigInt(stop)} ORDER BY idx`.pipe(
-      Effect.flatMap(entryRows),
-      Effect.map((rows) => rows.map((row) => row.entry))
-    )
+  const entries = Rows.findAll({
+    Request: Schema.Struct({ first: Schema.Number, stop: Schema.Number }),
+    Result: EntryRow,
+    execute: ({ first, stop }) => sql`SELECT entry FROM log_entries WHERE idx >= ${BigInt(first)} AND idx < ${BigInt(stop)} ORDER BY idx`
+  })
+  const readEntries = (first: number, stop: number) => Effect.map(entries({ first, stop }), (rows) => rows.map((row) => row.entry))
 
   /** The index of a receipt's or event's entry, once integrated. */
-  const indexOf = (kind: EntryKind, ref: string) =>
-    sql`SELECT idx FROM log_entries WHERE kind = ${kind} AND ref = ${ref}`.pipe(
-      Effect.flatMap(indexRows),
-      Effect.map((rows) => Option.map(Option.fromUndefinedOr(rows[0]), (row) => row.idx))
-    )
+  const index = Rows.findOneOption({
+    Request: Schema.Struct({ kind: Schema.String, ref: Schema.String }),
+    Result: IndexRow,
+    execute: ({ kind, ref }) => sql`SELECT idx FROM log_entries WHERE kind = ${kind} AND ref = ${ref}`
+  })
+  const indexOf = (kind: EntryKind, ref: string) => Effect.map(index({ kind, ref }), Option.map((row) => row.idx))
 
   return {
     enqueue,
     tryLockIntegration,
     latestCheckpoint,
     integratedSize,
-    movePending,
-    insertTileHashes,
-    insertCheckpoint,
-    resignCheckpoint,
+    movePending: Effect.fn("LogRepo.movePending")(movePending),
+    insertTileHashes: Effect.fn("LogRepo.insertTileHashes")(insertTileHashes),
+    insertCheckpoint: Effect.fn("LogRepo.insertCheckpoint")(insertCheckpoint),
+    resignCheckpoint: Effect.fn("LogRepo.resignCheckpoint")(resignCheckpoint),
     readHashes,
     readEntries,
     indexOf,
     withTransaction: sql.withTransaction
-  } as const
+  } satisfies LogRepoShape
 })
 
 /**
@@ -171,6 +186,6 @@ const makeLogRepo = Effect.gen(function*() {
  * Integrated rows are only ever inserted; nothing here updates or deletes them. Every row is decoded
  * with its schema; int8 columns (sizes, indexes) come back as numbers.
  */
-export class LogRepo extends Context.Service<LogRepo, Effect.Success<typeof makeLogRepo>>()("pv/LogRepo", { make: makeLogRepo }) {
+export class LogRepo extends Context.Service<LogRepo, LogRepoShape>()("pv/LogRepo", { make: makeLogRepo }) {
   static readonly layer = Layer.effect(this, makeLogRepo)
 }

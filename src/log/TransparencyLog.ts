@@ -1,5 +1,5 @@
 import { Clock, Context, Effect, Layer, Option } from "effect"
-import { witnessState } from "../observability/Metrics.js"
+import { MetricsState } from "../observability/Metrics.js"
 import { AppConfig } from "../platform/Config.js"
 import { FieldError, InvalidProofRequest, NotFound, NotYetLogged } from "../domain/Problem.js"
 import type { EventJwk } from "../domain/TrustEvent.js"
@@ -79,6 +79,7 @@ const makeTransparencyLog = Effect.gen(function*() {
   const key = yield* LogKey
   const config = yield* AppConfig
   const witnessRepo = yield* WitnessRepo
+  const witnessState = (yield* MetricsState).witness
   const witnesses: ReadonlyArray<{ readonly id: string; readonly verifier: CosignatureVerifier }> = config.logWitnesses.flatMap((w) => {
     const parsed = parseCosignerKey(w.verifierKey)
     return parsed.ok ? [{ id: w.verifierKey, verifier: parsed.value }] : []

@@ -1,12 +1,17 @@
-import { Context, Effect, Metric } from "effect"
+import { Context, Effect, Layer, Metric } from "effect"
 
 /**
  * The service's own metrics, recorded with Effect's `Metric` API and exported by `Telemetry.ts` in the
  * Prometheus text format (effect/observability's PrometheusMetrics). Effect keeps one registry per
- * process, so every server in a process (tests start several) adds to the same series. Counters carry
+ * process, so every server in a process (tests start several) adds to the same counters; each sets the
+ * gauges from its own sources right before it formats a scrape. Counters carry
  * their Prometheus name (`…_total`) as their id.
  *
  * Hot paths update through labelled metrics made once: an update is a registry lookup and an addition.
+ *
+ * What a server keeps to record and observe (its request series, its transparency-log progress, its
+ * database pools) is the scoped `MetricsState` service at the end of this file: each server's layers
+ * build their own, so two servers in one process never share it.
  */
 
 /** Effect's default registry (and no contextual attributes): the one `Telemetry.ts` exports. */
@@ -45,26 +50,26 @@ interface RequestSeries {
   readonly duration: Metric.Histogram<number>
 }
 
-const requestSeries = new Map<string, Map<string, Map<number, RequestSeries>>>()
-
-const requestSeriesOf = (route: string, method: string, status: number): RequestSeries => {
-  let byMethod = requestSeries.get(route)
-  if (byMethod === undefined) requestSeries.set(route, byMethod = new Map())
-  let byStatus = byMethod.get(method)
-  if (byStatus === undefined) byMethod.set(method, byStatus = new Map())
-  let found = byStatus.get(status)
-  if (found === undefined) {
-    const labels = { route, method, status: String(status) }
-    byStatus.set(status, found = { count: Metric.withAttributes(httpRequests, labels), duration: Metric.withAttributes(httpDuration, labels) })
+/** The labelled request metrics, made once per route, method and status; `record` adds one answered request. */
+const makeRequestSeries = () => {
+  const requestSeries = new Map<string, Map<string, Map<number, RequestSeries>>>()
+  const requestSeriesOf = (route: string, method: string, status: number): RequestSeries => {
+    let byMethod = requestSeries.get(route)
+    if (byMethod === undefined) requestSeries.set(route, byMethod = new Map())
+    let byStatus = byMethod.get(method)
+    if (byStatus === undefined) byMethod.set(method, byStatus = new Map())
+    let found = byStatus.get(status)
+    if (found === undefined) {
+      const labels = { route, method, status: String(status) }
+      byStatus.set(status, found = { count: Metric.withAttributes(httpRequests, labels), duration: Metric.withAttributes(httpDuration, labels) })
+    }
+    return found
   }
-  return found
-}
-
-/** One answered request (called by the front door when its response ends). */
-export const recordRequest = (route: string | null, method: string, status: number, seconds: number): void => {
-  const series = requestSeriesOf(route ?? UnmatchedRoute, method, status)
-  series.count.updateUnsafe(1, registry)
-  series.duration.updateUnsafe(seconds, registry)
+  return (route: string | null, method: string, status: number, seconds: number): void => {
+    const series = requestSeriesOf(route ?? UnmatchedRoute, method, status)
+    series.count.updateUnsafe(1, registry)
+    series.duration.updateUnsafe(seconds, registry)
+  }
 }
 
 // ---- Domain counters -------------------------------------------------------------------------------
@@ -115,49 +120,60 @@ const logEntriesIntegrated = Metric.counter("pv_log_entries_integrated_total", {
   incremental: true
 })
 
-interface LogState {
+export interface LogState {
   /** Size of the latest checkpoint this instance committed or saw; -1 before the first round. */
-  size: number
+  readonly size: number
   /** performance.now() of the oldest entry written here that no completed round has covered yet. */
-  oldestWaiting: number | undefined
+  readonly oldestWaiting: number | undefined
 }
 
-export const logState: LogState = { size: -1, oldestWaiting: undefined }
+/** What an integration round reports to `LogProgress.roundEnded` (undefined: the round failed). */
+export type RoundOutcome = { readonly locked: boolean; readonly size: number; readonly appended: number; readonly full: boolean } | undefined
 
-/** A local write queued a log entry (the integrator's nudge). */
-export const logEntryQueued = (): void => {
-  if (logState.oldestWaiting === undefined) logState.oldestWaiting = performance.now()
+/** The transparency log's progress as this instance sees it: the log-size and integration-lag gauges. */
+export interface LogProgress {
+  /** What the gauges read now. */
+  readonly state: () => LogState
+  /** A local write queued a log entry (the integrator's nudge). */
+  readonly entryQueued: () => void
+  /**
+   * The integrator's hook. `roundStarted` is called as a round starts and returns what `roundEnded` needs: a
+   * round that held the lock covered every entry written before it began (it moves pending entries up to
+   * its limit; a full round is followed at once by another), so the waiting mark is cleared unless a
+   * write came in during the round.
+   */
+  readonly roundStarted: () => number | undefined
+  readonly roundEnded: (waitingBefore: number | undefined, result: RoundOutcome) => void
+  /** Seconds the oldest entry written here has waited for integration (0: none waiting). */
+  readonly lagSeconds: () => number
 }
 
-/**
- * The integrator's hook. `logRoundStarted` is called as a round starts and returns what `logRoundEnded` needs: a
- * round that held the lock covered every entry written before it began (it moves pending entries up to
- * its limit; a full round is followed at once by another), so the waiting mark is cleared unless a
- * write came in during the round.
- */
-export const logRoundStarted = (): number | undefined => {
-  const waiting = logState.oldestWaiting
-  logState.oldestWaiting = undefined
-  return waiting
-}
-
-export const logRoundEnded = (
-  waitingBefore: number | undefined,
-  result: { readonly locked: boolean; readonly size: number; readonly appended: number; readonly full: boolean } | undefined
-): void => {
-  const covered = result !== undefined && result.locked && !result.full
-  if (!covered && waitingBefore !== undefined) {
-    logState.oldestWaiting = logState.oldestWaiting === undefined ? waitingBefore : Math.min(waitingBefore, logState.oldestWaiting)
+const makeLogProgress = (): LogProgress => {
+  let size = -1
+  let oldestWaiting: number | undefined = undefined
+  return {
+    state: () => ({ size, oldestWaiting }),
+    entryQueued: () => {
+      if (oldestWaiting === undefined) oldestWaiting = performance.now()
+    },
+    roundStarted: () => {
+      const waiting = oldestWaiting
+      oldestWaiting = undefined
+      return waiting
+    },
+    roundEnded: (waitingBefore, result) => {
+      const covered = result !== undefined && result.locked && !result.full
+      if (!covered && waitingBefore !== undefined) {
+        oldestWaiting = oldestWaiting === undefined ? waitingBefore : Math.min(waitingBefore, oldestWaiting)
+      }
+      if (result !== undefined && result.locked) {
+        size = result.size
+        if (result.appended > 0) logEntriesIntegrated.updateUnsafe(result.appended, registry)
+      }
+    },
+    lagSeconds: () => (oldestWaiting === undefined ? 0 : (performance.now() - oldestWaiting) / 1000)
   }
-  if (result !== undefined && result.locked) {
-    logState.size = result.size
-    if (result.appended > 0) logEntriesIntegrated.updateUnsafe(result.appended, registry)
-  }
 }
-
-/** Seconds the oldest entry written here has waited for integration (0: none waiting). */
-export const logIntegrationLagSeconds = (): number =>
-  logState.oldestWaiting === undefined ? 0 : (performance.now() - logState.oldestWaiting) / 1000
 
 // ---- Witnesses -------------------------------------------------------------------------------------
 
@@ -183,8 +199,13 @@ export const countWitnessSubmission = (witness: string, answer: string): void =>
 
 export const countWitnessRefusal = (witness: string, answer: string): void => witnessRefusals({ witness, answer }).updateUnsafe(1, registry)
 
-/** Size of the newest checkpoint this instance found with a quorum of cosignatures (-1: none yet, or no witnesses). */
-export const witnessState = { witnessedSize: -1, latestSize: -1 }
+/** What the witness gauges read (`MetricsState.witness`); -1: none yet, or no witnesses. */
+export interface WitnessState {
+  /** Size of the newest checkpoint this instance found with a quorum of cosignatures. */
+  witnessedSize: number
+  /** Size of the latest checkpoint this instance serves. */
+  latestSize: number
+}
 
 // ---- Webhook deliveries and event streams ----------------------------------------------------------
 
@@ -203,10 +224,10 @@ export const countWebhookAttempt = (outcome: "delivered" | "failed" | "disabled"
 }
 
 /** What the delivery worker last read of the outbox (every instance reads the same, shared table); -1 before its first read. */
-export const deliveryState = { pending: -1, disabled: -1 }
-
-/** Event streams this process has open. */
-export const streamState = { open: 0 }
+export interface DeliveryState {
+  pending: number
+  disabled: number
+}
 
 /** The front door's admission limit now (fixed, or the adaptive limit's current value). */
 export const admissionState = { limit: (): number => -1 }
@@ -225,13 +246,6 @@ export interface PoolSource {
   readonly answering: () => boolean
 }
 
-export const observedPools = new Set<PoolSource>()
-
-/** Registers a pool for the gauges until the returned function is called. */
-export const observePool = (source: PoolSource): (() => void) => {
-  observedPools.add(source)
-  return () => void observedPools.delete(source)
-}
 
 // ---- Gauges, read at scrape time -------------------------------------------------------------------
 
@@ -266,7 +280,13 @@ const streamsOpen = Metric.gauge("pv_event_streams_open", { description: "Event 
 const memory = labelled(Metric.gauge("pv_process_memory_bytes", { description: "Process memory (process.memoryUsage()), by type." }))
 
 /** Sets every gauge from its source (pools, circuit breaker, transparency log, process memory): called before each scrape. */
-export const observeGauges = (): void => {
+const observeGauges = (
+  observedPools: ReadonlySet<PoolSource>,
+  log: LogProgress,
+  witnessState: WitnessState,
+  deliveryState: DeliveryState,
+  streamState: { readonly open: number }
+): void => {
   let total = 0
   let idle = 0
   let open = 0
@@ -279,9 +299,10 @@ export const observeGauges = (): void => {
   poolConnections({ state: "idle" }).updateUnsafe(idle, registry)
   circuitOpen.updateUnsafe(open, registry)
   // Only an instance that integrates knows both (PV_LOG_INTEGRATION_INTERVAL_MS=0 leaves it to another).
+  const logState = log.state()
   if (logState.size >= 0) {
     logSize.updateUnsafe(logState.size, registry)
-    logLag.updateUnsafe(logIntegrationLagSeconds(), registry)
+    logLag.updateUnsafe(log.lagSeconds(), registry)
   }
   if (witnessState.witnessedSize >= 0 || witnessState.latestSize >= 0) {
     witnessedSize.updateUnsafe(Math.max(0, witnessState.witnessedSize), registry)
@@ -300,4 +321,52 @@ export const observeGauges = (): void => {
   memory({ type: "heap_used" }).updateUnsafe(usage.heapUsed, registry)
   memory({ type: "external" }).updateUnsafe(usage.external, registry)
   memory({ type: "array_buffers" }).updateUnsafe(usage.arrayBuffers, registry)
+}
+
+// ---- The server's own state ------------------------------------------------------------------------
+
+export interface MetricsStateShape {
+  /** One answered request (called through Telemetry when a response ends). */
+  readonly recordRequest: (route: string | null, method: string, status: number, seconds: number) => void
+  readonly log: LogProgress
+  /** The witness gauges' sources, set by TransparencyLog. */
+  readonly witness: WitnessState
+  /** The webhook gauges' sources, set by the delivery worker. */
+  readonly delivery: DeliveryState
+  /** Event streams this server has open (LiveStream). */
+  readonly streams: { open: number }
+  /** Registers a pool for the gauges until the returned function is called. */
+  readonly observePool: (source: PoolSource) => () => void
+  /** Sets every gauge from this server's sources; the scrape formats the registry right after. */
+  readonly observeGauges: () => void
+}
+
+export const makeMetricsState = (): MetricsStateShape => {
+  const observedPools = new Set<PoolSource>()
+  const log = makeLogProgress()
+  const witness: WitnessState = { witnessedSize: -1, latestSize: -1 }
+  const delivery: DeliveryState = { pending: -1, disabled: -1 }
+  const streams = { open: 0 }
+  return {
+    recordRequest: makeRequestSeries(),
+    log,
+    witness,
+    delivery,
+    streams,
+    observePool: (source) => {
+      observedPools.add(source)
+      return () => void observedPools.delete(source)
+    },
+    observeGauges: () => observeGauges(observedPools, log, witness, delivery, streams)
+  }
+}
+
+/**
+ * What one server records and observes: its request series, its transparency-log progress, witness
+ * and delivery figures, open event streams and database pools. Every layer that needs it (Telemetry, the database, the log's nudge and integrator)
+ * is given `MetricsState.layer`; one build of a server's layers makes one (layers are shared within a
+ * build), and another server, in this process or not, makes its own.
+ */
+export class MetricsState extends Context.Service<MetricsState, MetricsStateShape>()("pv/MetricsState") {
+  static readonly layer: Layer.Layer<MetricsState> = Layer.sync(this, makeMetricsState)
 }

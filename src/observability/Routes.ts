@@ -1,4 +1,4 @@
-import { Context, Effect, Option } from "effect"
+import { Effect, Option } from "effect"
 import { HttpRouter, HttpServerRequest, type HttpServerResponse } from "effect/http"
 import { AppConfig } from "../platform/Config.js"
 import { recordOf } from "./RequestRecord.js"
@@ -11,17 +11,20 @@ import { RequestIdAttribute } from "./Tracing.js"
  * every span its handler creates (SQL statements included).
  */
 const observeRoute = (traced: boolean) =>
-<E, R>(handler: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R> =>
-  Effect.withFiber((fiber) => {
-    const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
+<E, R>(
+  handler: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest | HttpRouter.RouteContext> =>
+  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
     const record = recordOf(request)
     if (record === undefined) return handler
-    record.route = Context.getUnsafe(fiber.context, HttpRouter.RouteContext).route.path
-    if (!traced) return handler
-    return Effect.andThen(
-      Effect.annotateCurrentSpan(RequestIdAttribute, record.id),
-      Effect.annotateSpans(handler, RequestIdAttribute, record.id)
-    )
+    return Effect.flatMap(HttpRouter.RouteContext, (context) => {
+      record.route = context.route.path
+      if (!traced) return handler
+      return Effect.andThen(
+        Effect.annotateCurrentSpan(RequestIdAttribute, record.id),
+        Effect.annotateSpans(handler, RequestIdAttribute, record.id)
+      )
+    })
   })
 
 /** Router middleware (per route, so it runs after routing, where the matched route is known). */

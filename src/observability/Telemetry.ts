@@ -14,7 +14,7 @@ import {
   workerIndex
 } from "../platform/Cluster.js"
 import { formatExposition, mergeWorkers } from "./Exposition.js"
-import { observeGauges, recordRequest } from "./Metrics.js"
+import { MetricsState } from "./Metrics.js"
 import type { RequestRecord } from "./RequestRecord.js"
 import { Internal, renderProblem } from "../domain/Problem.js"
 
@@ -76,11 +76,12 @@ const logLine = (req: Http.IncomingMessage | undefined, status: number, record: 
 const registry = Context.empty()
 
 /**
- * The text exposition format, version 0.0.4 (what Prometheus scrapes). This runs in Node's request
- * listener, outside any fiber: a collection that throws (`process.memoryUsage()` fails with EMFILE when
- * file descriptors run out, exactly when a scrape matters) answers 500 instead of crashing the process.
+ * The text exposition format, version 0.0.4 (what Prometheus scrapes), with the gauges set from this
+ * server's sources just before. This runs in Node's request listener, outside any fiber: a collection
+ * that throws (`process.memoryUsage()` fails with EMFILE when file descriptors run out, exactly when a
+ * scrape matters) answers 500 instead of crashing the process.
  */
-const ownExposition = (): string => {
+const expositionOf = (observeGauges: () => void) => (): string => {
   observeGauges()
   return PrometheusMetrics.formatUnsafe(registry)
 }
@@ -115,7 +116,7 @@ const clusterGauges = (expected: number, reporting: number) =>
  * histograms summed, gauges per worker (label `worker`). Every worker answers the primary's requests.
  * Returns the scrape's handler and the listener's removal.
  */
-const joinClusterMetrics = () => {
+const joinClusterMetrics = (ownExposition: () => string) => {
   const me = workerIndex()
   let gathers = 0
   const waiting = new Map<number, (gathered: MetricsGathered | undefined) => void>()
@@ -157,7 +158,9 @@ const makeTelemetry = Effect.gen(function*() {
   const config = yield* AppConfig
   const token = Option.map(config.metricsToken, (t) => digest(Redacted.value(t)))
   const json = config.logFormat === "json"
-  const clustered = isClusterWorker() ? joinClusterMetrics() : undefined
+  const { recordRequest, observeGauges } = yield* MetricsState
+  const ownExposition = expositionOf(observeGauges)
+  const clustered = isClusterWorker() ? joinClusterMetrics(ownExposition) : undefined
   if (clustered !== undefined) yield* Effect.addFinalizer(() => Effect.sync(clustered.leave))
   const telemetry: TelemetryShape = {
     metricsAuthorized: (req) => Option.isNone(token) || bearerMatches(req.headers.authorization, token.value),
@@ -185,7 +188,9 @@ const makeTelemetry = Effect.gen(function*() {
  * transparency log, process memory) are read from their sources at each scrape.
  */
 export class Telemetry extends Context.Service<Telemetry, TelemetryShape>()("pv/Telemetry", { make: makeTelemetry }) {
-  static readonly layer: Layer.Layer<Telemetry, never, AppConfig> = Layer.effect(this, this.make)
+  static readonly layerNoDeps: Layer.Layer<Telemetry, never, AppConfig | MetricsState> = Layer.effect(this, this.make)
+  /** With the server's MetricsState (the one instance of its build: see observability/Metrics.ts). */
+  static readonly layer: Layer.Layer<Telemetry, never, AppConfig> = this.layerNoDeps.pipe(Layer.provide(MetricsState.layer))
 }
 
 export const TelemetryLive: Layer.Layer<Telemetry, never, AppConfig> = Telemetry.layer

@@ -7,7 +7,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { Migrator, type SqlClient } from "effect/sql"
 import { migrations } from "../../migrations/index.js"
-import { observePool } from "../observability/Metrics.js"
+import { MetricsState, type MetricsStateShape } from "../observability/Metrics.js"
 import { AppConfig } from "./Config.js"
 import { makePgPool, makeSockets } from "./PgPool.js"
 
@@ -52,7 +52,7 @@ const initializeDataDirectory = (pgdata: string) =>
  * protocol messages of two clients are never interleaved; transactions queue on the pool instead. (Nothing
  * may hold that connection for long: LISTEN is only used on PostgreSQL.)
  */
-const embeddedPostgres = (dataDir: string) =>
+const embeddedPostgres = (dataDir: string, observePool: MetricsStateShape["observePool"]) =>
   Effect.gen(function*() {
     const directory = resolve(dataDir)
     mkdirSync(directory, { recursive: true, mode: 0o700 })
@@ -102,7 +102,7 @@ const embeddedPostgres = (dataDir: string) =>
   })
 
 /** A real PostgreSQL behind the circuit breaker of platform/PgPool.ts. */
-const postgres = (url: string, config: typeof AppConfig.Service) =>
+const postgres = (url: string, config: typeof AppConfig.Service, observePool: MetricsStateShape["observePool"]) =>
   Effect.gen(function*() {
     const guarded = yield* makePgPool({ url, applicationName: "pv-trust", queryTimeoutMs: config.dbQueryTimeoutMs })
     yield* Effect.acquireRelease(Effect.sync(() => observePool(guarded)), (unobserve) => Effect.sync(unobserve))
@@ -118,11 +118,12 @@ const postgres = (url: string, config: typeof AppConfig.Service) =>
 const clientLayer = Layer.unwrap(
   Effect.gen(function*() {
     const config = yield* AppConfig
+    const { observePool } = yield* MetricsState
     if (Option.isSome(config.databaseUrl)) {
-      const client = yield* postgres(Redacted.value(config.databaseUrl.value), config)
+      const client = yield* postgres(Redacted.value(config.databaseUrl.value), config, observePool)
       return Layer.merge(client, Layer.succeed(DatabaseMode, { kind: "postgres" }))
     }
-    const client = yield* embeddedPostgres(config.dataDir)
+    const client = yield* embeddedPostgres(config.dataDir, observePool)
     return Layer.merge(client, Layer.succeed(DatabaseMode, { kind: "embedded", dataDir: resolve(config.dataDir) }))
   })
 )
@@ -130,7 +131,10 @@ const clientLayer = Layer.unwrap(
 /** Every migration of migrations/index.ts not yet applied (table `effect_sql_migrations`), in order. */
 export const MigrationsLive = Layer.effectDiscard(Migrator.make({})({ loader: Migrator.fromGlob(migrations) }))
 
-/** SqlClient + PgClient with every migration applied before anything else can use them. */
-export const DatabaseLive = Layer.provideMerge(MigrationsLive, clientLayer)
+/**
+ * SqlClient + PgClient with every migration applied before anything else can use them. Its pools are
+ * observed in the server's MetricsState (the one instance of its build: see observability/Metrics.ts).
+ */
+export const DatabaseLive = Layer.provideMerge(MigrationsLive, clientLayer).pipe(Layer.provide(MetricsState.layer))
 
 export type Database = SqlClient.SqlClient | PgClient.PgClient | DatabaseMode

@@ -5,6 +5,7 @@ import type { ReceiptSignature, RelianceReceipt, SealedReceipt } from "../domain
 import { entryBytesOf, receiptEntryOf } from "../log/Entries.js"
 import { AppConfig } from "../platform/Config.js"
 import { DatabaseMode } from "../platform/Database.js"
+import * as Rows from "../platform/Rows.js"
 
 /** A receipt as stored: every receipt written since the transparency log is signed; older ones until the backfill reaches them. */
 export type StoredReceipt = SealedReceipt & { readonly signature?: ReceiptSignature }
@@ -13,6 +14,16 @@ export interface StoredOutcome {
   readonly receipt: StoredReceipt
   /** True when this call stored the receipt; false when the idempotency key already held one. */
   readonly created: boolean
+}
+
+export interface ReceiptsRepoShape {
+  /** `json`: the receipt's JSON text as it is to be stored (JSON.stringify(receipt)). */
+  readonly insertOrFetch: (receipt: RelianceReceipt, json?: string) => Effect.Effect<StoredOutcome, SqlError>
+  /** A receipt of this tenant only: another tenant's id reads as absent. */
+  readonly find: (tenantId: string, receiptId: string) => Effect.Effect<Option.Option<StoredReceipt>, SqlError>
+  readonly storeSignatures: (signed: ReadonlyArray<RelianceReceipt>) => Effect.Effect<Array<StoredReceipt>, SqlError>
+  readonly unsignedBatch: (limit: number) => Effect.Effect<Array<StoredReceipt>, SqlError>
+  readonly dropOrphanedBackfill: Effect.Effect<void, SqlError>
 }
 
 interface Pending {
@@ -30,14 +41,8 @@ const StoredReceiptJson = Schema.declare((u: unknown): u is StoredReceipt => typ
 const ReceiptRow = Schema.Struct({ receipt: StoredReceiptJson })
 const InsertedRow = Schema.Struct({ receipt_id: Schema.String })
 
-/** Rows are what this code wrote: one that does not match its schema is a defect, not an error to handle. */
-const decodeRows = <S extends Schema.Codec<any, any>>(schema: S) => {
-  const decode = Schema.decodeUnknownEffect(Schema.Array(schema))
-  return <E, R>(query: Effect.Effect<ReadonlyArray<unknown>, E, R>): Effect.Effect<ReadonlyArray<S["Type"]>, E, R> =>
-    Effect.flatMap(query, (rows) => Effect.orDie(decode(rows)))
-}
-const receiptRows = decodeRows(ReceiptRow)
-const insertedRows = decodeRows(InsertedRow)
+// The group insert's parameters are the batch itself: its answer is decoded without encoding them (platform/Rows.ts).
+const insertedRows = Rows.batchRows(InsertedRow)
 
 /** Receipts written together in one statement (and one commit). */
 const MaxBatch = 64
@@ -63,16 +68,30 @@ const make = Effect.gen(function*() {
   const mode = yield* DatabaseMode
   const { logEnabled } = yield* AppConfig
 
-  const existing = (r: RelianceReceipt): Effect.Effect<StoredOutcome, SqlError> =>
-    receiptRows(sql`
+  /** The receipt holding an idempotency key (its six columns). */
+  const receiptByKey = Rows.findOneOption({
+    Request: Schema.Struct({
+      tenant_id: Schema.String,
+      principal: Schema.String,
+      subject_public_id: Schema.String,
+      purpose_id: Schema.String,
+      requested_action: Schema.String,
+      determination_digest: Schema.String
+    }),
+    Result: ReceiptRow,
+    execute: (r) => sql`
       SELECT receipt FROM reliance_receipts
       WHERE tenant_id = ${r.tenant_id} AND principal = ${r.principal}
         AND subject_public_id = ${r.subject_public_id} AND purpose_id = ${r.purpose_id}
-        AND requested_action = ${r.requested_action} AND determination_digest = ${r.determination_digest}`).pipe(
-      Effect.flatMap((rows) =>
-        rows[0] === undefined
+        AND requested_action = ${r.requested_action} AND determination_digest = ${r.determination_digest}`
+  })
+
+  const existing = (r: RelianceReceipt): Effect.Effect<StoredOutcome, SqlError> =>
+    receiptByKey(r).pipe(
+      Effect.flatMap((row) =>
+        Option.isNone(row)
           ? Effect.die(new Error("idempotency key conflicted but no receipt holds it"))
-          : Effect.succeed({ receipt: rows[0].receipt, created: false } satisfies StoredOutcome))
+          : Effect.succeed({ receipt: row.value.receipt, created: false } satisfies StoredOutcome))
     )
 
   /** One statement for the whole batch; the outcome of each receipt, in order. */
@@ -136,12 +155,28 @@ const make = Effect.gen(function*() {
       return yield* Deferred.await(done)
     })
 
+  const receiptById = Rows.findOneOption({
+    Request: Schema.Struct({ tenantId: Schema.String, receiptId: Schema.String }),
+    Result: ReceiptRow,
+    execute: ({ tenantId, receiptId }) => sql`
+      SELECT receipt FROM reliance_receipts WHERE receipt_id = ${receiptId} AND tenant_id = ${tenantId}`
+  })
   /** A receipt of this tenant only: another tenant's id reads as absent. */
-  const find = (tenantId: string, receiptId: string) =>
-    receiptRows(sql`
-      SELECT receipt FROM reliance_receipts WHERE receipt_id = ${receiptId} AND tenant_id = ${tenantId}`).pipe(
-      Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), (r) => r.receipt))
-    )
+  const find = (tenantId: string, receiptId: string) => Effect.map(receiptById({ tenantId, receiptId }), Option.map((r) => r.receipt))
+
+  const receiptsByIds = Rows.findAll({
+    Request: Schema.Array(Schema.String),
+    Result: ReceiptRow,
+    execute: (ids) => sql`SELECT receipt FROM reliance_receipts WHERE receipt_id = ANY(${ids}::text[])`
+  })
+
+  const unsignedRows = Rows.findAll({
+    Request: Schema.Number,
+    Result: ReceiptRow,
+    execute: (limit) => sql`
+      SELECT r.receipt FROM receipt_signature_backfill b JOIN reliance_receipts r USING (receipt_id)
+      ORDER BY b.receipt_id LIMIT ${limit}`
+  })
 
   /**
    * Adds signatures to receipts stored without one (the only update a receipt ever gets), unless one
@@ -156,21 +191,25 @@ const make = Effect.gen(function*() {
         FROM unnest(${ids}::text[], ${signed.map((r) => JSON.stringify(r))}::text[]) AS s(receipt_id, receipt)
         WHERE r.receipt_id = s.receipt_id AND (r.receipt -> 'signature') IS NULL`
       yield* sql`DELETE FROM receipt_signature_backfill WHERE receipt_id = ANY(${ids}::text[])`
-      return yield* receiptRows(sql`SELECT receipt FROM reliance_receipts WHERE receipt_id = ANY(${ids}::text[])`)
+      return yield* receiptsByIds(ids)
     })).pipe(Effect.map((rows) => rows.map((row) => row.receipt)))
 
   /** The next receipts the migration queued for the signature backfill (instances racing on one batch store one signature). */
-  const unsignedBatch = (limit: number) =>
-    receiptRows(sql`
-      SELECT r.receipt FROM receipt_signature_backfill b JOIN reliance_receipts r USING (receipt_id)
-      ORDER BY b.receipt_id LIMIT ${limit}`).pipe(Effect.map((rows) => rows.map((row) => row.receipt)))
+  const unsignedBatch = (limit: number) => unsignedRows(limit).pipe(Effect.map((rows) => rows.map((row) => row.receipt)))
 
   /** Queue entries whose receipt is gone (never expected: receipts are not deleted) would block the loop. */
   const dropOrphanedBackfill = sql`
     DELETE FROM receipt_signature_backfill b
     WHERE NOT EXISTS (SELECT 1 FROM reliance_receipts r WHERE r.receipt_id = b.receipt_id)`.pipe(Effect.asVoid)
 
-  return { insertOrFetch, find, storeSignatures, unsignedBatch, dropOrphanedBackfill } as const
+  return {
+    // create, replay and read are per-request paths: no span of their own (docs/PERFORMANCE.md).
+    insertOrFetch,
+    find,
+    storeSignatures: Effect.fn("ReceiptsRepo.storeSignatures")(storeSignatures),
+    unsignedBatch: Effect.fn("ReceiptsRepo.unsignedBatch")(unsignedBatch),
+    dropOrphanedBackfill
+  } satisfies ReceiptsRepoShape
 })
 
 /**
@@ -187,6 +226,6 @@ const make = Effect.gen(function*() {
  * receipt it actually inserted (a CTE joined on the inserted ids), so a receipt and its pending entry
  * commit together or not at all.
  */
-export class ReceiptsRepo extends Context.Service<ReceiptsRepo, Effect.Success<typeof make>>()("pv/ReceiptsRepo", { make }) {
+export class ReceiptsRepo extends Context.Service<ReceiptsRepo, ReceiptsRepoShape>()("pv/ReceiptsRepo", { make }) {
   static readonly layer = Layer.effect(ReceiptsRepo, make)
 }

@@ -1,8 +1,10 @@
 import { PgClient } from "@effect/sql-pg"
 import { Array as Arr, Context, Effect, Layer, Option, Schema } from "effect"
+import type { SqlError } from "effect/sql/SqlError"
 import type { DeterminationBody, StoredDetermination } from "../domain/Determination.js"
 import type { EventHead } from "../domain/MachineTrust.js"
 import { PublicId } from "../domain/PublicId.js"
+import * as Rows from "../platform/Rows.js"
 
 /**
  * A body as stored: it was decoded with DeterminationBody when it was ingested and is never changed, so a
@@ -31,15 +33,6 @@ const HeadRow = Schema.Struct({
 
 const CountRow = Schema.Struct({ n: Schema.NumberFromString })
 
-/** Rows are what this code wrote: one that does not match its schema is a defect, not an error to handle. */
-const decodeRows = <S extends Schema.Codec<any, any>>(schema: S) => {
-  const decode = Schema.decodeUnknownEffect(Schema.Array(schema))
-  return <E, R>(query: Effect.Effect<ReadonlyArray<unknown>, E, R>): Effect.Effect<ReadonlyArray<S["Type"]>, E, R> =>
-    Effect.flatMap(query, (rows) => Effect.orDie(decode(rows)))
-}
-const versionRows = decodeRows(VersionRow)
-const headRows = decodeRows(HeadRow)
-const countRows = decodeRows(CountRow)
 
 /** The current version together with the head of its event chain, read in one query so they agree. */
 export interface CurrentDetermination extends StoredDetermination {
@@ -61,6 +54,18 @@ const toStored = (row: typeof VersionRow.Type): CurrentDetermination => ({
   freshness_due_ms: row.freshness_due_at === null ? null : row.freshness_due_at.getTime()
 })
 
+/** The head row of a determination, locked (`lockHead`): its current version, digest and body (none before the first). */
+export type LockedHead = typeof HeadRow.Type
+
+export interface DeterminationsRepoShape {
+  readonly findCurrent: (publicId: PublicId) => Effect.Effect<Option.Option<CurrentDetermination>, SqlError>
+  readonly findBySubject: (subjectId: string) => Effect.Effect<Array<CurrentDetermination>, SqlError>
+  readonly lockHead: (publicId: PublicId, subjectId: string, now: Date) => Effect.Effect<LockedHead, SqlError>
+  readonly insertVersion: (v: NewVersion) => Effect.Effect<void, SqlError>
+  readonly count: Effect.Effect<number, SqlError>
+  readonly withTransaction: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
+}
+
 export interface NewVersion {
   readonly public_id: PublicId
   readonly determination_id: string
@@ -74,19 +79,36 @@ export interface NewVersion {
 const make = Effect.gen(function*() {
   const sql = yield* PgClient.PgClient
 
-  const findCurrent = (publicId: PublicId) =>
-    versionRows(sql`
+  const current = Rows.findOneOption({
+    Request: Schema.String,
+    Result: VersionRow,
+    execute: (publicId) => sql`
       SELECT v.public_id, v.determination_id, v.version, v.body, v.determination_digest, v.evidence_digest, v.recorded_at,
         d.head_sequence, d.head_hash, d.freshness_due_at
       FROM determinations d JOIN determination_versions v ON v.determination_id = d.current_version_id
-      WHERE d.public_id = ${publicId}`).pipe(Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toStored)))
+      WHERE d.public_id = ${publicId}`
+  })
+  const findCurrent = (publicId: PublicId) => Effect.map(current(publicId), Option.map(toStored))
 
-  const findBySubject = (subjectId: string) =>
-    versionRows(sql`
+  const ofSubject = Rows.findAll({
+    Request: Schema.String,
+    Result: VersionRow,
+    execute: (subjectId) => sql`
       SELECT v.public_id, v.determination_id, v.version, v.body, v.determination_digest, v.evidence_digest, v.recorded_at,
         d.head_sequence, d.head_hash, d.freshness_due_at
       FROM determinations d JOIN determination_versions v ON v.determination_id = d.current_version_id
-      WHERE d.subject_id = ${subjectId} ORDER BY d.public_id`).pipe(Effect.map((rows) => rows.map(toStored)))
+      WHERE d.subject_id = ${subjectId} ORDER BY d.public_id`
+  })
+  const findBySubject = (subjectId: string) => Effect.map(ofSubject(subjectId), (rows) => rows.map(toStored))
+
+  const lockedHead = Rows.findAll({
+    Request: Schema.String,
+    Result: HeadRow,
+    execute: (publicId) => sql`
+      SELECT d.current_version, v.determination_digest, v.body
+      FROM determinations d LEFT JOIN determination_versions v ON v.determination_id = d.current_version_id
+      WHERE d.public_id = ${publicId}`
+  })
 
   /**
    * Inside a transaction: make sure the head row exists, then lock it, so concurrent writers of one
@@ -101,10 +123,7 @@ const make = Effect.gen(function*() {
       yield* sql`SELECT 1 FROM determinations WHERE public_id = ${publicId} FOR UPDATE`
       // Read after the lock, in a statement of its own: under READ COMMITTED a locking join that waited
       // re-checks the locked row but not the joined one, so it would miss the version committed meanwhile.
-      const rows = yield* headRows(sql`
-        SELECT d.current_version, v.determination_digest, v.body
-        FROM determinations d LEFT JOIN determination_versions v ON v.determination_id = d.current_version_id
-        WHERE d.public_id = ${publicId}`)
+      const rows = yield* lockedHead(publicId)
       return rows[0]!
     })
 
@@ -134,14 +153,22 @@ const make = Effect.gen(function*() {
     })
 
   // count(*) is int8: read as text, so the driver's bigint never reaches the caller.
-  const count = countRows(sql`SELECT count(*)::text AS n FROM determinations WHERE current_version_id IS NOT NULL`).pipe(
+  const count = Rows.all(CountRow, sql`SELECT count(*)::text AS n FROM determinations WHERE current_version_id IS NOT NULL`).pipe(
     Effect.map((rows) => rows[0]?.n ?? 0)
   )
 
-  return { findCurrent, findBySubject, lockHead, insertVersion, count, withTransaction: sql.withTransaction } as const
+  return {
+    // The trust read paths: no span of their own (docs/PERFORMANCE.md).
+    findCurrent,
+    findBySubject,
+    lockHead: Effect.fn("DeterminationsRepo.lockHead")(lockHead),
+    insertVersion: Effect.fn("DeterminationsRepo.insertVersion")(insertVersion),
+    count,
+    withTransaction: sql.withTransaction
+  } satisfies DeterminationsRepoShape
 })
 
 /** SQL for determinations, their versions and evidence. Nothing here decides anything. */
-export class DeterminationsRepo extends Context.Service<DeterminationsRepo, Effect.Success<typeof make>>()("pv/DeterminationsRepo", { make }) {
+export class DeterminationsRepo extends Context.Service<DeterminationsRepo, DeterminationsRepoShape>()("pv/DeterminationsRepo", { make }) {
   static readonly layer = Layer.effect(DeterminationsRepo, make)
 }

@@ -3,7 +3,7 @@ import { Clock, Duration, Effect, FiberSet, Layer, Option, Queue, Schedule } fro
 import type { TrustEvent } from "../domain/TrustEvent.js"
 import { ChangeFeed } from "../events/ChangeFeed.js"
 import { EventsRepo, type ClaimedRow } from "../events/Repo.js"
-import { countWebhookAttempt, deliveryState } from "../observability/Metrics.js"
+import { countWebhookAttempt, MetricsState } from "../observability/Metrics.js"
 import { AppConfig } from "../platform/Config.js"
 import { MaxRetryDelayMs, retryDelayMs } from "./Backoff.js"
 import { sendWebhook } from "./Send.js"
@@ -90,6 +90,7 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
   const repo = yield* EventsRepo
   const feed = yield* ChangeFeed
   const config = yield* AppConfig
+  const deliveryState = (yield* MetricsState).delivery
   const token = randomUUID()
   const leaseMs = config.webhookTimeoutMs + 10_000
   const concurrency = config.webhookConcurrency

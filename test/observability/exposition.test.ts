@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest"
 import { Context } from "effect"
 import { PrometheusMetrics } from "effect/observability"
 import { combine, type Exposition, formatExposition, labelWorker, mergeWorkers, parseExposition } from "../../src/observability/Exposition.js"
-import { recordRequest } from "../../src/observability/Metrics.js"
+import { makeMetricsState } from "../../src/observability/Metrics.js"
 
 /**
  * The merge of workers' Prometheus texts (PV_WORKERS > 1): counters and histograms add up per series,
@@ -73,6 +73,7 @@ describe("Prometheus text merge", () => {
   })
 
   it("the text Effect's PrometheusMetrics writes for this service's metrics round-trips", () => {
+    const { recordRequest } = makeMetricsState()
     recordRequest("/api/v1/things/{id}", "GET", 200, 0.004)
     recordRequest(null, "POST", 503, 0.2)
     const text = PrometheusMetrics.formatUnsafe(Context.empty())

@@ -1,5 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest"
-import { logEntryQueued, logIntegrationLagSeconds, logRoundEnded, logRoundStarted, logState } from "../../src/observability/Metrics.js"
+import { Context } from "effect"
+import { PrometheusMetrics } from "effect/observability"
+import { makeMetricsState } from "../../src/observability/Metrics.js"
 import { isAcceptableRequestId, problemInstance, requestIdFrom } from "../../src/observability/RequestRecord.js"
 
 describe("request ids (docs/API.md §13)", () => {
@@ -35,6 +37,11 @@ describe("transparency-log integration lag", () => {
   })
 
   it("grows from the first entry written until a round covers it, and survives a round that did not", () => {
+    const { log } = makeMetricsState()
+    const logEntryQueued = log.entryQueued
+    const logRoundStarted = log.roundStarted
+    const logRoundEnded = log.roundEnded
+    const logIntegrationLagSeconds = log.lagSeconds
     logRoundEnded(logRoundStarted(), round(0))
     expect(logIntegrationLagSeconds()).toBe(0)
     logEntryQueued()
@@ -55,10 +62,37 @@ describe("transparency-log integration lag", () => {
     logEntryQueued()
     now += 5
     logRoundEnded(waiting, round(2))
-    expect(logState.oldestWaiting).toBe(1_060)
+    expect(log.state().oldestWaiting).toBe(1_060)
     expect(logIntegrationLagSeconds()).toBe(0.005)
     logRoundEnded(logRoundStarted(), round(1))
     expect(logIntegrationLagSeconds()).toBe(0)
-    expect(logState.size).toBe(10)
+    expect(log.state().size).toBe(10)
+  })
+})
+
+describe("metrics state", () => {
+  const gauge = (text: string, series: string) => new RegExp(`^${series.replace(/[{}"]/g, "\\$&")} (\\S+)$`, "m").exec(text)?.[1]
+
+  it("is each server's own: the pools, log progress, open streams and delivery figures one observes are not the other's", () => {
+    const [a, b] = [makeMetricsState(), makeMetricsState()]
+    const pool = (total: number, idle: number) => ({ pool: { totalCount: total, idleCount: idle }, answering: () => true })
+    a.observePool(pool(3, 1))
+    const unobserve = b.observePool(pool(5, 5))
+    b.log.roundEnded(b.log.roundStarted(), { locked: true, size: 42, appended: 0, full: false })
+    b.streams.open = 2
+    Object.assign(b.delivery, { pending: 7, disabled: 1 })
+    const scrape = (state: ReturnType<typeof makeMetricsState>) => (state.observeGauges(), PrometheusMetrics.formatUnsafe(Context.empty()))
+    const first = scrape(a)
+    expect(gauge(first, `pv_db_pool_connections{state="total"}`)).toBe("3")
+    expect(gauge(first, `pv_db_pool_connections{state="idle"}`)).toBe("1")
+    const second = scrape(b)
+    expect(gauge(second, `pv_db_pool_connections{state="total"}`)).toBe("5")
+    expect(gauge(second, "pv_log_size")).toBe("42")
+    expect(gauge(second, "pv_event_streams_open")).toBe("2")
+    expect(gauge(second, "pv_webhook_pending_deliveries")).toBe("7")
+    expect(gauge(scrape(a), "pv_event_streams_open")).toBe("0")
+    expect(a.log.state()).toEqual({ size: -1, oldestWaiting: undefined })
+    unobserve()
+    expect(gauge(scrape(b), `pv_db_pool_connections{state="total"}`)).toBe("0")
   })
 })

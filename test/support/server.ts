@@ -35,7 +35,8 @@ export interface StartOptions {
  * Starts the real server layers (HttpApi, services, migrations, database) on a random loopback port,
  * on PGlite in a temporary directory or on a fresh PostgreSQL database, with a clock the test moves.
  * Its configuration comes from a ConfigProvider built here (the test environment, then `config`), so
- * nothing the server reads comes from the developer's environment.
+ * nothing the server reads comes from the developer's environment. Each build of `ServerLive` makes its
+ * own MetricsState (observability/Metrics.ts), so servers started side by side here never share it.
  */
 export const startTestServer = async (options: StartOptions = {}): Promise<TestServer> => {
   const database = options.database ?? testDatabaseKind()
