@@ -34,6 +34,10 @@ export interface ThroughputResult {
   readonly cpuMicrosPerAnswer: number
   /** Its CPU time over the run's wall time (1 = one core). */
   readonly coreShare: number
+  /** The load generator's (this process's) CPU time over the same wall time: it runs on the other core. */
+  readonly loadCoreShare: number
+  /** On PostgreSQL (server on this machine), its backends' CPU time for the witness's database over the wall time. */
+  readonly databaseCoreShare: number | undefined
   readonly statuses: Record<string, number>
   /** One node:crypto Ed25519 verify plus one sign (prepared KeyObjects), µs of CPU, measured right after: every answer's floor. */
   readonly cryptoFloorMicros: number
@@ -97,6 +101,19 @@ export const witnessThroughput = async (options: {
     PV_WITNESS_LOGS: logs.map((l) => l.vkey).join(","),
     PV_MAX_IN_FLIGHT: String(Math.max(64, options.logs * 2))
   }, options.profileDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${options.profileDir}`], options.entry)
+  /** CPU seconds of the PostgreSQL backends serving the witness's database (a local server), or undefined. */
+  const databaseCpu = async (): Promise<number | undefined> => {
+    if (!("url" in options.database)) return undefined
+    const { default: pg } = await import("pg")
+    const client = new pg.Client({ connectionString: options.database.url })
+    await client.connect()
+    try {
+      const rows = (await client.query("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")).rows as Array<{ pid: number }>
+      return rows.reduce((total, row) => total + cpuSeconds(row.pid), 0)
+    } finally {
+      await client.end()
+    }
+  }
   const agent = new Agent({ keepAlive: true, maxSockets: options.logs })
   const { hostname, port } = new URL(witness.baseUrl)
   const post = (body: string) =>
@@ -114,6 +131,8 @@ export const witnessThroughput = async (options: {
     const latencies: Array<number> = []
     const statuses: Record<string, number> = {}
     const cpu0 = cpuSeconds(witness.child.pid!)
+    const databaseCpu0 = await databaseCpu()
+    const load0 = process.cpuUsage()
     const started = performance.now()
     const deadline = started + seconds * 1000
     await Promise.all(bodies.map(async (list) => {
@@ -127,6 +146,8 @@ export const witnessThroughput = async (options: {
     }))
     const elapsed = (performance.now() - started) / 1000
     const cpu = cpuSeconds(witness.child.pid!) - cpu0
+    const loadUsage = process.cpuUsage(load0)
+    const databaseCpu1 = await databaseCpu()
     latencies.sort((a, b) => a - b)
     const cryptoFloorMicros = await ed25519FloorMicros()
     return {
@@ -137,6 +158,8 @@ export const witnessThroughput = async (options: {
       p99: quantile(latencies, 0.99),
       cpuMicrosPerAnswer: (1e6 * cpu) / latencies.length,
       coreShare: cpu / elapsed,
+      loadCoreShare: (loadUsage.user + loadUsage.system) / 1e6 / elapsed,
+      databaseCoreShare: databaseCpu0 === undefined || databaseCpu1 === undefined ? undefined : (databaseCpu1 - databaseCpu0) / elapsed,
       statuses
     }
   } finally {
@@ -280,7 +303,7 @@ export const witnessTableRows = (w1: ThroughputResult | undefined, w1Label: stri
       `W1 witness add-checkpoint, one process, ${w1Label} (answers/s)`,
       fmt(w1.perSecond),
       `${w1.p50.toFixed(1)} / ${w1.p99.toFixed(1)}`,
-      `${(w1.perSecond / 2_000).toFixed(2)} × 2,000/s (≥ 1) ${w1.perSecond >= 2_000 ? "✅" : "❌"}; per witness CPU-second ${fmt(1e6 / w1.cpuMicrosPerAnswer)} (${w1.cpuMicrosPerAnswer.toFixed(0)} µs/answer, ${(100 * w1.coreShare).toFixed(0)} % of a core used) ${1e6 / w1.cpuMicrosPerAnswer >= 2_000 ? "✅" : "❌"}; floor: Ed25519 verify + sign ${w1.cryptoFloorMicros.toFixed(0)} µs here now = ${(w1.cpuMicrosPerAnswer / w1.cryptoFloorMicros).toFixed(1)} × per answer; ${JSON.stringify(w1.statuses)}`
+      `${(w1.perSecond / 2_000).toFixed(2)} × 2,000/s (≥ 1) ${w1.perSecond >= 2_000 ? "✅" : "❌"}; per witness CPU-second ${fmt(1e6 / w1.cpuMicrosPerAnswer)} (${w1.cpuMicrosPerAnswer.toFixed(0)} µs/answer, ${(100 * w1.coreShare).toFixed(0)} % of a core used; load generator ${(100 * w1.loadCoreShare).toFixed(0)} %${w1.databaseCoreShare === undefined ? "" : `, database ${(100 * w1.databaseCoreShare).toFixed(0)} %`}) ${1e6 / w1.cpuMicrosPerAnswer >= 2_000 ? "✅" : "❌"}; floor: Ed25519 verify + sign ${w1.cryptoFloorMicros.toFixed(0)} µs here now = ${(w1.cpuMicrosPerAnswer / w1.cryptoFloorMicros).toFixed(1)} × per answer; ${JSON.stringify(w1.statuses)}`
     ])
   }
   if (w2 !== undefined) {
