@@ -2,7 +2,7 @@
 // prints a markdown table of absolute figures and of ratios against baselines measured in the same run.
 //   BENCH_NODE_FLAGS="--max-old-space-size=192 …" overrides the service processes' V8 flags (default as npm start).
 //   npm run bench [-- --embedded] [--seconds 10] [--determinations 10000] [--growth 100000] [--chain 100000] [--logEntries 1000000] [--workers N]
-//   npm run bench -- --witness [--embedded] [--witnessRounds 2]: only the witness rows W1–W3 (bench/witnessRows.ts), in about 2 minutes.
+//   npm run bench -- --witness [--embedded] [--witnessRounds 3]: only the witness rows W1–W3 (bench/witnessRows.ts), in about 2½ minutes.
 // Without --embedded it uses PostgreSQL: a fresh database on DATABASE_URL's server (default
 // postgres://postgres@127.0.0.1:5432/postgres), dropped afterwards. The HTTP baselines (a) and (b) run in
 // as many processes as the service (--workers), so every ratio against them compares equal numbers of
@@ -34,7 +34,7 @@ const { values } = parseArgs({
     workers: { type: "string" },
     cpu: { type: "boolean", default: false },
     witness: { type: "boolean", default: false },
-    witnessRounds: { type: "string", default: "2" }
+    witnessRounds: { type: "string", default: "3" }
   }
 })
 // `npm run bench -- --cpu`: only the CPU-per-request table (bench/cpu.ts), in about a minute.

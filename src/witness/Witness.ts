@@ -181,9 +181,9 @@ const makeWitness = Effect.gen(function*() {
     scheduled = true
     setImmediate(startWriters)
   }
-  const store = (entry: Omit<Store, "resolve" | "reject">) =>
+  const store = (origin: string, size: number, root: Uint8Array, note: string, at: Date, held: HeldCheckpoint | undefined) =>
     new Promise<boolean>((resolve, reject) => {
-      pending.push({ ...entry, resolve, reject })
+      pending.push({ origin, size, root, note, at, held, resolve, reject })
       scheduleWriters()
     })
 
@@ -239,7 +239,7 @@ const makeWitness = Effect.gen(function*() {
       let note = `${text}\n`
       for (const l of logSignatureLines) note += `${l}\n`
       note += line
-      const stored = await store({ origin: checkpoint.origin, size: checkpoint.size, root: checkpoint.root, note, at: new Date(now), held })
+      const stored = await store(checkpoint.origin, checkpoint.size, checkpoint.root, note, new Date(now), held)
       if (stored) {
         heldCache.set(checkpoint.origin, { size: checkpoint.size, root: checkpoint.root })
         return answer(200, `cosigned ${checkpoint.origin} at size ${checkpoint.size}`, line)
