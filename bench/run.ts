@@ -177,7 +177,8 @@ const ok = (name: string, r: LoadResult) => {
 /**
  * W1: one witness process's add-checkpoint rate on this run's database (its own scratch database on
  * PostgreSQL), proofs from a 1M-entry tree; W2/W3: new receipts without and with two local witnesses
- * (quorum 2), A/B segments on the current data (the service stopped before), each `seconds / 2` long.
+ * (quorum 2), rounds of A/B segments (every other round B first) on the current data (the service stopped
+ * before), each `seconds / 2` long.
  */
 const witnessRows = async (): Promise<{ rows: Array<[string, string, string, string]>; results: Record<string, unknown> }> => {
   const w1Db = `${dbName}_w1`
@@ -191,8 +192,8 @@ const witnessRows = async (): Promise<{ rows: Array<[string, string, string, str
   try {
     log("W1: witness add-checkpoint throughput")
     const w1 = await witnessThroughput({ seconds, logs: 32, entries: 1_000_000, database: w1Database, log })
-    log(`W1: ${w1.perSecond.toFixed(0)} answers/s, p99 ${w1.p99.toFixed(1)} ms, ${w1.cpuMicrosPerAnswer.toFixed(0)} µs CPU/answer`)
-    log("W2/W3: receipts without and with two witnesses, A/B/A/B")
+    log(`W1: ${w1.perSecond.toFixed(0)} answers/s, p99 ${w1.p99.toFixed(1)} ms, ${w1.cpuMicrosPerAnswer.toFixed(0)} µs CPU/answer, ${(100 * w1.coreShare).toFixed(0)} % of a core (load generator ${(100 * w1.loadCoreShare).toFixed(0)} %)`)
+    log(`W2/W3: receipts without and with two witnesses, ${values.witnessRounds} rounds (A B, B A, …)`)
     const w2 = await witnessedReceipts({
       seconds: Math.max(4, seconds / 2), connections, rounds: Number(values.witnessRounds), subject: benchPublicId(1), dataDir, logSigningKey,
       startService, createKey, log
