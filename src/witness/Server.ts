@@ -93,11 +93,7 @@ const addCheckpointHandler = (witness: Witness["Service"], internalTokenAccepted
       } catch {
         return sendProblem(res, new BadRequest({ detail: "The request body is not UTF-8." }))
       }
-      try {
-        witness.submit(body).then(answered(res), (error: unknown) => failed(res, error))
-      } catch (error) {
-        failed(res, error)
-      }
+      witness.submit(body).then(answered(res)).catch((error: unknown) => failed(res, error))
     })
   }
 }

@@ -170,7 +170,10 @@ const makeWitness = Effect.gen(function*() {
     scheduled = false
     while (writing < writers && pending.length > 0) {
       writing++
-      void settle(pending.splice(0, 256)).finally(() => {
+      const batch = pending.splice(0, 256)
+      void settle(batch).catch((error: unknown) => {
+        for (const store of batch) store.reject(error)
+      }).finally(() => {
         writing--
         if (pending.length > 0) scheduleWriters()
       })
