@@ -2,7 +2,7 @@
 // prints a markdown table of absolute figures and of ratios against baselines measured in the same run.
 //   BENCH_NODE_FLAGS="--max-old-space-size=192 …" overrides the service processes' V8 flags (default as npm start).
 //   npm run bench [-- --embedded] [--seconds 10] [--determinations 10000] [--growth 100000] [--chain 100000] [--logEntries 1000000] [--workers N]
-//   npm run bench -- --witness [--embedded] [--witnessRounds 2]: only the witness rows W1–W3 (bench/witnessRows.ts), in about 2 minutes.
+//   npm run bench -- --witness [--embedded] [--witnessRounds 3]: only the witness rows W1–W3 (bench/witnessRows.ts), in about 2½ minutes.
 // Without --embedded it uses PostgreSQL: a fresh database on DATABASE_URL's server (default
 // postgres://postgres@127.0.0.1:5432/postgres), dropped afterwards. The HTTP baselines (a) and (b) run in
 // as many processes as the service (--workers), so every ratio against them compares equal numbers of
@@ -34,7 +34,7 @@ const { values } = parseArgs({
     workers: { type: "string" },
     cpu: { type: "boolean", default: false },
     witness: { type: "boolean", default: false },
-    witnessRounds: { type: "string", default: "2" }
+    witnessRounds: { type: "string", default: "3" }
   }
 })
 // `npm run bench -- --cpu`: only the CPU-per-request table (bench/cpu.ts), in about a minute.
@@ -177,7 +177,8 @@ const ok = (name: string, r: LoadResult) => {
 /**
  * W1: one witness process's add-checkpoint rate on this run's database (its own scratch database on
  * PostgreSQL), proofs from a 1M-entry tree; W2/W3: new receipts without and with two local witnesses
- * (quorum 2), A/B segments on the current data (the service stopped before), each `seconds / 2` long.
+ * (quorum 2), rounds of A/B segments (every other round B first) on the current data (the service stopped
+ * before), each `seconds / 2` long.
  */
 const witnessRows = async (): Promise<{ rows: Array<[string, string, string, string]>; results: Record<string, unknown> }> => {
   const w1Db = `${dbName}_w1`
@@ -191,8 +192,8 @@ const witnessRows = async (): Promise<{ rows: Array<[string, string, string, str
   try {
     log("W1: witness add-checkpoint throughput")
     const w1 = await witnessThroughput({ seconds, logs: 32, entries: 1_000_000, database: w1Database, log })
-    log(`W1: ${w1.perSecond.toFixed(0)} answers/s, p99 ${w1.p99.toFixed(1)} ms, ${w1.cpuMicrosPerAnswer.toFixed(0)} µs CPU/answer`)
-    log("W2/W3: receipts without and with two witnesses, A/B/A/B")
+    log(`W1: ${w1.perSecond.toFixed(0)} answers/s, p99 ${w1.p99.toFixed(1)} ms, ${w1.cpuMicrosPerAnswer.toFixed(0)} µs CPU/answer, ${(100 * w1.coreShare).toFixed(0)} % of a core (load generator ${(100 * w1.loadCoreShare).toFixed(0)} %)`)
+    log(`W2/W3: receipts without and with two witnesses, ${values.witnessRounds} rounds (A B, B A, …)`)
     const w2 = await witnessedReceipts({
       seconds: Math.max(4, seconds / 2), connections, rounds: Number(values.witnessRounds), subject: benchPublicId(1), dataDir, logSigningKey,
       startService, createKey, log

@@ -41,6 +41,13 @@ export interface FrontDoorShape {
   readonly listening: Effect.Effect<NetAddress.SocketAddress>
   /** Completes when a drain starts: long-lived responses (event streams) end on it. */
   readonly stopping: Effect.Effect<void>
+  /**
+   * Serves requests of `method` on `path` (the query is the handler's) with a plain `node:http` handler,
+   * after every check above (admission, request id and record, origins, drain) instead of the Effect
+   * app; the record's route is `path`. Registered before the port opens.
+   * Only `pv witness serve`'s POST /add-checkpoint uses it (docs/ARCHITECTURE.md, "The witness").
+   */
+  readonly serveDirect: (method: string, path: string, handler: (req: Http.IncomingMessage, res: Http.ServerResponse) => void) => void
 }
 
 /**
@@ -233,6 +240,8 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
     const stopping = yield* Deferred.make<void>()
     const open = new Set<Http.ServerResponse>()
     let handler: Handler | undefined
+    /** serveDirect's handlers, by `<method> <path>`. */
+    const direct = new Map<string, Handler>()
     let draining = false
     let onIdle: (() => void) | undefined
     /** While a drain waits to close the listener: the connections accepted meanwhile, and their held answers. */
@@ -323,6 +332,11 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
       if (path === MetricsPath) {
         record.route = MetricsPath
         return serveMetrics(req, res)
+      }
+      const directHandler = direct.size === 0 ? undefined : direct.get(`${req.method} ${path}`)
+      if (directHandler !== undefined) {
+        record.route = path
+        return directHandler(req, res)
       }
       handler(req, res)
     })
@@ -489,7 +503,8 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
         draining: () => draining,
         inFlight: () => open.size,
         listening: Deferred.await(listening),
-        stopping: Deferred.await(stopping)
+        stopping: Deferred.await(stopping),
+        serveDirect: (method, path, serve) => void direct.set(`${method} ${path}`, serve)
       })
     )
   })

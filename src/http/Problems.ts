@@ -1,4 +1,6 @@
 import { createHash, timingSafeEqual } from "node:crypto"
+import type { IncomingMessage } from "node:http"
+import type { Http2ServerRequest } from "node:http2"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { Cause, Context, Effect, Exit, Layer, Option, Redacted, Schema } from "effect"
 import { HttpEffect, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
@@ -54,34 +56,56 @@ const closeAfterAnswer = HttpEffect.appendPreResponseHandler((_req, response) =>
  */
 export const readBoundedBytes = <E>(request: HttpServerRequest.HttpServerRequest, unreadable: () => E) =>
   Effect.callback<Buffer, PayloadTooLarge | E>((resume) => {
-    const incoming = NodeHttpServerRequest.toIncomingMessage(request)
-    const chunks: Array<Buffer> = []
-    let bytes = 0
-    const cleanup = () => {
-      incoming.off("data", onData)
-      incoming.off("end", onEnd)
-      incoming.off("error", onError)
-    }
-    const onData = (chunk: Buffer) => {
-      bytes += chunk.length
-      if (bytes > MaxBodyBytes) {
-        cleanup()
-        incoming.pause()
-        resume(Effect.fail(tooLarge()))
-      } else chunks.push(chunk)
-    }
-    const onEnd = () => {
-      cleanup()
-      resume(Effect.succeed(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)))
-    }
-    const onError = () => {
-      cleanup()
-      resume(Effect.fail(unreadable()))
-    }
-    incoming.on("data", onData)
-    incoming.once("end", onEnd)
-    incoming.once("error", onError)
+    readBoundedMessage(NodeHttpServerRequest.toIncomingMessage(request), (read) => {
+      if (read === "tooLarge") resume(Effect.fail(tooLarge()))
+      else if (read === "unreadable") resume(Effect.fail(unreadable()))
+      else resume(Effect.succeed(read))
+    })
   })
+
+/**
+ * The reading itself, on the Node request (readBoundedBytes above; the witness's plain `node:http` handler
+ * of POST /add-checkpoint, src/witness/Server.ts): `done` gets the body, or "tooLarge" once more than
+ * MaxBodyBytes arrived (the stream is paused, not destroyed), or "unreadable" if the stream fails.
+ */
+export const readBoundedMessage = (incoming: IncomingMessage | Http2ServerRequest, done: (read: Buffer | "tooLarge" | "unreadable") => void): void => {
+  const chunks: Array<Buffer> = []
+  let bytes = 0
+  const cleanup = () => {
+    incoming.off("data", onData)
+    incoming.off("end", onEnd)
+    incoming.off("error", onError)
+  }
+  const onData = (chunk: Buffer) => {
+    bytes += chunk.length
+    if (bytes > MaxBodyBytes) {
+      cleanup()
+      incoming.pause()
+      done("tooLarge")
+    } else chunks.push(chunk)
+  }
+  const onEnd = () => {
+    cleanup()
+    done(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks))
+  }
+  const onError = () => {
+    cleanup()
+    done("unreadable")
+  }
+  incoming.on("data", onData)
+  incoming.once("end", onEnd)
+  incoming.once("error", onError)
+}
+
+/**
+ * The `x-pv-internal-token` rule (docs/API.md §3.5) for `config`: false when PV_INTERNAL_TOKEN is set
+ * and the request carries the header with another value; the header never grants anything.
+ */
+export const internalTokenRule = (config: { readonly internalToken: Option.Option<Redacted.Redacted> }) => {
+  const expected = Option.map(config.internalToken, (t) => tokenDigest(Redacted.value(t)))
+  return (sent: string | ReadonlyArray<string> | undefined): boolean =>
+    Option.isNone(expected) || sent === undefined || timingSafeEqual(tokenDigest(String(sent)), expected.value)
+}
 
 /** The body as text; invalid UTF-8 is malformed JSON (RFC 8259 section 8.1), never silently replaced. */
 const readBoundedBody = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<string, PayloadTooLarge | MalformedJson> =>
@@ -270,13 +294,11 @@ export const RequestGuardLive = Layer.succeed(RequestGuard, (httpEffect, { endpo
 export const RouterProblemsLive = HttpRouter.middleware(
   Effect.gen(function*() {
     const config = yield* AppConfig
-    const internalToken = Option.map(config.internalToken, (t) => tokenDigest(Redacted.value(t)))
+    const internalTokenAccepted = internalTokenRule(config)
     return (app: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, HttpServerRequest.HttpServerRequest>) =>
       Effect.withFiber((fiber) => {
         const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
-        const sentInternal = request.headers["x-pv-internal-token"]
-        if (Option.isSome(internalToken) && sentInternal !== undefined &&
-          !timingSafeEqual(tokenDigest(sentInternal), internalToken.value)) {
+        if (!internalTokenAccepted(request.headers["x-pv-internal-token"])) {
           return Effect.succeed(problemResponse(new Unauthorized({ detail: "The x-pv-internal-token header is not valid." }), instanceOf(request)))
         }
         if (!decodesAsUtf8(request.url)) {
@@ -298,7 +320,7 @@ export const RouterProblemsLive = HttpRouter.middleware(
 ) as Layer.Layer<never, never, AppConfig | HttpRouter.HttpRouter>
 
 /** Percent-encoding that does not decode to UTF-8 (`%ff`, an encoded lone surrogate) is a bad request. */
-const decodesAsUtf8 = (url: string) => {
+export const decodesAsUtf8 = (url: string): boolean => {
   // Without a `%` there is nothing to decode (and nothing to throw on).
   if (url.indexOf("%") === -1) return true
   try {

@@ -1,7 +1,7 @@
 import { accept, refuse, type Checked } from "../log/Checked.js"
 import { parseCheckpoint, type Checkpoint } from "../log/Checkpoint.js"
-import { emptyTreeHash, hashEquals, HashSize, verifyConsistency, type Hash } from "../log/Merkle.js"
-import { decodeStdBase64, splitNote, type NoteVerifier } from "../log/Note.js"
+import { emptyTreeHash, hashEquals, verifyConsistency, type Hash } from "../log/Merkle.js"
+import { splitNote, type NoteVerifier } from "../log/Note.js"
 
 /**
  * The pure rules of C2SP tlog-witness `add-checkpoint` (docs/API.md, "Witnesses"): parsing the body
@@ -20,6 +20,20 @@ export interface AddCheckpointRequest {
   readonly note: string
 }
 
+/** Standard padded base64 of 32 bytes: 43 digits (258 bits, the last 2 unused) and one `=`. */
+const HashLinePattern = /^[A-Za-z0-9+/]{43}=$/
+const StdDigits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+/**
+ * One proof line: the canonical standard base64 (padded) of 32 bytes, or undefined. Node's decoder is
+ * lenient (URL-safe digits, white space, missing padding, stray bits), so the line is checked first:
+ * the standard alphabet, the padding, and zero unused bits in the last digit (the one text each hash has).
+ */
+export const decodeHashLine = (line: string): Buffer | undefined => {
+  if (!HashLinePattern.test(line) || (StdDigits.indexOf(line[42]!) & 0b11) !== 0) return undefined
+  return Buffer.from(line, "base64")
+}
+
 /** The body's lines up to the blank line, then the note: 400 on anything malformed. */
 export const parseAddCheckpoint = (body: string): Checked<AddCheckpointRequest> => {
   const blank = body.indexOf("\n\n")
@@ -32,9 +46,9 @@ export const parseAddCheckpoint = (body: string): Checked<AddCheckpointRequest> 
   if (!SizePattern.test(old) || !Number.isSafeInteger(Number(old))) return refuse("the old size is not a decimal without leading zeroes")
   if (proofLines.length > MaxProofLines) return refuse(`more than ${MaxProofLines} consistency proof lines`)
   const proof: Array<Hash> = []
-  for (const [i, line] of proofLines.entries()) {
-    const hash = decodeStdBase64(line)
-    if (hash === undefined || hash.length !== HashSize) return refuse(`proof line ${i + 1} is not base64 of a 32-byte hash`)
+  for (let i = 0; i < proofLines.length; i++) {
+    const hash = decodeHashLine(proofLines[i]!)
+    if (hash === undefined) return refuse(`proof line ${i + 1} is not base64 of a 32-byte hash`)
     proof.push(hash)
   }
   return accept({ oldSize: Number(old), proof, note })

@@ -1,13 +1,28 @@
-import { ByteSize, Effect, Layer, Option } from "effect"
-import { HttpIncomingMessage, HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
-import { instanceOf, MaxBodyBytes, problemResponse } from "../api/Problems.js"
-import { BadRequest, Forbidden, NotFound, PayloadTooLarge, Unavailable, ValidationFailed, type ProblemError } from "../domain/Problem.js"
-import { FrontDoorLive } from "../http/FrontDoor.js"
-import { RouterProblemsLive } from "../http/Problems.js"
+import type { IncomingMessage, ServerResponse } from "node:http"
+import { Effect, Layer, Option } from "effect"
+import { HttpRouter, HttpServer, HttpServerResponse } from "effect/http"
+import { PgClient } from "@effect/sql-pg"
+import { instanceOf, MaxBodyBytes, problemHeaders, problemResponse } from "../api/Problems.js"
+import {
+  BadRequest,
+  Forbidden,
+  Internal,
+  NotFound,
+  PayloadTooLarge,
+  type ProblemError,
+  toProblemDocument,
+  Unauthorized,
+  Unavailable,
+  ValidationFailed
+} from "../domain/Problem.js"
+import { FrontDoor, FrontDoorLive } from "../http/FrontDoor.js"
+import { decodesAsUtf8, internalTokenRule, readBoundedMessage, RouterProblemsLive } from "../http/Problems.js"
+import { countDatabaseError } from "../observability/Metrics.js"
+import { problemInstance, RequestIdHeader } from "../observability/RequestRecord.js"
 import { ObserveRoutesLive } from "../observability/Routes.js"
 import { AppConfig, baseAppConfig } from "../platform/Config.js"
 import { DatabaseLive, latestMigrationId } from "../platform/Database.js"
-import { PgClient } from "@effect/sql-pg"
+import { databaseFailure } from "../platform/DatabaseErrors.js"
 import { Witness, type WitnessAnswer } from "./Witness.js"
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
@@ -25,20 +40,63 @@ const problemOf = (answer: WitnessAnswer): ProblemError => {
   }
 }
 
-/** The body as UTF-8 text, at most MaxBodyBytes (413 beyond); bytes that are not UTF-8 are a bad request. */
-const readBody = (request: HttpServerRequest.HttpServerRequest) =>
-  request.arrayBuffer.pipe(
-    Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(MaxBodyBytes)),
-    Effect.mapError(() => new PayloadTooLarge({ detail: `Request bodies are limited to ${MaxBodyBytes} bytes.` })),
-    Effect.filterOrFail((bytes) => bytes.byteLength <= MaxBodyBytes, () => new PayloadTooLarge({ detail: `Request bodies are limited to ${MaxBodyBytes} bytes.` })),
-    Effect.flatMap((bytes) => {
+/** A problem+json answer with its headers (as src/api/Problems.ts `problemResponse` writes it), `instance` naming the request. */
+const sendProblem = (res: ServerResponse, problem: ProblemError) => {
+  const id = res.getHeader(RequestIdHeader)
+  const document = toProblemDocument(problem, typeof id === "string" ? problemInstance(id) : undefined)
+  const body = JSON.stringify(document)
+  res.writeHead(document.status, {
+    ...problemHeaders(problem),
+    "content-type": "application/problem+json",
+    "content-length": Buffer.byteLength(body)
+  })
+  res.end(body)
+}
+
+/**
+ * POST /add-checkpoint as a plain `node:http` handler, served by the front door after its checks
+ * (`FrontDoor.serveDirect`: admission, request id and record, metrics, drain), so an answer costs no
+ * router, fiber or response object (docs/ARCHITECTURE.md, "The witness"). What the Effect router would
+ * add is kept: the x-pv-internal-token rule, the bounded body read (413), UTF-8 (400), problem+json
+ * refusals with the request id as `instance`, a request target whose percent-encoding is not UTF-8
+ * (400); a 409 is the spec's `text/x.tlog.size` body.
+ */
+const addCheckpointHandler = (witness: Witness["Service"], internalTokenAccepted: (sent: string | ReadonlyArray<string> | undefined) => boolean) => {
+  const failed = (res: ServerResponse, error: unknown) => {
+    const failure = databaseFailure(error)
+    if (failure !== undefined) countDatabaseError(failure)
+    witness.logFailure(error)
+    if (!res.headersSent) {
+      sendProblem(res, failure === "unavailable"
+        ? new Unavailable({ detail: "A dependency of the service is unavailable; retry shortly." })
+        : new Internal({ detail: "The service failed to handle this request." }))
+    }
+  }
+  const answered = (res: ServerResponse) => (answer: WitnessAnswer) => {
+    if (answer.status !== 200 && answer.status !== 409) return sendProblem(res, problemOf(answer))
+    res.writeHead(answer.status, { "content-type": answer.contentType, "content-length": Buffer.byteLength(answer.body), "cache-control": "no-store" })
+    res.end(answer.body)
+  }
+  return (req: IncomingMessage, res: ServerResponse): void => {
+    if (!internalTokenAccepted(req.headers["x-pv-internal-token"])) {
+      return sendProblem(res, new Unauthorized({ detail: "The x-pv-internal-token header is not valid." }))
+    }
+    if (!decodesAsUtf8(req.url ?? "")) {
+      return sendProblem(res, new BadRequest({ detail: "The request target's percent-encoding is not UTF-8." }))
+    }
+    readBoundedMessage(req, (read) => {
+      if (read === "tooLarge") return sendProblem(res, new PayloadTooLarge({ detail: `Request bodies are limited to ${MaxBodyBytes} bytes.` }))
+      if (read === "unreadable") return sendProblem(res, new BadRequest({ detail: "The request body could not be read." }))
+      let body: string
       try {
-        return Effect.succeed(strictUtf8.decode(bytes))
+        body = strictUtf8.decode(read)
       } catch {
-        return Effect.fail(new BadRequest({ detail: "The request body is not UTF-8." }))
+        return sendProblem(res, new BadRequest({ detail: "The request body is not UTF-8." }))
       }
+      witness.submit(body).then(answered(res)).catch((error: unknown) => failed(res, error))
     })
-  )
+  }
+}
 
 const OriginHashPattern = /^[0-9a-f]{64}$/
 
@@ -52,17 +110,9 @@ const WitnessRoutes = HttpRouter.use((router) =>
   Effect.gen(function*() {
     const witness = yield* Witness
     const sql = yield* PgClient.PgClient
-    yield* router.add("POST", "/add-checkpoint", (request) =>
-      readBody(request).pipe(
-        Effect.flatMap(witness.addCheckpoint),
-        Effect.map((answer) => {
-          if (answer.status === 200 || answer.status === 409) {
-            return HttpServerResponse.text(answer.body, { status: answer.status, contentType: answer.contentType, headers: { "cache-control": "no-store" } })
-          }
-          return problemResponse(problemOf(answer), instanceOf(request))
-        }),
-        Effect.catch((problem: ProblemError) => Effect.succeed(problemResponse(problem, instanceOf(request))))
-      ))
+    const frontDoor = yield* FrontDoor
+    const handleAddCheckpoint = addCheckpointHandler(witness, internalTokenRule(yield* AppConfig))
+    frontDoor.serveDirect("POST", "/add-checkpoint", handleAddCheckpoint)
     yield* router.add("GET", "/witness/key", HttpServerResponse.jsonUnsafe(witness.key))
     yield* router.add("GET", "/healthz", HttpServerResponse.jsonUnsafe({ status: "ok" }))
     yield* router.add("GET", "/readyz", (request) =>

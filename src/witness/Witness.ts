@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto"
 import { PgClient } from "@effect/sql-pg"
-import { Array as Arr, Clock, Config, Context, Deferred, Effect, Exit, Layer, Option, Queue, Redacted, Schema, SchemaTransformation } from "effect"
+import { Cause, Clock, Config, Context, Effect, Exit, Layer, Option, Redacted, Schema, SchemaTransformation } from "effect"
 import { cosignerFromPrivateKey, type Cosigner } from "../log/Cosignature.js"
 import { isValidKeyName, parseVerifierKey, type NoteVerifier } from "../log/Note.js"
 import { countWitnessAnswer } from "../observability/Metrics.js"
@@ -83,18 +83,25 @@ const makeWitness = Effect.gen(function*() {
     if (parsed.ok) trusted.set(parsed.value.name, [...(trusted.get(parsed.value.name) ?? []), parsed.value])
   }
 
+  // The add-checkpoint path is plain async JavaScript (no fiber per request: the witness's throughput is
+  // its CPU per answer, docs/PERFORMANCE.md); the statements run through the Effect SQL client, one
+  // Effect run per statement, with this layer's services.
+  const context = yield* Effect.context<never>()
+  const run = Effect.runPromiseExitWith(context)
+  const clock = yield* Clock.Clock
+  const unwrap = <A>(exit: Exit.Exit<A, unknown>): A => {
+    if (Exit.isSuccess(exit)) return exit.value
+    throw Cause.squash(exit.cause)
+  }
+
   /** The latest checkpoint held per origin, as this process last stored or read it: a hint, checked by every store. */
   const heldCache = new Map<string, HeldCheckpoint | undefined>()
-  const readHeld = (origin: string) =>
-    sql`SELECT tree_size, root_hash FROM witness_checkpoints WHERE origin = ${origin}`.pipe(
-      Effect.flatMap(heldRows),
-      Effect.orDie,
-      Effect.map((rows) => {
-        const held = rows[0] === undefined ? undefined : { size: rows[0].tree_size, root: rows[0].root_hash }
-        heldCache.set(origin, held)
-        return held
-      })
-    )
+  const readHeld = async (origin: string): Promise<HeldCheckpoint | undefined> => {
+    const rows = unwrap(await run(sql`SELECT tree_size, root_hash FROM witness_checkpoints WHERE origin = ${origin}`.pipe(Effect.flatMap(heldRows))))
+    const held = rows[0] === undefined ? undefined : { size: rows[0].tree_size, root: rows[0].root_hash }
+    heldCache.set(origin, held)
+    return held
+  }
 
   /**
    * Group commit of the compare-and-swap stores (as receipts do, src/receipts/Repo.ts): the stores that
@@ -111,9 +118,10 @@ const makeWitness = Effect.gen(function*() {
     readonly note: string
     readonly at: Date
     readonly held: HeldCheckpoint | undefined
-    readonly done: Deferred.Deferred<boolean>
+    readonly resolve: (stored: boolean) => void
+    readonly reject: (error: unknown) => void
   }
-  const storeBatch = (stores: Arr.NonEmptyReadonlyArray<Store>) =>
+  const storeBatch = (stores: ReadonlyArray<Store>) =>
     sql`
       WITH input AS (
         SELECT * FROM unnest(
@@ -129,37 +137,57 @@ const makeWitness = Effect.gen(function*() {
         note = excluded.note, updated_at = excluded.updated_at
       WHERE (witness_checkpoints.tree_size, witness_checkpoints.root_hash) =
         (SELECT held_size, held_root FROM input WHERE input.origin = excluded.origin)
-      RETURNING origin`.pipe(Effect.flatMap(originRows), Effect.orDie, Effect.map((rows) => new Set(rows.map((row) => row.origin))))
-  const settle = (batch: Arr.NonEmptyReadonlyArray<Store>): Effect.Effect<void> => {
+      RETURNING origin`.pipe(Effect.flatMap(originRows), Effect.map((rows) => new Set(rows.map((row) => row.origin))))
+  const settle = async (batch: ReadonlyArray<Store>): Promise<void> => {
     const first = new Map<string, Store>()
     for (const store of batch) if (!first.has(store.origin)) first.set(store.origin, store)
-    const included = [...first.values()] as unknown as Arr.NonEmptyReadonlyArray<Store>
-    const answerAll = (stored: Set<string>) =>
-      Effect.forEach(batch, (store) => Deferred.succeed(store.done, first.get(store.origin) === store && stored.has(store.origin)), { discard: true })
-    return Effect.flatMap(Effect.exit(storeBatch(included)), (exit) => {
-      if (Exit.isSuccess(exit)) return answerAll(exit.value)
-      if (included.length === 1) return Effect.forEach(batch, (store) => Deferred.done(store.done, Exit.map(exit, () => false)), { discard: true })
-      // A statement that failed as a whole is run again row by row, so one bad row never fails the others.
-      return Effect.forEach(batch, (store) =>
-        first.get(store.origin) === store
-          ? Effect.flatMap(Effect.exit(storeBatch([store])), (alone) => Deferred.done(store.done, Exit.map(alone, (stored) => stored.has(store.origin))))
-          : Deferred.succeed(store.done, false), { discard: true })
-    })
+    const included = [...first.values()]
+    const exit = await run(storeBatch(included))
+    if (Exit.isSuccess(exit)) {
+      for (const store of batch) store.resolve(first.get(store.origin) === store && exit.value.has(store.origin))
+      return
+    }
+    if (included.length === 1) {
+      for (const store of batch) store.reject(Cause.squash(exit.cause))
+      return
+    }
+    // A statement that failed as a whole is run again row by row, so one bad row never fails the others.
+    await Promise.all(batch.map(async (store) => {
+      if (first.get(store.origin) !== store) return store.resolve(false)
+      const alone = await run(storeBatch([store]))
+      if (Exit.isSuccess(alone)) store.resolve(alone.value.has(store.origin))
+      else store.reject(Cause.squash(alone.cause))
+    }))
   }
-  const stores = yield* Queue.unbounded<Store>()
-  // The embedded database has one connection; PostgreSQL gets a few writers so statements overlap.
-  for (let i = 0; i < (mode.kind === "embedded" ? 1 : 4); i++) {
-    yield* Queue.takeBetween(stores, 1, 256).pipe(
-      Effect.flatMap((chunk) => Arr.isReadonlyArrayNonEmpty(chunk) ? settle(chunk) : Effect.void),
-      Effect.forever,
-      Effect.forkScoped
-    )
+  // The embedded database has one connection; PostgreSQL gets a few writers so statements overlap. A
+  // statement starts after the turn of the event loop in which its stores arrived (setImmediate), so the
+  // requests read together are stored together.
+  const writers = mode.kind === "embedded" ? 1 : 4
+  const pending: Array<Store> = []
+  let writing = 0
+  let scheduled = false
+  const startWriters = () => {
+    scheduled = false
+    while (writing < writers && pending.length > 0) {
+      writing++
+      const batch = pending.splice(0, 256)
+      void settle(batch).catch((error: unknown) => {
+        for (const store of batch) store.reject(error)
+      }).finally(() => {
+        writing--
+        if (pending.length > 0) scheduleWriters()
+      })
+    }
   }
-  const store = (entry: Omit<Store, "done">) =>
-    Effect.gen(function*() {
-      const done = yield* Deferred.make<boolean>()
-      yield* Queue.offer(stores, { ...entry, done })
-      return yield* Deferred.await(done)
+  const scheduleWriters = () => {
+    if (scheduled) return
+    scheduled = true
+    setImmediate(startWriters)
+  }
+  const store = (origin: string, size: number, root: Uint8Array, note: string, at: Date, held: HeldCheckpoint | undefined) =>
+    new Promise<boolean>((resolve, reject) => {
+      pending.push({ origin, size, root, note, at, held, resolve, reject })
+      scheduleWriters()
     })
 
   const answer = (status: WitnessAnswer["status"], detail: string, body = "", contentType = "text/plain; charset=utf-8"): WitnessAnswer =>
@@ -169,59 +197,64 @@ const makeWitness = Effect.gen(function*() {
    * C2SP tlog-witness add-checkpoint. Parsing and the log's signature are checked first (nothing is
    * read for them); then the rules are decided against the held checkpoint and the new one is stored
    * with one conditional statement that succeeds only if the row is still the one decided against.
+   * Rejects only when the database fails (the caller answers 503/500).
    */
-  const addCheckpoint = (body: string): Effect.Effect<WitnessAnswer> =>
-    Effect.gen(function*() {
-      const request = parseAddCheckpoint(body)
-      if (!request.ok) return answer(400, request.detail)
-      const signed = checkLogSignature(request.value.note, trusted)
-      switch (signed._tag) {
-        case "Malformed":
-          return answer(400, `the checkpoint is not a signed checkpoint note: ${signed.detail}`)
-        case "UnknownOrigin":
-          return answer(404, `this witness does not witness the log ${JSON.stringify(signed.origin)}`)
-        case "Untrusted":
-          return answer(403, signed.detail)
-      }
-      const { checkpoint, text, logSignatureLines } = signed.value
-      if (request.value.oldSize > checkpoint.size) {
-        return answer(400, `the old size ${request.value.oldSize} is above the checkpoint's size ${checkpoint.size}`)
-      }
-      const now = yield* Clock.currentTimeMillis
-      // Compare-and-swap, retried on a lost race: decide against the held checkpoint (this process's copy
-      // first, the row when that copy is absent, stale or refuses), then store only if the row is still
-      // exactly what was decided against. A submission that lost the race is decided again on the winner's
-      // row (a 409 with its size), so a stored size never goes back, across processes too.
-      let fromRow = false
-      for (;;) {
-        const held = fromRow || !heldCache.has(checkpoint.origin) ? yield* readHeld(checkpoint.origin) : heldCache.get(checkpoint.origin)
-        const decision = decide(request.value, checkpoint, held)
-        if (decision._tag !== "Cosign") {
-          if (!fromRow) {
-            fromRow = true
-            continue
-          }
-          switch (decision._tag) {
-            case "BadRequest":
-              return answer(400, decision.detail)
-            case "Conflict":
-              return answer(409, decision.detail, `${decision.heldSize}\n`, "text/x.tlog.size")
-            case "Unprocessable":
-              return answer(422, decision.detail)
-          }
+  const decideAndStore = async (body: string): Promise<WitnessAnswer> => {
+    const request = parseAddCheckpoint(body)
+    if (!request.ok) return answer(400, request.detail)
+    const signed = checkLogSignature(request.value.note, trusted)
+    switch (signed._tag) {
+      case "Malformed":
+        return answer(400, `the checkpoint is not a signed checkpoint note: ${signed.detail}`)
+      case "UnknownOrigin":
+        return answer(404, `this witness does not witness the log ${JSON.stringify(signed.origin)}`)
+      case "Untrusted":
+        return answer(403, signed.detail)
+    }
+    const { checkpoint, text, logSignatureLines } = signed.value
+    if (request.value.oldSize > checkpoint.size) {
+      return answer(400, `the old size ${request.value.oldSize} is above the checkpoint's size ${checkpoint.size}`)
+    }
+    const now = clock.currentTimeMillisUnsafe()
+    // Compare-and-swap, retried on a lost race: decide against the held checkpoint (this process's copy
+    // first, the row when that copy is absent, stale or refuses), then store only if the row is still
+    // exactly what was decided against. A submission that lost the race is decided again on the winner's
+    // row (a 409 with its size), so a stored size never goes back, across processes too.
+    let fromRow = false
+    for (;;) {
+      const held = fromRow || !heldCache.has(checkpoint.origin) ? await readHeld(checkpoint.origin) : heldCache.get(checkpoint.origin)
+      const decision = decide(request.value, checkpoint, held)
+      if (decision._tag !== "Cosign") {
+        if (!fromRow) {
+          fromRow = true
+          continue
         }
-        const line = cosigner.cosign(text, Math.max(1, Math.floor(now / 1000)))
-        const note = `${text}\n${logSignatureLines.map((l) => `${l}\n`).join("")}${line}`
-        const stored = yield* store({ origin: checkpoint.origin, size: checkpoint.size, root: checkpoint.root, note, at: new Date(now), held })
-        if (stored) {
-          heldCache.set(checkpoint.origin, { size: checkpoint.size, root: checkpoint.root })
-          return answer(200, `cosigned ${checkpoint.origin} at size ${checkpoint.size}`, line)
+        switch (decision._tag) {
+          case "BadRequest":
+            return answer(400, decision.detail)
+          case "Conflict":
+            return answer(409, decision.detail, `${decision.heldSize}\n`, "text/x.tlog.size")
+          case "Unprocessable":
+            return answer(422, decision.detail)
         }
-        fromRow = true
       }
-    }).pipe(
-      Effect.tap((result) => Effect.sync(() => countWitnessAnswer(result.status)))
-    )
+      const line = cosigner.cosign(text, Math.max(1, Math.floor(now / 1000)))
+      let note = `${text}\n`
+      for (const l of logSignatureLines) note += `${l}\n`
+      note += line
+      const stored = await store(checkpoint.origin, checkpoint.size, checkpoint.root, note, new Date(now), held)
+      if (stored) {
+        heldCache.set(checkpoint.origin, { size: checkpoint.size, root: checkpoint.root })
+        return answer(200, `cosigned ${checkpoint.origin} at size ${checkpoint.size}`, line)
+      }
+      fromRow = true
+    }
+  }
+  const submit = async (body: string): Promise<WitnessAnswer> => {
+    const result = await decideAndStore(body)
+    countWitnessAnswer(result.status)
+    return result
+  }
 
   /** The latest checkpoint cosigned for the origin whose SHA-256 (lowercase hex) is given: the monitoring API. */
   const latestByOriginHash = (originHash: string): Effect.Effect<Option.Option<string>> =>
@@ -232,8 +265,12 @@ const makeWitness = Effect.gen(function*() {
       return Option.map(Option.fromUndefinedOr(rows[0]), (row) => row.note)
     })
 
+  /** The log line of a submission the database failed (its answer is 503 or 500). */
+  const logFailure = (error: unknown): void => void run(Effect.logError("add-checkpoint failed", Cause.die(error)))
+
   return {
-    addCheckpoint,
+    submit,
+    logFailure,
     latestByOriginHash,
     key: { name: cosigner.name, verifier_key: cosigner.verifierKey },
     origins: [...trusted.keys()]

@@ -186,6 +186,27 @@ describe("tlog-witness add-checkpoint", () => {
     }
   })
 
+  it("refusals before the rules: 413 over 64 KiB (closing the connection), 400 for a body that is not UTF-8, the request id as instance; counted in /metrics", async () => {
+    const big = await fetch(`${witness.baseUrl}/add-checkpoint`, { method: "POST", body: "old 0\n" + "A".repeat(70 * 1024) })
+    expect(big.status).toBe(413)
+    expect(big.headers.get("connection")).toBe("close")
+    expect(await big.json()).toMatchObject({ status: 413 })
+    const latin1 = await fetch(`${witness.baseUrl}/add-checkpoint`, {
+      method: "POST",
+      body: Buffer.concat([Buffer.from("old 0\n\n"), Buffer.from([0xff, 0xfe]), Buffer.from(note(logA, 60))]),
+      headers: { "x-request-id": "witness-test-1" }
+    })
+    expect(latin1.status).toBe(400)
+    expect(latin1.headers.get("x-request-id")).toBe("witness-test-1")
+    expect(latin1.headers.get("content-type")).toMatch(/^application\/problem\+json/)
+    expect(await latin1.json()).toMatchObject({ status: 400, instance: "urn:pv:request:witness-test-1" })
+    // Another method on the path is the router's (no such route), as before.
+    expect((await fetch(`${witness.baseUrl}/add-checkpoint`)).status).toBe(404)
+    const metrics = await (await fetch(`${witness.baseUrl}/metrics`)).text()
+    expect(metrics).toMatch(/pv_http_requests_total\{[^}]*route="\/add-checkpoint"[^}]*status="413"[^}]*\} 1/)
+    expect(metrics).toMatch(/pv_witness_add_checkpoint_total\{[^}]*status="409"[^}]*\} [1-9]/)
+  })
+
   it("GET /healthz and /readyz answer; unknown routes are problem+json 404", async () => {
     expect((await fetch(`${witness.baseUrl}/healthz`)).status).toBe(200)
     expect((await fetch(`${witness.baseUrl}/readyz`)).status).toBe(200)
