@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http"
 import { Effect, Layer, Option } from "effect"
 import { HttpRouter, HttpServer, HttpServerResponse } from "effect/http"
 import { PgClient } from "@effect/sql-pg"
-import { instanceOf, MaxBodyBytes, problemHeaders, problemResponse } from "../api/Problems.js"
+import { instanceOf, MaxBodyBytes, problemResponse } from "../api/Problems.js"
 import {
   BadRequest,
   Forbidden,
@@ -10,7 +10,7 @@ import {
   NotFound,
   PayloadTooLarge,
   type ProblemError,
-  toProblemDocument,
+  renderProblem,
   Unauthorized,
   Unavailable,
   ValidationFailed
@@ -40,17 +40,12 @@ const problemOf = (answer: WitnessAnswer): ProblemError => {
   }
 }
 
-/** A problem+json answer with its headers (as src/api/Problems.ts `problemResponse` writes it), `instance` naming the request. */
+/** A problem+json answer by the service's one renderer (domain/Problem.ts), `instance` naming the request. */
 const sendProblem = (res: ServerResponse, problem: ProblemError) => {
   const id = res.getHeader(RequestIdHeader)
-  const document = toProblemDocument(problem, typeof id === "string" ? problemInstance(id) : undefined)
-  const body = JSON.stringify(document)
-  res.writeHead(document.status, {
-    ...problemHeaders(problem),
-    "content-type": "application/problem+json",
-    "content-length": Buffer.byteLength(body)
-  })
-  res.end(body)
+  const rendered = renderProblem(problem, typeof id === "string" ? problemInstance(id) : undefined)
+  res.writeHead(rendered.status, { ...rendered.headers, "content-length": Buffer.byteLength(rendered.body) })
+  res.end(rendered.body)
 }
 
 /**
