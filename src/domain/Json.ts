@@ -1,6 +1,7 @@
 import { Effect, Schema, SchemaGetter, SchemaIssue } from "effect"
 
-const loneSurrogate = /\p{Surrogate}/u
+/** `String.prototype.isWellFormed` (ES2024, Node 20+): false when `s` holds a lone UTF-16 surrogate. */
+type WellFormedCheck = string & { isWellFormed(): boolean }
 
 /**
  * Why PostgreSQL could not keep `s` exactly, if it could not: NUL is refused by text and jsonb columns,
@@ -9,7 +10,7 @@ const loneSurrogate = /\p{Surrogate}/u
  */
 export const unstorableReason = (s: string): string | undefined =>
   s.includes("\u0000") ? "must not contain NUL characters"
-  : loneSurrogate.test(s) ? "must not contain unpaired UTF-16 surrogates"
+  : !(s as WellFormedCheck).isWellFormed() ? "must not contain unpaired UTF-16 surrogates"
   : undefined
 
 const escapePointer = (segment: PropertyKey) => String(segment).replace(/~/g, "~0").replace(/\//g, "~1")
@@ -19,42 +20,63 @@ export const toPointer = (path: ReadonlyArray<PropertyKey>): string => path.map(
 
 /**
  * The JSON pointer (RFC 6901) and reason of the first string, key or value, in `value` that the
- * database cannot keep exactly; undefined when there is none.
+ * database cannot keep exactly; undefined when there is none. Depth first, in member order; an object's
+ * names are checked (the last one first) before its values. Nothing is allocated unless one is found.
+ * Recursive: call it on a value whose depth is bounded (the body guard checks `exceedsDepth` first).
  */
 export const findUnstorable = (value: unknown): { readonly pointer: string; readonly reason: string } | undefined => {
-  const stack: Array<[unknown, string]> = [[value, ""]]
-  while (stack.length > 0) {
-    const [current, pointer] = stack.pop()!
+  const path: Array<string> = []
+  const at = (segment: string) => toPointer([...path, segment])
+  const visit = (current: unknown): { readonly pointer: string; readonly reason: string } | undefined => {
     if (typeof current === "string") {
       const reason = unstorableReason(current)
-      if (reason !== undefined) return { pointer, reason }
-    } else if (typeof current === "object" && current !== null) {
-      const entries = Array.isArray(current) ? current.map((item, i) => [String(i), item] as const) : Object.entries(current)
-      for (let i = entries.length - 1; i >= 0; i--) {
-        const [key, child] = entries[i]!
-        const at = `${pointer}/${escapePointer(key)}`
-        const reason = unstorableReason(key)
-        if (reason !== undefined) return { pointer: at, reason: `member names ${reason.slice(5)}` }
-        stack.push([child, at])
-      }
+      return reason === undefined ? undefined : { pointer: toPointer(path), reason }
     }
+    if (typeof current !== "object" || current === null) return undefined
+    if (Array.isArray(current)) {
+      for (let i = 0; i < current.length; i++) {
+        path.push(String(i))
+        const found = visit(current[i])
+        path.pop()
+        if (found !== undefined) return found
+      }
+      return undefined
+    }
+    const keys = Object.keys(current)
+    for (let i = keys.length - 1; i >= 0; i--) {
+      const reason = unstorableReason(keys[i]!)
+      if (reason !== undefined) return { pointer: at(keys[i]!), reason: `member names ${reason.slice(5)}` }
+    }
+    for (const key of keys) {
+      path.push(key)
+      const found = visit((current as Record<string, unknown>)[key])
+      path.pop()
+      if (found !== undefined) return found
+    }
+    return undefined
   }
-  return undefined
+  return visit(value)
 }
 
 /** Deeper documents are refused before any decoding work (no legitimate body nests this far). */
 export const MaxJsonDepth = 32
 
-/** Depth of a parsed JSON value, iteratively, stopping as soon as `limit` is passed. */
+/**
+ * Whether a parsed JSON value nests deeper than `limit` (a scalar is depth 1). Recursion stops one level
+ * past the limit, so its depth is bounded whatever the value.
+ */
 export const exceedsDepth = (value: unknown, limit: number): boolean => {
-  const stack: Array<[unknown, number]> = [[value, 1]]
-  while (stack.length > 0) {
-    const [current, depth] = stack.pop()!
-    if (typeof current !== "object" || current === null) continue
+  const deeper = (current: unknown, depth: number): boolean => {
+    if (typeof current !== "object" || current === null) return false
     if (depth > limit) return true
-    for (const child of Array.isArray(current) ? current : Object.values(current)) stack.push([child, depth + 1])
+    if (Array.isArray(current)) {
+      for (let i = 0; i < current.length; i++) if (deeper(current[i], depth + 1)) return true
+    } else {
+      for (const key in current) if (deeper((current as Record<string, unknown>)[key], depth + 1)) return true
+    }
+    return false
   }
-  return false
+  return deeper(value, 1)
 }
 
 /** A string the database and JCS both keep exactly: no NUL, no lone surrogate, at most 4096 characters. */
@@ -197,20 +219,25 @@ const membersWritten = (text: string): number => {
   }
 }
 
-/** Members of the parsed value: each object's distinct names. */
-const membersParsed = (value: unknown): number => {
+/** How deep `membersParsed` recurses before it gives up (a deeper body is refused for its depth anyway). */
+const MembersMaxDepth = 256
+
+/** Members of the parsed value: each object's distinct names; -1 when it nests deeper than MembersMaxDepth. */
+const membersParsed = (value: unknown, depth = 1): number => {
+  if (typeof value !== "object" || value === null) return 0
+  if (depth > MembersMaxDepth) return -1
   let count = 0
-  const stack: Array<unknown> = [value]
-  while (stack.length > 0) {
-    const current = stack.pop()
-    if (typeof current !== "object" || current === null) continue
-    if (Array.isArray(current)) {
-      for (const item of current) stack.push(item)
-    } else {
-      for (const key in current) {
-        count++
-        stack.push((current as Record<string, unknown>)[key])
-      }
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const inner = membersParsed(value[i], depth + 1)
+      if (inner < 0) return -1
+      count += inner
+    }
+  } else {
+    for (const key in value) {
+      const inner = membersParsed((value as Record<string, unknown>)[key], depth + 1)
+      if (inner < 0) return -1
+      count += 1 + inner
     }
   }
   return count
@@ -219,7 +246,8 @@ const membersParsed = (value: unknown): number => {
 /**
  * `findDuplicateMember(text)` for a text already parsed to `parsed`, cheaply when no name repeats (every
  * body, nearly): a parser keeps one member per distinct name, so the text holds a duplicate exactly when
- * it writes more members than `parsed` has. Only then is the text scanned for where.
+ * it writes more members than `parsed` has. Only then (or for a value too deep to count) is the text
+ * scanned for where.
  */
 export const duplicateMemberOf = (text: string, parsed: unknown): string | undefined =>
   membersWritten(text) === membersParsed(parsed) ? undefined : findDuplicateMember(text)

@@ -128,6 +128,22 @@ const decodeParams = <A, I>(method: string, schema: Schema.Codec<A, I>, params: 
 
 const decodeCallToolParams = Schema.decodeUnknownResult(CallToolParams)
 
+const isPlainObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+/**
+ * tools/call params → `CallToolParams`. The shape every client sends (a string name, arguments an object
+ * or absent) is taken as it is, as the schema would decode it; anything else goes through the schema,
+ * which decides and words the error. A property test holds the two together.
+ */
+export const callToolParamsOf = (params: unknown): Result.Result<typeof CallToolParams.Type, Schema.SchemaError> => {
+  if (isPlainObject(params) && typeof params.name === "string") {
+    const args = params.arguments
+    if (args === undefined && !Object.hasOwn(params, "arguments")) return Result.succeed({ name: params.name })
+    if (isPlainObject(args)) return Result.succeed({ name: params.name, arguments: args })
+  }
+  return decodeCallToolParams(params ?? {}, { errors: "all" })
+}
+
 const errorObject = ({ code, message, data }: JsonRpc.RpcFailure): JsonRpc.ErrorObject =>
   data === undefined ? { code, message } : { code, message, data }
 
@@ -292,7 +308,7 @@ const make = Effect.gen(function*() {
    * revisions and -32602 in 2026-07-28 (the spec's example).
    */
   const findTool = (params: JsonRpc.Params | undefined, unknownToolCode: number) => {
-    const decoded = decodeCallToolParams(params ?? {}, { errors: "all" })
+    const decoded = callToolParamsOf(params)
     if (Result.isFailure(decoded)) return Result.fail(invalidParams("tools/call", decoded.failure))
     const { name, arguments: args } = decoded.success
     const tool = byName.get(name)

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as fc from "fast-check"
-import { duplicateMemberOf, findDuplicateMember, toPointer } from "../../src/domain/Json.js"
+import { duplicateMemberOf, exceedsDepth, findDuplicateMember, findUnstorable, toPointer, unstorableReason } from "../../src/domain/Json.js"
 
 /** A JSON document whose objects are entry lists, so a test can write one with a repeated name. */
 type Doc = string | number | boolean | null | { readonly arr: ReadonlyArray<Doc> } | { readonly obj: ReadonlyArray<readonly [string, Doc]> }
@@ -79,5 +79,82 @@ describe("duplicate member names (I-JSON)", () => {
     for (const text of [`{"a":"x\\\\","a":1}`, `{"a":"\\":\\"","b":1}`, `{"__proto__":1,"__proto__":2}`, `{"k:":":","k:":1}`]) {
       expect(duplicateMemberOf(text, JSON.parse(text))).toBe(findDuplicateMember(text))
     }
+  })
+})
+
+/** The walkers as first written (iterative, allocating): the references the faster ones are held to. */
+const referenceUnstorableReason = (s: string): string | undefined =>
+  s.includes("\u0000") ? "must not contain NUL characters"
+  : /\p{Surrogate}/u.test(s) ? "must not contain unpaired UTF-16 surrogates"
+  : undefined
+
+const referenceFindUnstorable = (value: unknown): { readonly pointer: string; readonly reason: string } | undefined => {
+  const escape = (segment: string) => segment.replace(/~/g, "~0").replace(/\//g, "~1")
+  const stack: Array<[unknown, string]> = [[value, ""]]
+  while (stack.length > 0) {
+    const [current, pointer] = stack.pop()!
+    if (typeof current === "string") {
+      const reason = referenceUnstorableReason(current)
+      if (reason !== undefined) return { pointer, reason }
+    } else if (typeof current === "object" && current !== null) {
+      const entries = Array.isArray(current) ? current.map((item, i) => [String(i), item] as const) : Object.entries(current)
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const [key, child] = entries[i]!
+        const at = `${pointer}/${escape(key)}`
+        const reason = referenceUnstorableReason(key)
+        if (reason !== undefined) return { pointer: at, reason: `member names ${reason.slice(5)}` }
+        stack.push([child, at])
+      }
+    }
+  }
+  return undefined
+}
+
+const referenceExceedsDepth = (value: unknown, limit: number): boolean => {
+  const stack: Array<[unknown, number]> = [[value, 1]]
+  while (stack.length > 0) {
+    const [current, depth] = stack.pop()!
+    if (typeof current !== "object" || current === null) continue
+    if (depth > limit) return true
+    for (const child of Array.isArray(current) ? current : Object.values(current)) stack.push([child, depth + 1])
+  }
+  return false
+}
+
+describe("the body walkers (storability, depth, members) agree with their references", () => {
+  // Strings that may hold NUL, lone surrogates, pairs, '~' and '/'.
+  const text = fc.string({ unit: fc.constantFrom("a", "~", "/", "\u0000", "\ud800", "\udc00", "\ud83d\ude00", "é"), maxLength: 4 })
+  const { value } = fc.letrec<{ value: unknown }>((tie) => ({
+    value: fc.oneof(
+      { depthSize: "small", withCrossShrink: true },
+      text, fc.integer(), fc.boolean(), fc.constant(null),
+      fc.array(tie("value"), { maxLength: 4 }),
+      fc.dictionary(text, tie("value"), { maxKeys: 4 })
+    )
+  }))
+
+  it("findUnstorable names the same first unstorable string or name, and the same reason", () => {
+    fc.assert(fc.property(value, (v) => {
+      expect(findUnstorable(v)).toEqual(referenceFindUnstorable(v))
+    }), { seed: 2024, numRuns: 1000 })
+  })
+
+  it("unstorableReason sees a lone surrogate exactly where the Unicode property escape does", () => {
+    fc.assert(fc.property(fc.string({ unit: "binary", maxLength: 12 }), text, (s, t) => {
+      expect(unstorableReason(s)).toBe(referenceUnstorableReason(s))
+      expect(unstorableReason(t)).toBe(referenceUnstorableReason(t))
+    }), { seed: 2025, numRuns: 1000 })
+  })
+
+  it("exceedsDepth answers as the iterative walk for every limit", () => {
+    fc.assert(fc.property(value, fc.integer({ min: 1, max: 6 }), (v, limit) => {
+      expect(exceedsDepth(v, limit)).toBe(referenceExceedsDepth(v, limit))
+    }), { seed: 2026, numRuns: 1000 })
+  })
+
+  it("a body nested far deeper than any limit is counted without exhausting the stack", () => {
+    const deep = "[".repeat(20_000) + "{\"a\":1,\"a\":2}" + "]".repeat(20_000)
+    expect(duplicateMemberOf(deep, JSON.parse(deep))).toBe(findDuplicateMember(deep))
+    expect(exceedsDepth(JSON.parse(deep), 32)).toBe(true)
   })
 })
