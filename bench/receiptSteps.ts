@@ -1,5 +1,5 @@
 // `node --import tsx bench/receiptSteps.ts`: CPU µs of each pure step of POST /reliance-receipts, in one process,
-// on the bench's own request body: the body checks of the front door (http/Problems.ts), the payload and request
+// on the bench's own request body: the body checks of the front door (http/RequestGuard.ts), the payload and request
 // decoding, the evaluation, and a new receipt's digest, signature and serialisations. What the service adds around
 // them (HTTP, the Effect pipeline, the database) is what `npm run bench:cpu` measures minus these.
 import { generateKeyPairSync } from "node:crypto"
@@ -8,7 +8,7 @@ import canonicalize from "canonicalize"
 import { digestOf } from "../src/domain/Canonical.js"
 import { exceedsDepth, findDuplicateMember, findUnstorable, jsonTextEncoder, MaxJsonDepth } from "../src/domain/Json.js"
 import type { MachineTrustResponse } from "../src/domain/MachineTrust.js"
-import { loadPolicy, PolicyDocument } from "../src/domain/Policy.js"
+import { loadPolicy, PolicyDocument } from "../src/domain/PolicyDocument.js"
 import {
   CreatedRelianceReceipt,
   decodeRelianceRequest,

@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { ApiKeyList, CreateApiKeyRequest, CreatedApiKey } from "../domain/AccessKey.js"
+import { ApiKeyList, CreateApiKeyRequest, CreatedApiKey } from "../domain/ApiKeyRecord.js"
 import { NotFound, ValidationFailed } from "../domain/Problem.js"
 import { OperatorAuth } from "./Auth.js"
 

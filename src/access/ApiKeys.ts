@@ -6,7 +6,7 @@ import {
   type CreatedApiKey,
   DefaultDailyQuota,
   DefaultRateLimitPerMinute
-} from "../domain/AccessKey.js"
+} from "../domain/ApiKeyRecord.js"
 import { displayPrefix, generateApiKey, hashApiKey, isWellFormedApiKey, type Scope } from "../domain/ApiKey.js"
 import { FieldError, InsufficientScope, NotFound, Unauthorized, ValidationFailed } from "../domain/Problem.js"
 import { Ids } from "../platform/Ids.js"

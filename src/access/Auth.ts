@@ -1,6 +1,6 @@
 import { Context } from "effect"
 import { HttpApiMiddleware, HttpApiSecurity, OpenApi } from "effect/http-api"
-import type { ApiKeyRecord } from "../domain/AccessKey.js"
+import type { ApiKeyRecord } from "../domain/ApiKeyRecord.js"
 import { QuotaExceeded, RateLimited, Unauthorized, Unavailable } from "../domain/Problem.js"
 
 /*

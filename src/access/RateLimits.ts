@@ -1,7 +1,7 @@
 import { Clock, Context, Duration, Effect, type Fiber, Layer, Option } from "effect"
 import { HttpEffect, type HttpServerRequest, HttpServerResponse } from "effect/http"
 import { RateLimiter } from "effect/persistence"
-import type { ApiKeyRecord } from "../domain/AccessKey.js"
+import type { ApiKeyRecord } from "../domain/ApiKeyRecord.js"
 import { QuotaExceeded, RateLimited, Unavailable } from "../domain/Problem.js"
 import { countQuotaExceeded, countRateLimited } from "../observability/Metrics.js"
 import { AppConfig } from "../platform/Config.js"

@@ -2,7 +2,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlSchema } from "effect/sql"
 import { Scope } from "../domain/ApiKey.js"
-import type { ApiKeyRecord } from "../domain/AccessKey.js"
+import type { ApiKeyRecord } from "../domain/ApiKeyRecord.js"
 
 /** A row of api_keys as the driver returns it (timestamptz → Date, text[] → array, integer → number). */
 const KeyRow = Schema.Struct({

@@ -7,7 +7,7 @@ import { problemInstance, requestIdOf } from "../observability/RequestRecord.js"
 /** docs/API.md §4.3: bodies over 64 KiB are refused before they are read in full. */
 export const MaxBodyBytes = 64 * 1024
 
-/** Where RequestGuardLive (src/http/Problems.ts) leaves the JSON value of a REST body it read and checked. */
+/** Where RequestGuardLive (src/http/RequestGuard.ts) leaves the JSON value of a REST body it read and checked. */
 const CheckedJson = Symbol.for("pv/CheckedJson")
 
 /** Called by the guard once a REST body passed its checks: the value it parsed, for `checkedJsonOf`. */

@@ -8,8 +8,8 @@ import { ChangeFeed } from "../events/ChangeFeed.js"
 import { EventLog } from "../events/EventLog.js"
 import { Subscriptions } from "../events/Subscriptions.js"
 import { FrontDoorLive } from "../http/FrontDoor.js"
-import { HttpLive } from "../http/Server.js"
-import { StartupLive } from "../http/Startup.js"
+import { HttpLive } from "../http/HttpLive.js"
+import { StartupLive } from "./Startup.js"
 import { LogIntegrator, LogIntegratorLive } from "../log/Integrator.js"
 import { LogNudge } from "../log/LogNudge.js"
 import { TransparencyLog } from "../log/TransparencyLog.js"
@@ -53,8 +53,8 @@ export const ServicesLive = Layer.mergeAll(
 
 /**
  * The HTTP server (http/FrontDoor.ts: opens the port once the handler is installed, drains on stop) with
- * its API, docs and problem mapping (http/Server.ts), on top of the services; before the port opens, the
- * demo data (http/Startup.ts); beside it, the freshness sweeper, the log integrator, the witnessing loops
+ * its API, docs and problem mapping (http/HttpLive.ts), on top of the services; before the port opens, the
+ * demo data (app/Startup.ts); beside it, the freshness sweeper, the log integrator, the witnessing loops
  * (log/Witnessing.ts) and the webhook deliveries (webhooks/Deliveries.ts). Effect's tracing
  * spans (one per request and per SQL statement) are exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT
  * is set, and off otherwise: they cost measurable time per request (docs/PERFORMANCE.md).

@@ -239,7 +239,7 @@ const realm = `Bearer realm="pv"`
 
 /**
  * The headers that go with a problem (docs/API.md §5.1): how to authenticate, and when to retry.
- * HttpApi encodes the body of a declared problem; these are added to that response (src/http/Problems.ts).
+ * HttpApi encodes the body of a declared problem; these are added to that response (src/http/RequestGuard.ts).
  */
 export const problemHeaders = (error: ProblemError): Record<string, string> => {
   switch (error._tag) {

@@ -1,6 +1,6 @@
 import { Result, Schema } from "effect"
 import { FreshnessState, LifecycleState } from "./Freshness.js"
-import { TenantId } from "./AccessKey.js"
+import { TenantId } from "./ApiKeyRecord.js"
 import { jcs } from "../verify/FastJcs.js"
 import { sha256Hex } from "./Canonical.js"
 import { Tier } from "./Determination.js"

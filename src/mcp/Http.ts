@@ -6,7 +6,7 @@ import { Api } from "../api/Api.js"
 import { instanceOf, MaxBodyBytes, problemResponse } from "../api/Problems.js"
 import { type InsufficientScope, MethodNotAllowed, type NotAcceptable, PayloadTooLarge, type UnsupportedMediaType } from "../domain/Problem.js"
 import { withMiddlewaresOnly } from "../http/GroupContext.js"
-import { readBoundedBytes } from "../http/Problems.js"
+import { readBoundedBytes } from "../http/RequestGuard.js"
 import { Mcp, transportProblem } from "./Mcp.js"
 
 /** Text that is certainly not JSON, standing in for a body that could not be decoded at all. */

@@ -1,6 +1,6 @@
 import { Data, Effect, Result, Schema } from "effect"
 import { Caller, scopeRefusal } from "../access/ApiKeys.js"
-import type { ApiKeyRecord } from "../domain/AccessKey.js"
+import type { ApiKeyRecord } from "../domain/ApiKeyRecord.js"
 import type { Scope } from "../domain/ApiKey.js"
 import { DigestPattern } from "../domain/Canonical.js"
 import { FieldDescriptions, titleOf } from "./Descriptions.js"

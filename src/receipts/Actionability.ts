@@ -3,7 +3,7 @@ import type { Tier } from "../domain/Determination.js"
 import type { MachineTrustResponse } from "../domain/MachineTrust.js"
 import { UnknownPurpose } from "../domain/Problem.js"
 import type { ActionabilityEvaluation, Decision, RelianceRequest, Verdict } from "../domain/Receipt.js"
-import type { ActionRule, LoadedPolicy, PolicyDocument } from "../domain/Policy.js"
+import type { ActionRule, LoadedPolicy, PolicyDocument } from "../domain/PolicyDocument.js"
 
 const tierRank: Record<Tier, number> = { T0: 0, T1: 1, T2: 2, T3: 3, T4: 4 }
 

@@ -15,7 +15,7 @@ import {
 } from "../domain/Problem.js"
 import { ActionabilityEvaluation, CreatedRelianceReceipt, RelianceReceipt, RelianceRequestBody } from "../domain/Receipt.js"
 import { ReceiptProofBundle } from "../log/Api.js"
-import { PolicyView } from "../domain/Policy.js"
+import { PolicyView } from "../domain/PolicyDocument.js"
 
 const ReceiptPath = { receiptId: Schema.String.annotate({ description: "rr_ + ULID" }) }
 

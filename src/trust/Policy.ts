@@ -1,11 +1,11 @@
 import { readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { Context, Effect, Layer, Schema } from "effect"
-import { type LoadedPolicy, loadPolicy, PolicyDocument } from "../domain/Policy.js"
+import { type LoadedPolicy, loadPolicy, PolicyDocument } from "../domain/PolicyDocument.js"
 
 // The reliance policy service lives with trust (not receipts): every trust document names the policy it
 // was resolved under, and receipts evaluate against the same policy through trust (receipts → trust only).
-// Its schemas and pure helpers are in domain/Policy.ts.
+// Its schemas and pure helpers are in domain/PolicyDocument.ts.
 
 export const defaultPolicyPath = fileURLToPath(new URL("../../policy/policy.v1.json", import.meta.url))
 

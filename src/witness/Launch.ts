@@ -3,7 +3,7 @@ export const launchWitness = async (): Promise<void> => {
   const [{ runMain }, { Cause, Exit, Layer, Runtime }, { WitnessMainLive }] = await Promise.all([
     import("@effect/platform-node/NodeRuntime"),
     import("effect"),
-    import("./Server.js")
+    import("./WitnessServer.js")
   ])
   WitnessMainLive.pipe(
     Layer.launch,

@@ -6,7 +6,7 @@ import * as fc from "fast-check"
 import { ApiKeys, UsageFlushInterval } from "../../src/access/ApiKeys.js"
 import { rateLimitHeaders, secondsUntilUtcMidnight, utcDay } from "../../src/access/RateLimits.js"
 import { KeyStore } from "../../src/access/Repo.js"
-import type { ApiKeyRecord } from "../../src/domain/AccessKey.js"
+import type { ApiKeyRecord } from "../../src/domain/ApiKeyRecord.js"
 import { exceedsDepth } from "../../src/domain/Json.js"
 import { Ids } from "../../src/platform/Ids.js"
 

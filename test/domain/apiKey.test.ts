@@ -7,7 +7,7 @@ import * as fc from "fast-check"
 import { decodeTime } from "ulid"
 import { ApiKeys } from "../../src/access/ApiKeys.js"
 import { KeyStore } from "../../src/access/Repo.js"
-import type { ApiKeyRecord } from "../../src/domain/AccessKey.js"
+import type { ApiKeyRecord } from "../../src/domain/ApiKeyRecord.js"
 import {
   ApiKeyLength,
   base62Checksum,

@@ -143,7 +143,7 @@ describe(`error responses (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
       expect(JSON.parse(reply.text).outcome).toBe("unchanged")
     })
 
-    // The bounded body read (src/http/Problems.ts) stops reading at 64 KiB without destroying the socket,
+    // The bounded body read (src/http/RequestGuard.ts) stops reading at 64 KiB without destroying the socket,
     // so a chunked body that runs over still gets its 413 (and the connection closes after it).
     it("answers 413 to a body over 64 KiB sent in chunks without Content-Length", async () => {
       const reply = await sendChunked(`/api/v1/determinations/${id}`, Array.from({ length: 6 }, () => " ".repeat(16 * 1024)))

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { Caller } from "../../src/access/ApiKeys.js"
-import type { ApiKeyRecord } from "../../src/domain/AccessKey.js"
+import type { ApiKeyRecord } from "../../src/domain/ApiKeyRecord.js"
 import { DeterminationNotFound } from "../../src/domain/Problem.js"
 import { Subscriptions } from "../../src/events/Subscriptions.js"
 import * as JsonRpc from "../../src/mcp/JsonRpc.js"

@@ -4,7 +4,7 @@ import * as fc from "fast-check"
 import type { MachineTrustResponse } from "../../src/domain/MachineTrust.js"
 import type { ActionabilityEvaluation } from "../../src/domain/Receipt.js"
 import { evaluateActionability, ruleFor, verdictsFor } from "../../src/receipts/Actionability.js"
-import type { ActionRule } from "../../src/domain/Policy.js"
+import type { ActionRule } from "../../src/domain/PolicyDocument.js"
 import {
   actionRule,
   claimScope,

@@ -6,7 +6,7 @@ import { Clock, ConfigProvider, Context, Effect, Exit, Layer, Scope } from "effe
 import { HttpServer } from "effect/http"
 import { AppConfig, baseAppConfig } from "../../src/platform/Config.js"
 import { Witness } from "../../src/witness/Witness.js"
-import { WitnessServerLive } from "../../src/witness/Server.js"
+import { WitnessServerLive } from "../../src/witness/WitnessServer.js"
 import { createScratchDatabase, testDatabaseKind, type TestDatabaseKind } from "./databases.js"
 import { ShiftableClock } from "./ShiftableClock.js"
 import { testConfigProvider, testEnvironment } from "./testConfig.js"

@@ -16,7 +16,7 @@ import {
   ValidationFailed
 } from "../domain/Problem.js"
 import { FrontDoor, FrontDoorLive } from "../http/FrontDoor.js"
-import { decodesAsUtf8, internalTokenRule, readBoundedMessage, RouterProblemsLive } from "../http/Problems.js"
+import { decodesAsUtf8, internalTokenRule, readBoundedMessage, RouterProblemsLive } from "../http/RequestGuard.js"
 import { countDatabaseError } from "../observability/Metrics.js"
 import { problemInstance, RequestIdHeader } from "../observability/RequestRecord.js"
 import { ObserveRoutesLive } from "../observability/Routes.js"

@@ -65,7 +65,7 @@ export const readBoundedBytes = <E>(request: HttpServerRequest.HttpServerRequest
 
 /**
  * The reading itself, on the Node request (readBoundedBytes above; the witness's plain `node:http` handler
- * of POST /add-checkpoint, src/witness/Server.ts): `done` gets the body, or "tooLarge" once more than
+ * of POST /add-checkpoint, src/witness/WitnessServer.ts): `done` gets the body, or "tooLarge" once more than
  * MaxBodyBytes arrived (the stream is paused, not destroyed), or "unreadable" if the stream fails.
  */
 export const readBoundedMessage = (incoming: IncomingMessage | Http2ServerRequest, done: (read: Buffer | "tooLarge" | "unreadable") => void): void => {

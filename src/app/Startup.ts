@@ -7,7 +7,7 @@ import { PublicId } from "../domain/PublicId.js"
 import { AppConfig } from "../platform/Config.js"
 import { DatabaseMode } from "../platform/Database.js"
 import { Determinations } from "../trust/Determinations.js"
-import { FrontDoor } from "./FrontDoor.js"
+import { FrontDoor } from "../http/FrontDoor.js"
 
 /** Embedded mode with an empty database loads the demo determinations; DATABASE_URL mode never does. */
 export const loadDemoData = Effect.gen(function*() {

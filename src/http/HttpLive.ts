@@ -16,7 +16,7 @@ import { DeterminationsHttpLive } from "../trust/DeterminationsHttp.js"
 import { TrustHttpLive } from "../trust/Http.js"
 import { WebLive } from "../web/Web.js"
 import { DocsLive } from "./Docs.js"
-import { RequestGuardLive, RouterProblemsLive } from "./Problems.js"
+import { RequestGuardLive, RouterProblemsLive } from "./RequestGuard.js"
 import { SystemHttpLive } from "./SystemHttp.js"
 
 /** Every group's handlers, with the middlewares their endpoints declare (authentication, RequestGuard). */
