@@ -1,5 +1,6 @@
 import { Effect, Option, Schema } from "effect"
 import * as Rows from "../src/platform/Rows.js"
+import { VersionRow } from "../src/trust/Repo.js"
 
 /**
  * Per-call cost of reading rows through `SqlSchema` (platform/Rows.ts `findOneOption`, `findAll`) against
@@ -8,21 +9,8 @@ import * as Rows from "../src/platform/Rows.js"
  * around the database is timed. Best of 15 runs of 50,000 calls each; `npm run -s bench:sql-schema`.
  * Results: docs/EFFECT4-PORT.md §5.
  */
-const StoredBody = Schema.declare((u: unknown): u is object => typeof u === "object" && u !== null && !Array.isArray(u))
-const VersionRow = Schema.Struct({
-  public_id: Schema.String,
-  determination_id: Schema.String,
-  version: Schema.Int,
-  body: StoredBody,
-  determination_digest: Schema.String,
-  evidence_digest: Schema.String,
-  recorded_at: Schema.Date,
-  head_sequence: Schema.Int,
-  head_hash: Schema.NullOr(Schema.String),
-  freshness_due_at: Schema.NullOr(Schema.Date)
-})
 const row = {
-  public_id: "DET-V1-A",
+  public_id: "DET-V1-BENCH-A",
   determination_id: "d",
   version: 1,
   body: { a: 1 },
