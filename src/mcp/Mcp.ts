@@ -16,7 +16,8 @@ import { Determinations } from "../trust/Determinations.js"
 import { TrustResolver } from "../trust/TrustResolver.js"
 import * as Era from "./Era.js"
 import * as JsonRpc from "./JsonRpc.js"
-import { type EncodedResult, type EncodedResults, fieldErrorsOf, type InvalidArguments, type Tool, tools, type ToolServices } from "./Tools.js"
+import { type EncodedResult, type EncodedResults, fieldErrorsOf, type InvalidArguments, type Tool, type ToolServices } from "./ToolDefinition.js"
+import { tools } from "./Tools.js"
 
 export {
   isSupportedProtocolVersion,

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Schema } from "effect"
-import { objectJsonSchema, tools } from "../../src/mcp/Tools.js"
+import { objectJsonSchema } from "../../src/mcp/ToolJsonSchema.js"
+import { tools } from "../../src/mcp/Tools.js"
 import { DocumentedToolScopes } from "../support/toolScopes.js"
 
 /** docs/API.md §12.4: the registry as tools/list shows it. */
