@@ -1,7 +1,11 @@
-// `node --import tsx bench/profileWitnessed.ts [--witnesses] [--amount N]`: the COMPILED server (`npm run build` first), one
-// process on a scratch PostgreSQL database, under new receipts (as W2 loads it), profiled with --cpu-prof; with
-// `--witnesses`, two local witnesses (quorum 2) are configured. Prints the service's CPU per receipt, the database
-// transactions per receipt and the profile summary, and keeps the profile in $TMPDIR/pv-profw-<with|without>.cpuprofile.
+// `node --import tsx bench/profileWitnessed.ts [--witnesses] [--amount N] [--entry <another build>/src/main.js]`: the COMPILED
+// server (`npm run build` first), one process on a scratch PostgreSQL database, under new receipts (as W2 loads it),
+// profiled with --cpu-prof; with `--witnesses`, two local witnesses (quorum 2) are configured. Prints the service's
+// CPU per receipt, the database transactions per receipt and the profile summary, and keeps the profile in
+// $TMPDIR/pv-profw-<with|without>.cpuprofile.
+// `--rate R --seconds S` instead sends R new receipts a second (a checkpoint per integration round) for S seconds,
+// unprofiled, and prints the service's CPU per second: with and without witnesses, the difference is the
+// witnessing work itself, measured apart from the machine's noise at full load.
 import { createPrivateKey, generateKeyPairSync, randomBytes } from "node:crypto"
 import { copyFileSync, mkdtempSync, readdirSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -14,7 +18,10 @@ import { adminQuery, benchAdminUrl, cpuSeconds, load, serviceNodeFlags, startPro
 import { summarise } from "./profileSummary.js"
 import { startWitness } from "./witnessRows.js"
 
-const { values } = parseArgs({ options: { witnesses: { type: "boolean", default: false }, amount: { type: "string", default: "20000" } } })
+const { values } = parseArgs({ options: {
+  witnesses: { type: "boolean", default: false }, amount: { type: "string", default: "20000" }, entry: { type: "string", default: "dist/src/main.js" },
+  rate: { type: "string" }, seconds: { type: "string", default: "20" }
+}  })
 const label = values.witnesses ? "with" : "without"
 const dbName = `pv_profw_${Date.now()}`
 const profileDir = mkdtempSync(join(tmpdir(), "pv-profw-"))
@@ -37,12 +44,12 @@ const witnesses = values.witnesses
 try {
   const keyOf = async (baseUrl: string) => ((await (await fetch(`${baseUrl}/witness/key`)).json()) as { verifier_key: string }).verifier_key
   const configured = (await Promise.all(witnesses.map(async (w) => `${w.baseUrl}=${await keyOf(w.baseUrl)}`))).join(",")
-  const service = await startProcess("dist/src/main.js", {
+  const service = await startProcess(values.entry, {
     DATABASE_URL: url.toString(), NODE_ENV: "production", PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", PV_DEMO_DATA: "false",
     PV_OPERATOR_TOKEN: operatorToken, PV_EVENT_SIGNING_KEY: pem(), PV_LOG_SIGNING_KEY: logSigningKey, PV_WORKERS: "1", REDIS_URL: "",
     PV_HUMAN_RATE_LIMIT_PER_MINUTE: "1000000", PV_OPERATOR_RATE_LIMIT_PER_MINUTE: "1000000",
     ...(values.witnesses ? { PV_LOG_WITNESSES: configured, PV_LOG_WITNESS_QUORUM: "2" } : {})
-  }, [], [...serviceNodeFlags(), "--cpu-prof", `--cpu-prof-dir=${profileDir}`])
+  }, [], [...serviceNodeFlags(), ...(values.rate === undefined ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : [])])
   const base = service.baseUrl
   const operator = { authorization: `Bearer ${operatorToken}`, "content-type": "application/json" }
   const asOf = Date.now() - 86_400_000
@@ -77,6 +84,30 @@ try {
     })
   }
   await load({ ...receipt, connections: 16, seconds: 0, amount: 2_000 })
+  if (values.rate !== undefined) {
+    const rate = Number(values.rate)
+    const seconds = Number(values.seconds)
+    const size = async () => Number((await (await fetch(`${base}/log/checkpoint`)).text()).split("\n")[1])
+    const size0 = values.witnesses ? 0 : await size()
+    const cpu0 = cpuSeconds(service.child.pid!)
+    const started = performance.now()
+    let sent = 0
+    const pending: Array<Promise<number>> = []
+    while (performance.now() - started < seconds * 1000) {
+      const due = Math.floor(((performance.now() - started) / 1000) * rate)
+      for (; sent < due; sent++) {
+        pending.push(fetch(receipt.url, { method: "POST", headers, body: receipt.body.replace("[<id>]", `r${sent}-${Date.now()}`) }).then(async (r) => (await r.arrayBuffer(), r.status)))
+      }
+      await new Promise((resolve) => setTimeout(resolve, 10))
+    }
+    const statuses = await Promise.all(pending)
+    const elapsed = (performance.now() - started) / 1000
+    const cpu = cpuSeconds(service.child.pid!) - cpu0
+    console.log(`${label} witnesses, ${values.entry}: ${sent} receipts at ${rate}/s over ${elapsed.toFixed(1)} s (${statuses.filter((s) => s !== 201).length} not 201); ` +
+      `service CPU ${(1000 * cpu / elapsed).toFixed(1)} ms per second, ${(1e6 * cpu / sent).toFixed(0)} µs per receipt` +
+      (values.witnesses ? "" : `; ${(await size()) - size0} entries logged`))
+    await service.stop()
+  } else {
   const before = await commits()
   const cpu0 = cpuSeconds(service.child.pid!)
   const started = performance.now()
@@ -92,6 +123,7 @@ try {
   const file = readdirSync(profileDir).find((f) => f.endsWith(".cpuprofile"))
   if (file) copyFileSync(join(profileDir, file), join(tmpdir(), `pv-profw-${label}.cpuprofile`))
   console.log(file ? summarise(join(profileDir, file)) : "no profile")
+  }
 } finally {
   await Promise.all(witnesses.map((w) => w.stop()))
   await adminQuery(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`)
