@@ -6,7 +6,7 @@ const Int8 = Schema.Union([Schema.BigInt, Schema.Number]).pipe(
   Schema.decodeTo(Schema.Int, SchemaTransformation.transform({ decode: (n) => Number(n), encode: (n) => BigInt(n) }))
 )
 
-const LeaseRow = Schema.Struct({ cosigned_size: Schema.NullOr(Int8) })
+const LeaseRow = Schema.Struct({ cosigned_size: Schema.NullOr(Int8), stored: Schema.Boolean })
 const SizeRow = Schema.Struct({ tree_size: Int8 })
 const CheckpointRow = Schema.Struct({ tree_size: Int8, root_hash: Schema.Uint8Array, note: Schema.String })
 const WitnessedRow = Schema.Struct({ tree_size: Int8, root_hash: Schema.Uint8Array, note: Schema.String, witness: Schema.String, line: Schema.String })
@@ -33,8 +33,9 @@ const makeWitnessRepo = Effect.gen(function*() {
 
   /**
    * This instance's turn at `witness`, if no other instance holds a live lease (or it is ours): the
-   * size that witness last cosigned, as far as any instance learned (null: never asked). Times are the
-   * database's, so instances with skewed clocks agree.
+   * size that witness last cosigned, as far as any instance learned (null: never asked), and whether its
+   * cosignature of that size is stored. One statement. Times are the database's, so instances with skewed
+   * clocks agree.
    */
   const lease = (witness: string, token: string) =>
     sql`
@@ -42,9 +43,10 @@ const makeWitnessRepo = Effect.gen(function*() {
       VALUES (${witness}, ${token}, now() + make_interval(secs => ${WitnessLeaseSeconds}))
       ON CONFLICT (witness) DO UPDATE SET lease_token = excluded.lease_token, lease_until = excluded.lease_until
       WHERE w.lease_until IS NULL OR w.lease_until < now() OR w.lease_token = excluded.lease_token
-      RETURNING cosigned_size`.pipe(
+      RETURNING cosigned_size,
+        EXISTS (SELECT 1 FROM log_cosignatures c WHERE c.witness = w.witness AND c.tree_size = w.cosigned_size) AS stored`.pipe(
       Effect.flatMap(leaseRows),
-      Effect.map((found) => Option.map(Option.fromUndefinedOr(found[0]), (row) => ({ cosignedSize: row.cosigned_size })))
+      Effect.map((found) => Option.map(Option.fromUndefinedOr(found[0]), (row) => ({ cosignedSize: row.cosigned_size, stored: row.stored })))
     )
 
   /** The end of a turn: another instance may take the next one at once. */

@@ -28,10 +28,11 @@ interface ConfiguredWitness {
   readonly verifier: CosignatureVerifier
 }
 
-type Turn = "cosigned" | "idle" | "busy" | "refused" | "unreachable"
+/** "current": the lease showed the witness already holds the latest checkpoint, its cosignature stored (another instance submitted it). */
+type Turn = "cosigned" | "idle" | "current" | "busy" | "refused" | "unreachable"
 
 /** After each kind of turn, the witness's loop waits this long before the next. */
-const pauseAfter: Record<Turn, number> = { cosigned: 20, idle: 100, busy: 1_000, refused: 2_000, unreachable: 1_000 }
+const pauseAfter: Record<Turn, number> = { cosigned: 20, idle: 100, current: 500, busy: 1_000, refused: 2_000, unreachable: 1_000 }
 
 /** A refusal's words for the log line: a problem document's detail, else the body's start. */
 const answerText = (contentType: string, text: string): string => {
@@ -130,13 +131,13 @@ const makeLogWitnessing = Effect.gen(function*() {
       const lease = yield* repo.lease(witness.id, token)
       if (Option.isNone(lease)) return "busy" as const
       // A stored cosignature gives the lease back in the same statement; any other end of the turn releases it here.
-      return yield* submit(witness, lease.value.cosignedSize).pipe(
+      return yield* submit(witness, lease.value.cosignedSize, lease.value.stored).pipe(
         Effect.onExit((exit) => exit._tag === "Success" && exit.value === "cosigned" ? Effect.void : Effect.ignore(repo.release(witness.id, token)))
       )
     })
 
   /** The submissions of one turn, under the lease, starting from the size the witness holds (null: unknown). */
-  const submit = (witness: ConfiguredWitness, heldAtStart: number | null) =>
+  const submit = (witness: ConfiguredWitness, heldAtStart: number | null, storedAtStart: boolean) =>
     Effect.gen(function*() {
       let held = heldAtStart
       for (let attempt = 0; attempt <= MaxRetriesPerTurn; attempt++) {
@@ -149,7 +150,9 @@ const makeLogWitnessing = Effect.gen(function*() {
         }
         // It holds the latest checkpoint: done, unless its cosignature of it was never stored (an answer lost
         // to a crash); then the same checkpoint is submitted again (old size = size, no proof) to be cosigned anew.
-        if (held !== null && held === latest.value.size && (yield* repo.hasCosignature(witness.id, held))) return "idle" as const
+        if (held !== null && held === latest.value.size && (held === heldAtStart ? storedAtStart : yield* repo.hasCosignature(witness.id, held))) {
+          return "current" as const
+        }
         const target = Option.getOrElse(yield* repo.joinableAbove(ids, old, latest.value.size), () => latest.value)
         const body = yield* bodyFor(old, target)
         const answer = yield* Effect.result(post(witness, body))
