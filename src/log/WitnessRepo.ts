@@ -6,7 +6,7 @@ const Int8 = Schema.Union([Schema.BigInt, Schema.Number]).pipe(
   Schema.decodeTo(Schema.Int, SchemaTransformation.transform({ decode: (n) => Number(n), encode: (n) => BigInt(n) }))
 )
 
-const LeaseRow = Schema.Struct({ cosigned_size: Schema.NullOr(Int8) })
+const LeaseRow = Schema.Struct({ cosigned_size: Schema.NullOr(Int8), stored: Schema.Boolean })
 const SizeRow = Schema.Struct({ tree_size: Int8 })
 const CheckpointRow = Schema.Struct({ tree_size: Int8, root_hash: Schema.Uint8Array, note: Schema.String })
 const WitnessedRow = Schema.Struct({ tree_size: Int8, root_hash: Schema.Uint8Array, note: Schema.String, witness: Schema.String, line: Schema.String })
@@ -33,18 +33,21 @@ const makeWitnessRepo = Effect.gen(function*() {
 
   /**
    * This instance's turn at `witness`, if no other instance holds a live lease (or it is ours): the
-   * size that witness last cosigned, as far as any instance learned (null: never asked). Times are the
-   * database's, so instances with skewed clocks agree.
+   * size that witness last cosigned, as far as any instance learned (null: never asked), and whether its
+   * cosignature of that size is stored. One statement. Times are the database's, so instances with skewed
+   * clocks agree.
    */
   const lease = (witness: string, token: string) =>
-    Effect.gen(function*() {
-      yield* sql`INSERT INTO log_witnesses (witness) VALUES (${witness}) ON CONFLICT (witness) DO NOTHING`
-      const found = yield* sql`
-        UPDATE log_witnesses SET lease_token = ${token}, lease_until = now() + make_interval(secs => ${WitnessLeaseSeconds})
-        WHERE witness = ${witness} AND (lease_until IS NULL OR lease_until < now() OR lease_token = ${token})
-        RETURNING cosigned_size`.pipe(Effect.flatMap(leaseRows))
-      return Option.map(Option.fromUndefinedOr(found[0]), (row) => ({ cosignedSize: row.cosigned_size }))
-    })
+    sql`
+      INSERT INTO log_witnesses AS w (witness, lease_token, lease_until)
+      VALUES (${witness}, ${token}, now() + make_interval(secs => ${WitnessLeaseSeconds}))
+      ON CONFLICT (witness) DO UPDATE SET lease_token = excluded.lease_token, lease_until = excluded.lease_until
+      WHERE w.lease_until IS NULL OR w.lease_until < now() OR w.lease_token = excluded.lease_token
+      RETURNING cosigned_size,
+        EXISTS (SELECT 1 FROM log_cosignatures c WHERE c.witness = w.witness AND c.tree_size = w.cosigned_size) AS stored`.pipe(
+      Effect.flatMap(leaseRows),
+      Effect.map((found) => Option.map(Option.fromUndefinedOr(found[0]), (row) => ({ cosignedSize: row.cosigned_size, stored: row.stored })))
+    )
 
   /** The end of a turn: another instance may take the next one at once. */
   const release = (witness: string, token: string) =>
@@ -58,22 +61,35 @@ const makeWitnessRepo = Effect.gen(function*() {
         cosigned_size = coalesce(${answer.cosignedSize === undefined ? null : BigInt(answer.cosignedSize)}::bigint, cosigned_size)
       WHERE witness = ${witness} AND lease_token = ${token}`.pipe(Effect.asVoid)
 
-  /** A verified cosignature of the checkpoint of `size`, and that witness's new size, in one transaction. */
+  /**
+   * A verified cosignature of the checkpoint of `size`, that witness's new size and the end of the turn
+   * (the lease given back), in one statement (so atomically).
+   */
   const storeCosignature = (witness: string, token: string, size: number, line: string, cosignedAt: Date) =>
-    sql.withTransaction(Effect.gen(function*() {
-      yield* sql`
-        INSERT INTO log_cosignatures (tree_size, witness, line, cosigned_at) VALUES (${BigInt(size)}, ${witness}, ${line}, ${cosignedAt})
-        ON CONFLICT (tree_size, witness) DO UPDATE SET line = excluded.line, cosigned_at = excluded.cosigned_at`
-      yield* recordAnswer(witness, token, { status: 200, text: line, cosignedSize: size })
-    }))
-
-  /** The largest size any of `witnesses` cosigned above `size`: the size a witness that is behind should join. */
-  const largestCosignedAbove = (witnesses: ReadonlyArray<string>, size: number) =>
     sql`
-      SELECT tree_size FROM log_cosignatures WHERE witness = ANY(${witnesses}::text[]) AND tree_size > ${BigInt(size)}
-      ORDER BY tree_size DESC LIMIT 1`.pipe(
-      Effect.flatMap(sizeRows),
-      Effect.map((found) => Option.map(Option.fromUndefinedOr(found[0]), (row) => row.tree_size))
+      WITH stored AS (
+        INSERT INTO log_cosignatures (tree_size, witness, line, cosigned_at) VALUES (${BigInt(size)}, ${witness}, ${line}, ${cosignedAt})
+        ON CONFLICT (tree_size, witness) DO UPDATE SET line = excluded.line, cosigned_at = excluded.cosigned_at
+        RETURNING tree_size
+      )
+      UPDATE log_witnesses SET
+        last_status = 200, last_answer = ${line.slice(0, 500)}, last_answer_at = now(),
+        cosigned_size = (SELECT tree_size FROM stored), lease_token = NULL, lease_until = NULL
+      WHERE witness = ${witness} AND lease_token = ${token}`.pipe(Effect.asVoid)
+
+  /**
+   * The checkpoint of the largest size any of `witnesses` cosigned above `size`, up to `atMost`: the one a
+   * witness that is behind should join.
+   */
+  const joinableAbove = (witnesses: ReadonlyArray<string>, size: number, atMost: number) =>
+    sql`
+      SELECT c.tree_size, c.root_hash, c.note FROM log_checkpoints c
+      WHERE c.tree_size = (
+        SELECT max(tree_size) FROM log_cosignatures
+        WHERE witness = ANY(${witnesses}::text[]) AND tree_size > ${BigInt(size)} AND tree_size <= ${BigInt(atMost)}
+      )`.pipe(
+      Effect.flatMap(checkpointRows),
+      Effect.map((found) => Option.map(Option.fromUndefinedOr(found[0]), (row): StoredCheckpoint => ({ size: row.tree_size, root: row.root_hash, note: row.note })))
     )
 
   /** Whether `witness`'s cosignature of the checkpoint of `size` is stored. */
@@ -81,12 +97,6 @@ const makeWitnessRepo = Effect.gen(function*() {
     sql`SELECT tree_size FROM log_cosignatures WHERE tree_size = ${BigInt(size)} AND witness = ${witness}`.pipe(
       Effect.flatMap(sizeRows),
       Effect.map((found) => found.length > 0)
-    )
-
-  const checkpointAt = (size: number) =>
-    sql`SELECT tree_size, root_hash, note FROM log_checkpoints WHERE tree_size = ${BigInt(size)}`.pipe(
-      Effect.flatMap(checkpointRows),
-      Effect.map((found) => Option.map(Option.fromUndefinedOr(found[0]), (row): StoredCheckpoint => ({ size: row.tree_size, root: row.root_hash, note: row.note })))
     )
 
   /**
@@ -112,7 +122,7 @@ const makeWitnessRepo = Effect.gen(function*() {
       })
     )
 
-  return { lease, release, recordAnswer, storeCosignature, largestCosignedAbove, hasCosignature, checkpointAt, newestWitnessed } as const
+  return { lease, release, recordAnswer, storeCosignature, joinableAbove, hasCosignature, newestWitnessed } as const
 })
 
 /**

@@ -1,6 +1,7 @@
 import { generateKeyPairSync } from "node:crypto"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
+import { createConnection, createServer, type Socket } from "node:net"
 import { join } from "node:path"
 import { Effect, Exit } from "effect"
 import { SqlClient } from "effect/sql"
@@ -211,6 +212,53 @@ describe("the log under two witnesses (quorum 2)", () => {
     const larger = signCheckpoint({ origin, size: size + 5, root: forkedRoot, extensions: [] }, logSigner)
     const bad = await fetch(`${w1.baseUrl}/add-checkpoint`, { method: "POST", body: `old ${size}\n${Buffer.alloc(32, 1).toString("base64")}\n\n${larger}` })
     expect(bad.status).toBe(422)
+  })
+
+  it("submissions to a witness reuse one kept-alive connection, one checkpoint after the other", async () => {
+    // A fresh witness (its own history) behind a relay that counts the TCP connections the service opens.
+    const fresh = await startTestWitness([logVerifierKey], { PV_WITNESS_NAME: "witness.test/kept-alive" })
+    const sockets: Array<Socket> = []
+    let connections = 0
+    const relay = createServer((client) => {
+      connections++
+      const upstream = createConnection(Number(new URL(fresh.baseUrl).port), "127.0.0.1")
+      sockets.push(client, upstream)
+      client.pipe(upstream).pipe(client)
+      client.on("error", () => upstream.destroy())
+      upstream.on("error", () => client.destroy())
+    })
+    await new Promise<void>((resolve) => relay.listen(0, "127.0.0.1", resolve))
+    const port = (relay.address() as { port: number }).port
+    const other = await startTestServer({ config: configFor([{ ...fresh, baseUrl: `http://127.0.0.1:${port}` }], 1) })
+    try {
+      const otherWriter = (await createKey(other, ["receipt:write", "receipt:read", "trust:read"], { rate_limit_per_minute: 1_000_000 })).api_key
+      expect((await putDetermination(other, subject, determinationBody(Date.now() - DAY_MS))).status).toBe(201)
+      const sizes = new Set<number>()
+      for (let i = 0; i < 3; i++) {
+        const receipt = await createReceipt(other, otherWriter)
+        const deadline = Date.now() + 5_000
+        let reply = await request(other, "GET", `/api/v1/reliance-receipts/${receipt.receipt_id}/proof`, { bearer: otherWriter })
+        while (reply.status !== 200 && Date.now() < deadline) {
+          await new Promise((resolve) => setTimeout(resolve, 25))
+          reply = await request(other, "GET", `/api/v1/reliance-receipts/${receipt.receipt_id}/proof`, { bearer: otherWriter })
+        }
+        expect(reply.status, reply.text).toBe(200)
+        const served = peekCheckpoint((reply.body as { checkpoint: string }).checkpoint)
+        if (served.ok) sizes.add(served.value.size)
+      }
+      // Three witnessed checkpoints of growing sizes, each one submission at least, all over one connection.
+      expect(sizes.size).toBe(3)
+      const metrics = await (await fetch(`${other.baseUrl}/metrics`)).text()
+      const answered = metrics.split("\n").filter((l) => l.startsWith("pv_log_witness_submissions_total") && l.includes('answer="200"'))
+        .reduce((total, l) => total + Number(l.split(" ").at(-1)), 0)
+      expect(answered).toBeGreaterThanOrEqual(3)
+      expect(connections).toBe(1)
+    } finally {
+      await other.close()
+      for (const socket of sockets) socket.destroy()
+      await new Promise((resolve) => relay.close(resolve))
+      await fresh.close()
+    }
   })
 
   it("a witness that is down changes nothing with quorum 1 of 2; with quorum 2 of 2 nothing is served as witnessed and the lag shows", async () => {
