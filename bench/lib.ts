@@ -142,6 +142,8 @@ export interface LoadOptions {
   readonly body?: string
   /** Replace `[<id>]` in the body with a fresh id per request. */
   readonly idReplacement?: boolean
+  /** Open loop: at most this many requests a second over all connections (autocannon's overallRate). */
+  readonly rate?: number
 }
 
 /** autocannon in its own process (so the load generator never shares the server's event loop). */

@@ -12,6 +12,7 @@ const options = JSON.parse(process.argv[2]!) as {
   headers?: Record<string, string>
   body?: string
   idReplacement?: boolean
+  rate?: number
 }
 
 let counter = 0
@@ -19,6 +20,7 @@ const unique = `${process.pid}-${Date.now()}`
 const result = await autocannon({
   url: options.url,
   connections: options.connections,
+  ...(options.rate !== undefined ? { overallRate: options.rate } : {}),
   ...(options.amount !== undefined ? { amount: options.amount } : { duration: options.seconds }),
   method: (options.method ?? "GET") as "GET",
   headers: options.headers ?? {},

@@ -2,7 +2,8 @@
 // prints a markdown table of absolute figures and of ratios against baselines measured in the same run.
 //   BENCH_NODE_FLAGS="--max-old-space-size=192 …" overrides the service processes' V8 flags (default as npm start).
 //   npm run bench [-- --embedded] [--seconds 10] [--determinations 10000] [--growth 100000] [--chain 100000] [--logEntries 1000000] [--workers N]
-//   npm run bench -- --witness [--embedded] [--witnessRounds 3]: only the witness rows W1–W3 (bench/witnessRows.ts), in about 2½ minutes.
+//   npm run bench -- --witness [--embedded] [--witnessRounds 3] [--witnessRate R]: only the witness rows W1–W3 (bench/witnessRows.ts), in about
+//   2½ minutes; --witnessRate adds W2 rounds at a fixed R receipts a second (open loop).
 // Without --embedded it uses PostgreSQL: a fresh database on DATABASE_URL's server (default
 // postgres://postgres@127.0.0.1:5432/postgres), dropped afterwards. The HTTP baselines (a) and (b) run in
 // as many processes as the service (--workers), so every ratio against them compares equal numbers of
@@ -34,7 +35,9 @@ const { values } = parseArgs({
     workers: { type: "string" },
     cpu: { type: "boolean", default: false },
     witness: { type: "boolean", default: false },
-    witnessRounds: { type: "string", default: "3" }
+    witnessRounds: { type: "string", default: "3" },
+    // As many more W2 rounds at this fixed rate (receipts a second, open loop); off by default.
+    witnessRate: { type: "string" }
   }
 })
 // `npm run bench -- --cpu`: only the CPU-per-request table (bench/cpu.ts), in about a minute.
@@ -196,7 +199,8 @@ const witnessRows = async (): Promise<{ rows: Array<[string, string, string, str
     log(`W2/W3: receipts without and with two witnesses, ${values.witnessRounds} rounds (A B, B A, …)`)
     const w2 = await witnessedReceipts({
       seconds: Math.max(4, seconds / 2), connections, rounds: Number(values.witnessRounds), subject: benchPublicId(1), dataDir, logSigningKey,
-      startService, createKey, log
+      startService, createKey, log,
+      ...(typeof values.witnessRate === "string" ? { fixedRate: Number(values.witnessRate) } : {})
     })
     return { rows: witnessTableRows(w1, embedded ? "embedded PGlite" : "PostgreSQL", w2), results: { w1, w2 } }
   } finally {

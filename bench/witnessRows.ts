@@ -179,6 +179,8 @@ export interface Segment {
   readonly witnessed: boolean
   /** The W3 segment: receipts sampled; its CPU is not part of W2. */
   readonly sampling: boolean
+  /** A segment of the fixed-rate comparison (`rate` receipts a second), not of the closed-loop W2. */
+  readonly fixedRate: boolean
   readonly result: LoadResult
   /** Receipts the service acknowledged in the measured window (load and samples). */
   readonly receipts: number
@@ -238,6 +240,11 @@ export const witnessedReceipts = async (options: {
   readonly startService: (env: Record<string, string>) => Promise<Process>
   readonly createKey: (service: Process) => Promise<string>
   readonly log?: (line: string) => void
+  /**
+   * When set, as many more rounds at this fixed rate (receipts a second, open loop): A and B then carry the same
+   * load, so their CPU per receipt differs only by what witnessing costs the service, not by the rate each reached.
+   */
+  readonly fixedRate?: number
 }): Promise<{ readonly segments: ReadonlyArray<Segment> }> => {
   const log = options.log ?? (() => {})
   const logVerifierKey = verifierKeyOfSigner("localhost/pv-log", createPrivateKey(options.logSigningKey))
@@ -251,16 +258,20 @@ export const witnessedReceipts = async (options: {
     // The A/B rounds measure CPU without samples (a sample's proof polls last 3–4 × longer with witnesses, and at
     // a low receipt rate they would weigh on B alone); one more B segment, its CPU not counted in W2, times W3.
     // Rounds alternate their order (A B, B A, A B, …) so that a drift of the machine over the run weighs on both sides.
-    const plan = [
-      ...Array.from({ length: options.rounds }, (_, round) => {
-        const pair = [[false, round, false], [true, round, false]] as const
+    const rounds = (fixed: boolean) =>
+      Array.from({ length: options.rounds }, (_, round) => {
+        const pair = [[false, round, false, fixed], [true, round, false, fixed]] as const
         return round % 2 === 0 ? pair : [pair[1], pair[0]]
-      }).flat(),
-      [true, options.rounds, true] as const
+      }).flat()
+    const plan = [
+      ...rounds(false),
+      [true, options.rounds, true, false] as const,
+      ...(options.fixedRate === undefined ? [] : rounds(true))
     ]
-    for (const [witnessed, round, sampling] of plan) {
+    for (const [witnessed, round, sampling, fixedRate] of plan) {
       {
-        const name = sampling ? "W3" : `${witnessed ? "B" : "A"}${round + 1}`
+        const rate = fixedRate ? options.fixedRate : undefined
+        const name = sampling ? "W3" : `${witnessed ? "B" : "A"}${round + 1}${fixedRate ? `@${rate}/s` : ""}`
         const service = await options.startService(witnessed ? { PV_LOG_WITNESSES: configured, PV_LOG_WITNESS_QUORUM: "2" } : {})
         try {
           const key = await options.createKey(service)
@@ -271,7 +282,10 @@ export const witnessedReceipts = async (options: {
           const serviceCpu0 = cpuSeconds(service.child.pid!)
           const witnessCpu0 = witnesses.reduce((t, w) => t + cpuSeconds(w.child.pid!), 0)
           const sampled = sampling ? sampleCoverage(service.baseUrl, headers, options.subject, name, () => running) : Promise.resolve({ sampled: 0, covered: [] })
-          const result = await load({ connections: options.connections, seconds: options.seconds, url, method: "POST", headers, body: receiptBody(options.subject, `w-${name}-[<id>]`), idReplacement: true })
+          const result = await load({
+            connections: options.connections, seconds: options.seconds, url, method: "POST", headers,
+            body: receiptBody(options.subject, `w-${name}-[<id>]`), idReplacement: true, ...(rate === undefined ? {} : { rate })
+          })
           running = false
           const { sampled: samples, covered } = await sampled
           const serviceCpu = cpuSeconds(service.child.pid!) - serviceCpu0
@@ -281,6 +295,7 @@ export const witnessedReceipts = async (options: {
           const segment: Segment = {
             witnessed,
             sampling,
+            fixedRate,
             result,
             receipts,
             serviceCpuMicros: (1e6 * serviceCpu) / receipts,
@@ -315,8 +330,8 @@ export const witnessTableRows = (w1: ThroughputResult | undefined, w1Label: stri
     ])
   }
   if (w2 !== undefined) {
-    const a = w2.segments.filter((s) => !s.witnessed && !s.sampling)
-    const b = w2.segments.filter((s) => s.witnessed && !s.sampling)
+    const a = w2.segments.filter((s) => !s.witnessed && !s.sampling && !s.fixedRate)
+    const b = w2.segments.filter((s) => s.witnessed && !s.sampling && !s.fixedRate)
     const mean = (xs: ReadonlyArray<number>) => xs.reduce((t, x) => t + x, 0) / Math.max(1, xs.length)
     const cpuA = mean(a.map((s) => s.serviceCpuMicros))
     const cpuB = mean(b.map((s) => s.serviceCpuMicros))
@@ -341,6 +356,20 @@ export const witnessTableRows = (w1: ThroughputResult | undefined, w1Label: stri
       `${fmt(mean(b.map((s) => s.result.p50)))} / ${fmt(mean(b.map((s) => s.result.p99)))}`,
       `${rpsRatio.toFixed(2)} × (wall clock; the witnesses run on the same 2 cores)`
     ])
+    const fixedA = w2.segments.filter((s) => !s.witnessed && s.fixedRate)
+    const fixedB = w2.segments.filter((s) => s.witnessed && s.fixedRate)
+    if (fixedA.length > 0) {
+      const ratios = fixedA.flatMap((s, i) => (fixedB[i] === undefined ? [] : [s.serviceCpuMicros / fixedB[i]!.serviceCpuMicros]))
+      const sorted = [...ratios].sort((x, y) => x - y)
+      const mid = Math.floor(sorted.length / 2)
+      const median = sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+      rows.push([
+        `W2 at a fixed rate (open loop: A and B carry the same load), ${fixedA.length} rounds: service CPU µs per receipt`,
+        `${mean(fixedA.map((s) => s.serviceCpuMicros)).toFixed(0)} / ${mean(fixedB.map((s) => s.serviceCpuMicros)).toFixed(0)} µs`,
+        `${rps(fixedA)} / ${rps(fixedB)} receipts/s`,
+        `median of the rounds ${median.toFixed(2)} × (CPU per receipt without ÷ with; what witnessing costs the service); each round ${ratios.map((r) => r.toFixed(2)).join(", ")}; witnesses' own CPU ${mean(fixedB.map((s) => s.witnessCpuMicros)).toFixed(0)} µs/receipt`
+      ])
+    }
     const w3 = w2.segments.filter((s) => s.sampling)
     const covered = w3.flatMap((s) => s.covered).sort((x, y) => x - y)
     const p99 = quantile(covered, 0.99)
