@@ -6,7 +6,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import pg from "pg"
 import { mcp2026Body, mcp2026Headers } from "./data.js"
-import { adminQuery, benchAdminUrl, load, serviceNodeFlags, startProcess } from "./lib.js"
+import { adminQuery, benchAdminUrl, load, putProfileDetermination, serviceNodeFlags, startProcess } from "./lib.js"
 import { summarise } from "./profileSummary.js"
 
 const scenario = process.argv[2] ?? "machine"
@@ -28,17 +28,7 @@ try {
   }, [], [...serviceNodeFlags(), "--cpu-prof", `--cpu-prof-dir=${profileDir}`])
   const base = service.baseUrl
   const operator = { authorization: `Bearer ${operatorToken}`, "content-type": "application/json" }
-  const asOf = Date.now() - 86_400_000
-  const put = await fetch(`${base}/api/v1/determinations/${publicId}`, {
-    method: "PUT", headers: operator, body: JSON.stringify({
-      subject: { subject_id: "s", physical_subject_id: "p", identity_state: "VERIFIED" }, tier: "T2", eligible: true,
-      why_this_tier: ["x"], why_not_higher: ["y"], claims: [{ claim_id: "c1", type: "legal_name", value: "X Ltd", scope: "identity" }],
-      evidence: [{ evidence_id: "ev1", kind: "registry_extract", digest: "a".repeat(64), collected_at: new Date(asOf).toISOString(), source: "registry" }],
-      allowed_claims: ["identity"], limitations: ["Entity only"], prohibited_inferences: ["credential_issued"], lifecycle_state: "NOT_ISSUED",
-      as_of: new Date(asOf).toISOString(), valid_until: new Date(asOf + 100 * 86_400_000).toISOString(), engine: { name: "b", version: "1" }
-    })
-  })
-  if (put.status > 201) throw new Error(await put.text())
+  await putProfileDetermination(base, operator, publicId)
   const made = await fetch(`${base}/api/v1/api-keys`, {
     method: "POST", headers: operator, body: JSON.stringify({
       tenant_id: "bench", name: "p", scopes: ["trust:read", "receipt:read", "receipt:write", "mcp:call"],

@@ -14,7 +14,7 @@ import { parseArgs } from "node:util"
 import pg from "pg"
 import { privateKeyFromSeed } from "../src/events/Signer.js"
 import { verifierKeyOfSigner } from "../src/log/Note.js"
-import { adminQuery, benchAdminUrl, cpuSeconds, load, serviceNodeFlags, startProcess } from "./lib.js"
+import { adminQuery, benchAdminUrl, cpuSeconds, load, putProfileDetermination, serviceNodeFlags, startProcess } from "./lib.js"
 import { summarise } from "./profileSummary.js"
 import { startWitness } from "./witnessRows.js"
 
@@ -52,17 +52,7 @@ try {
   }, [], [...serviceNodeFlags(), ...(values.rate === undefined ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : [])])
   const base = service.baseUrl
   const operator = { authorization: `Bearer ${operatorToken}`, "content-type": "application/json" }
-  const asOf = Date.now() - 86_400_000
-  const put = await fetch(`${base}/api/v1/determinations/${publicId}`, {
-    method: "PUT", headers: operator, body: JSON.stringify({
-      subject: { subject_id: "s", physical_subject_id: "p", identity_state: "VERIFIED" }, tier: "T2", eligible: true,
-      why_this_tier: ["x"], why_not_higher: ["y"], claims: [{ claim_id: "c1", type: "legal_name", value: "X Ltd", scope: "identity" }],
-      evidence: [{ evidence_id: "ev1", kind: "registry_extract", digest: "a".repeat(64), collected_at: new Date(asOf).toISOString(), source: "registry" }],
-      allowed_claims: ["identity"], limitations: ["Entity only"], prohibited_inferences: ["credential_issued"], lifecycle_state: "NOT_ISSUED",
-      as_of: new Date(asOf).toISOString(), valid_until: new Date(asOf + 100 * 86_400_000).toISOString(), engine: { name: "b", version: "1" }
-    })
-  })
-  if (put.status > 201) throw new Error(await put.text())
+  await putProfileDetermination(base, operator, publicId)
   const made = await fetch(`${base}/api/v1/api-keys`, {
     method: "POST", headers: operator, body: JSON.stringify({
       tenant_id: "bench", name: "p", scopes: ["trust:read", "receipt:read", "receipt:write"], rate_limit_per_minute: 1_000_000, daily_quota: 1_000_000_000
