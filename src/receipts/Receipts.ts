@@ -7,7 +7,6 @@ import {
   ReceiptNotFound,
   type UnknownPurpose
 } from "../domain/Problem.js"
-import { jsonTextEncoder } from "../domain/Json.js"
 import {
   type ActionabilityEvaluation,
   CreatedRelianceReceipt,
@@ -22,7 +21,6 @@ import type { MachineTrustResponse } from "../domain/MachineTrust.js"
 import { EventLog } from "../events/EventLog.js"
 import { signReceiptDigest } from "../log/Entries.js"
 import { LogNudge } from "../log/LogNudge.js"
-import { ReceiptProofBundle as ReceiptProofBundleSchema } from "../log/Api.js"
 import type { ReceiptProofBundle } from "../log/ReceiptProof.js"
 import { TransparencyLog } from "../log/TransparencyLog.js"
 import { countReceipt } from "../observability/Metrics.js"
@@ -31,6 +29,8 @@ import { TrustResolver } from "../trust/TrustResolver.js"
 import { policyView } from "../domain/PolicyDocument.js"
 import { Policy } from "../trust/Policy.js"
 import { evaluateActionability, requireRule } from "./Actionability.js"
+import { bodyOf, createdBodyOf, encodeBundle } from "./ReceiptBodies.js"
+import { idempotencyKeyOf, receiptMemory } from "./ReceiptMemory.js"
 import { ReceiptsRepo, type StoredReceipt } from "./Repo.js"
 
 /** What evaluating a decoded request can fail with (a body that does not decode fails at the edge, before). */
@@ -49,19 +49,6 @@ const sameIntent = (stored: RelianceReceipt, requested: Pick<RelianceReceipt, "o
   return true
 }
 
-/** Receipts kept in memory per map (see `remember`): the newest 1,000, ~2 MB per process. */
-const ReceiptCacheEntries = 1_000
-
-/**
- * The idempotency key as one string: its members joined by NUL, which none of them can hold (tenant and
- * subject ids by their patterns, the names as NonEmptyText, the digest is hex; PostgreSQL text cannot hold
- * NUL either, so neither can a stored receipt), so distinct keys never join to the same string.
- */
-const idempotencyKeyOf = (
-  r: Pick<RelianceReceipt, "tenant_id" | "principal" | "subject_public_id" | "purpose_id" | "requested_action">,
-  determinationDigest: string
-) => `${r.tenant_id}\u0000${r.principal}\u0000${r.subject_public_id}\u0000${r.purpose_id}\u0000${r.requested_action}\u0000${determinationDigest}`
-
 const conflict = () =>
   new IdempotencyConflict({
     detail: "A receipt with this idempotency key (tenant_id, principal, subject_public_id, purpose_id, " +
@@ -74,51 +61,6 @@ export const ReceiptIdPattern = /^rr_[0-9A-HJKMNP-TV-Z]{26}$/
 /** Receipts signed per transaction by the start-up backfill. */
 const BackfillBatch = 500
 
-/**
- * The success schemas of GET (RelianceReceipt), POST (CreatedRelianceReceipt) and GET …/proof
- * (ReceiptProofBundle) write their bodies. A stored receipt was written from these fields in this order, so
- * the bytes are the stored JSON's, and a stored member the schema does not know is never dropped
- * (receipt_digest covers snapshot_payload).
- */
-const encodeReceipt = jsonTextEncoder(RelianceReceipt)
-const encodeCreated = jsonTextEncoder(CreatedRelianceReceipt)
-const encodeBundle = jsonTextEncoder(ReceiptProofBundleSchema)
-
-/**
- * The body through its schema. A stored receipt that does not fit was edited in the database after it was
- * written: it is sent as stored, with a warning, so the relying party's verification shows the edit (its
- * digest step fails) instead of a 500 hiding it (test/http/log.http.test.ts, "stored JSON was edited").
- */
-const bodyOf = <A extends object>(encode: (value: A) => string, value: A): Effect.Effect<string> =>
-  Effect.try({ try: () => encode(value), catch: (error) => error }).pipe(
-    Effect.catch((error) =>
-      Effect.as(Effect.logWarning("a stored receipt does not fit its schema: sent as stored", error), JSON.stringify(value)))
-  )
-
-/**
- * Each receipt object's body, built on first use (one map per schema, so an object is only ever one kind).
- * `know` records a body the caller already holds for an object (see `create`), so it is never built again.
- */
-const memoBody = <A extends object>(encode: (value: A) => string) => {
-  const serialised = new WeakMap<A, string>()
-  const of = (value: A): Effect.Effect<string> => {
-    const known = serialised.get(value)
-    return known !== undefined
-      ? Effect.succeed(known)
-      : Effect.tap(bodyOf(encode, value), (text) => Effect.sync(() => serialised.set(value, text)))
-  }
-  const know = (value: A, text: string): void => void serialised.set(value, text)
-  return { of, know } as const
-}
-
-/**
- * The POST body of a receipt whose stored JSON is `stored`: the stored members, then `idempotent`. This is
- * what CreatedRelianceReceipt's encoder writes for it (its fields are RelianceReceipt's, in the same order,
- * plus `idempotent`), without encoding the receipt again.
- */
-const createdBodyOf = (stored: string, idempotent: boolean): string =>
-  `${stored.slice(0, -1)},"idempotent":${idempotent ? "true" : "false"}}`
-
 const make = Effect.gen(function*() {
   const resolver = yield* TrustResolver
   const policy = yield* Policy
@@ -129,33 +71,8 @@ const make = Effect.gen(function*() {
   const nudges = yield* LogNudge
   // The service signing key of the events (docs/API.md §9.4) also signs receipts; its kid is in /events/keys.
   const sign = (receipt: SealedReceipt): RelianceReceipt => ({ ...receipt, signature: signReceiptDigest(receipt.receipt_digest, events.signer) })
-  // Stored receipts never change, so a replay or a read can be answered from memory on any instance:
-  // by idempotency key (replays) and by id (reads). A receipt is ~2 KB of heap in both maps together (they
-  // share its parts), so each keeps the newest 1,000 (~2 MB); older ones are read from the database again.
-  // 5,000 held ~10 MB per process after a burst of new receipts (heap snapshots after 6,000 receipts).
-  // Replays get one shared answer object per receipt, so its JSON is built once (`createdJsonOf`).
-  const byIdempotencyKey = new Map<string, CreatedRelianceReceipt>()
-  const byId = new Map<string, RelianceReceipt>()
-  // Receipts never change: the JSON of a receipt object (a cached read or the shared replay answer) is
-  // encoded through the endpoint's success schema once, however often it is sent. A bundle is built per
-  // request (the checkpoint moves), so its JSON is too.
-  const receiptBodies = memoBody(encodeReceipt)
-  const createdBodies = memoBody(encodeCreated)
-  /**
-   * `stored`: the receipt's JSON as this process just wrote it (`create`), so the bodies of its GET and
-   * of its replays are that text, not a second encoding of the same members.
-   */
-  const remember = (receipt: RelianceReceipt, stored?: string) => {
-    const replay: CreatedRelianceReceipt = { ...receipt, idempotent: true }
-    if (stored !== undefined) {
-      receiptBodies.know(receipt, stored)
-      createdBodies.know(replay, createdBodyOf(stored, true))
-    }
-    if (byIdempotencyKey.size >= ReceiptCacheEntries) byIdempotencyKey.delete(byIdempotencyKey.keys().next().value!)
-    byIdempotencyKey.set(idempotencyKeyOf(receipt, receipt.determination_digest), replay)
-    if (byId.size >= ReceiptCacheEntries) byId.delete(byId.keys().next().value!)
-    byId.set(receipt.receipt_id, receipt)
-  }
+  // Stored receipts never change: replays and reads are answered from memory (ReceiptMemory.ts) when held.
+  const { byIdempotencyKey, byId, remember, receiptBodies, createdBodies } = receiptMemory()
 
   /**
    * A receipt stored before receipts were signed gets its signature now, stored once (the backfill
