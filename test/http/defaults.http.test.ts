@@ -1,13 +1,12 @@
-import { type ChildProcess, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { fileURLToPath } from "node:url"
 import { afterAll, describe, expect, it } from "vitest"
 import { testSigningKeyPem } from "../../src/events/Signer.js"
 import { testLogSigningKeyPem } from "../../src/log/LogKey.js"
 import { createScratchDatabase, testDatabaseKind } from "../support/databases.js"
+import { spawnEntry } from "../support/spawned.js"
 
 /**
  * The environment defaults (README "Configuration", docs/API.md §14), on the real entry point: `src/main.ts`
@@ -16,7 +15,6 @@ import { createScratchDatabase, testDatabaseKind } from "../support/databases.js
  * kept in the data directory with mode 0600); DATABASE_URL mode never invents a credential.
  */
 
-const root = fileURLToPath(new URL("../..", import.meta.url))
 const kind = testDatabaseKind()
 
 /** The demo determinations the README promises, written out here rather than read from the service. */
@@ -36,72 +34,29 @@ interface Started {
  * Starts `src/main.ts` with exactly `env` (plus PORT=0 and HOST) and waits for the whole banner, or rejects
  * with the output if the process exits first.
  */
-const startMain = (env: Record<string, string>): Promise<Started> =>
-  new Promise((resolve, reject) => {
-    const home = mkdtempSync(join(tmpdir(), "pv-defaults-home-"))
-    const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-      cwd: root,
-      env: { HOME: home, TMPDIR: tmpdir(), PORT: "0", HOST: "127.0.0.1", ...env },
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let output = ""
-    let exited = false
-    const exit = new Promise<void>((done) => child.once("exit", () => {
-      exited = true
-      rmSync(home, { recursive: true, force: true })
-      done()
-    }))
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL")
-      reject(new Error(`server process did not start:\n${output}`))
-    }, 90_000)
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString()
-      const match = /listening on (http:\/\/[\d.]+:\d+)/.exec(output)
-      // The banner is one write; wait for its last line so every line is there.
-      if (match && /curl -s -X POST/.test(output)) {
-        clearTimeout(timer)
-        resolve({
-          baseUrl: match[1]!,
-          output: () => output,
-          stop: async () => {
-            if (!exited) {
-              child.kill("SIGTERM")
-              setTimeout(() => child.kill("SIGKILL"), 10_000).unref()
-            }
-            await exit
-          }
-        })
-      }
-    }
-    child.stdout!.on("data", onData)
-    child.stderr!.on("data", onData)
-    child.once("exit", (code) => {
-      clearTimeout(timer)
-      reject(new Error(`server process exited (${code}):\n${output}`))
-    })
-  })
+const startMain = async (env: Record<string, string>): Promise<Started> => {
+  const home = mkdtempSync(join(tmpdir(), "pv-defaults-home-"))
+  const server = spawnEntry(["src/main.ts"], { HOME: home, TMPDIR: tmpdir(), PORT: "0", HOST: "127.0.0.1", ...env })
+  void server.exited.then(() => rmSync(home, { recursive: true, force: true }))
+  try {
+    // The banner is one write; wait for its last line so every line is there.
+    const [, baseUrl] = await server.waitFor(/listening on (http:\/\/[\d.]+:\d+)[\s\S]*curl -s -X POST/)
+    return { baseUrl: baseUrl!, output: server.output, stop: async () => void (await server.stop(10_000)) }
+  } catch (error) {
+    server.child.kill("SIGKILL")
+    throw error
+  }
+}
 
 /** Runs `src/main.ts` with exactly `env` and expects it to refuse to start: its exit code and output. */
-const refusedStart = (env: Record<string, string>): Promise<{ readonly code: number | null; readonly output: string }> =>
-  new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-      cwd: root,
-      env: { HOME: tmpdir(), TMPDIR: tmpdir(), PORT: "0", HOST: "127.0.0.1", ...env },
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let output = ""
-    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()))
-    child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()))
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL")
-      reject(new Error(`expected the start to be refused, but the process kept running:\n${output}`))
-    }, 60_000)
-    child.once("exit", (code) => {
-      clearTimeout(timer)
-      resolve({ code, output })
-    })
-  })
+const refusedStart = async (env: Record<string, string>): Promise<{ readonly code: number | null; readonly output: string }> => {
+  const started = spawnEntry(["src/main.ts"], { HOME: tmpdir(), TMPDIR: tmpdir(), PORT: "0", HOST: "127.0.0.1", ...env })
+  const timer = setTimeout(() => started.child.kill("SIGKILL"), 60_000)
+  const { code, signal } = await started.exited
+  clearTimeout(timer)
+  if (signal === "SIGKILL") throw new Error(`expected the start to be refused, but the process kept running:\n${started.output()}`)
+  return { code, output: started.output() }
+}
 
 const get = async (baseUrl: string, path: string, bearer?: string) => {
   const response = await fetch(baseUrl + path, { headers: bearer === undefined ? {} : { authorization: `Bearer ${bearer}` } })

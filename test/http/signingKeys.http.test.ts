@@ -1,13 +1,12 @@
-import { type ChildProcess, spawn } from "node:child_process"
 import { createHash, createPublicKey, generateKeyPairSync } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { fileURLToPath } from "node:url"
 import { Option, Redacted } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { verifyEventChain } from "../../src/domain/EventVerify.js"
 import { childEnvironment } from "../support/childEnv.js"
+import { spawnEntry } from "../support/spawned.js"
 import { createScratchDatabase, testDatabaseKind } from "../support/databases.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
 import { createKey, putDetermination, request } from "../support/http.js"
@@ -21,7 +20,6 @@ import { startTestServer, testOperatorToken } from "../support/server.js"
  */
 
 const kind = testDatabaseKind()
-const root = fileURLToPath(new URL("../..", import.meta.url))
 
 const newPem = () => generateKeyPairSync("ed25519").privateKey.export({ format: "pem", type: "pkcs8" }).toString()
 
@@ -39,54 +37,24 @@ type Outcome =
  * Starts `src/main.ts` as its own OS process and resolves as soon as it either prints its "listening on"
  * banner or exits (a refused start), whichever comes first.
  */
-const runServerProcess = (env: Record<string, string>, dataDir: string): Promise<Outcome> =>
-  new Promise((resolve, reject) => {
-    const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-      cwd: root,
-      // Nothing of this process's environment but what a process needs (support/childEnv.ts).
-      env: childEnvironment({
-        PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", PV_DEMO_DATA: "false", PV_DATA_DIR: dataDir,
-        PV_OPERATOR_TOKEN: testOperatorToken, ...env
-      }),
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let output = ""
-    let settled = false
-    const timer = setTimeout(() => {
-      if (settled) return
-      settled = true
-      child.kill("SIGKILL")
-      reject(new Error(`server process neither listened nor exited within 90 s:\n${output}`))
-    }, 90_000)
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString()
-      const match = /listening on (http:\/\/[\d.]+:\d+)/.exec(output)
-      if (match && !settled) {
-        settled = true
-        clearTimeout(timer)
-        resolve({
-          kind: "listening",
-          baseUrl: match[1]!,
-          output: () => output,
-          stop: () =>
-            new Promise<number | null>((done) => {
-              if (child.exitCode !== null || child.signalCode !== null) return done(child.exitCode)
-              child.once("exit", (code) => done(code))
-              child.kill("SIGTERM")
-              setTimeout(() => child.kill("SIGKILL"), 15_000).unref()
-            })
-        })
-      }
+const runServerProcess = async (env: Record<string, string>, dataDir: string): Promise<Outcome> => {
+  // Nothing of this process's environment but what a process needs (support/childEnv.ts).
+  const server = spawnEntry(["src/main.ts"], childEnvironment({
+    PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", PV_DEMO_DATA: "false", PV_DATA_DIR: dataDir,
+    PV_OPERATOR_TOKEN: testOperatorToken, ...env
+  }))
+  try {
+    const [, baseUrl] = await server.waitFor(/listening on (http:\/\/[\d.]+:\d+)/)
+    return { kind: "listening", baseUrl: baseUrl!, output: server.output, stop: () => server.stop(15_000) }
+  } catch (error) {
+    if (server.child.exitCode === null && server.child.signalCode === null) {
+      server.child.kill("SIGKILL")
+      throw error
     }
-    child.stdout!.on("data", onData)
-    child.stderr!.on("data", onData)
-    child.once("exit", (code, signal) => {
-      if (settled) return
-      settled = true
-      clearTimeout(timer)
-      resolve({ kind: "exited", code, signal, output })
-    })
-  })
+    const { code, signal } = await server.exited
+    return { kind: "exited", code, signal, output: server.output() }
+  }
+}
 
 describe.runIf(kind === "postgres")("signing keys on PostgreSQL: start-up", () => {
   let scratch: Awaited<ReturnType<typeof createScratchDatabase>>

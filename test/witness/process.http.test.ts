@@ -1,12 +1,11 @@
-import { spawn } from "node:child_process"
 import { mkdtempSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { fileURLToPath } from "node:url"
 import { afterAll, describe, expect, it } from "vitest"
 import { parseCosignerKey } from "../../src/log/Cosignature.js"
 import { testLogSigningKeyPem } from "../../src/log/LogKey.js"
 import { childEnvironment } from "../support/childEnv.js"
+import { spawnEntry } from "../support/spawned.js"
 import { createScratchDatabase } from "../support/databases.js"
 import { privateKeyFromSeed } from "../../src/events/Signer.js"
 import { verifierKeyOfSigner } from "../../src/log/Note.js"
@@ -18,37 +17,16 @@ import { createPrivateKey } from "node:crypto"
  * restarts when embedded, refuses to start without PV_WITNESS_LOGS, and exits 0 on SIGTERM.
  */
 
-const root = fileURLToPath(new URL("../..", import.meta.url))
 const logKey = verifierKeyOfSigner("localhost/pv-log", createPrivateKey(testLogSigningKeyPem()))
 const dataDir = mkdtempSync(join(tmpdir(), "pv-witness-process-"))
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }))
 
 const run = (env: Record<string, string>) => {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "witness", "serve"], {
-    cwd: root,
-    env: childEnvironment({ PORT: "0", HOST: "127.0.0.1", ...env }),
-    stdio: ["ignore", "pipe", "pipe"]
-  })
-  let output = ""
-  child.stdout.on("data", (chunk) => (output += chunk))
-  child.stderr.on("data", (chunk) => (output += chunk))
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
-  const listening = new Promise<{ url: string; key: string }>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no announcement:\n${output}`)), 90_000)
-    const check = () => {
-      const match = /listening on (http:\/\/[\d.]+:\d+); verifier key (\S+);/.exec(output)
-      if (match !== null) {
-        clearTimeout(timer)
-        resolve({ url: match[1]!, key: match[2]! })
-      }
-    }
-    child.stdout.on("data", check)
-    child.stderr.on("data", check)
-    void exited.then((code) => (clearTimeout(timer), reject(new Error(`exited ${code}:\n${output}`))))
-  })
+  const witness = spawnEntry(["src/cli/main.ts", "witness", "serve"], childEnvironment({ PORT: "0", HOST: "127.0.0.1", ...env }))
+  const listening = witness.waitFor(/listening on (http:\/\/[\d.]+:\d+); verifier key (\S+);/).then(([, url, key]) => ({ url: url!, key: key! }))
   // A run expected to fail never awaits this.
   listening.catch(() => undefined)
-  return { child, listening, exited, output: () => output }
+  return { child: witness.child, listening, exited: witness.exited.then(({ code }) => code), output: witness.output }
 }
 
 describe("pv witness serve (a child process)", () => {

@@ -1,0 +1,71 @@
+import { type ChildProcess, spawn } from "node:child_process"
+import { fileURLToPath } from "node:url"
+
+const root = fileURLToPath(new URL("../..", import.meta.url))
+
+/** A TypeScript entry of this repository run as its own OS process, its output collected. */
+export interface Spawned {
+  readonly child: ChildProcess
+  readonly output: () => string
+  /** The first match of `pattern` in the output so far or to come; rejects, with the output, when the process exits first or after `timeoutMs`. */
+  readonly waitFor: (pattern: RegExp, timeoutMs?: number) => Promise<RegExpExecArray>
+  /** Resolves when the process has exited. */
+  readonly exited: Promise<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves with the exit code (at once if it already exited). */
+  readonly stop: (graceMs?: number) => Promise<number | null>
+}
+
+/**
+ * The one way the tests start a process of the service (`src/main.ts`, `src/cli/main.ts …`) through tsx,
+ * from the repository's root, with exactly `env` (callers pass `childEnvironment(…)` to start from the
+ * test keys and nothing of this process's environment).
+ */
+export const spawnEntry = (args: ReadonlyArray<string>, env: Record<string, string>): Spawned => {
+  const child = spawn(process.execPath, ["--import", "tsx", ...args], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] })
+  let output = ""
+  const listeners = new Set<() => void>()
+  const onData = (chunk: Buffer) => {
+    output += chunk.toString()
+    for (const listener of listeners) listener()
+  }
+  child.stdout!.on("data", onData)
+  child.stderr!.on("data", onData)
+  let done = false
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once("exit", (code, signal) => {
+      done = true
+      resolve({ code, signal })
+    }))
+  const waitFor = (pattern: RegExp, timeoutMs = 90_000) =>
+    new Promise<RegExpExecArray>((resolve, reject) => {
+      const check = () => {
+        const match = pattern.exec(output)
+        if (match === null) return false
+        listeners.delete(check)
+        clearTimeout(timer)
+        resolve(match)
+        return true
+      }
+      const timer = setTimeout(() => {
+        listeners.delete(check)
+        reject(new Error(`no ${pattern} within ${timeoutMs} ms:\n${output}`))
+      }, timeoutMs)
+      if (check()) return
+      listeners.add(check)
+      void exited.then(({ code, signal }) => {
+        if (!listeners.delete(check)) return
+        clearTimeout(timer)
+        // Output written just before the exit may still complete the match.
+        if (pattern.exec(output) !== null) return resolve(pattern.exec(output)!)
+        reject(new Error(`the process exited (${code ?? signal}) before ${pattern}:\n${output}`))
+      })
+    })
+  const stop = (graceMs = 10_000) => {
+    if (!done) {
+      child.kill("SIGTERM")
+      setTimeout(() => child.kill("SIGKILL"), graceMs).unref()
+    }
+    return exited.then(({ code }) => code)
+  }
+  return { child, output: () => output, waitFor, exited, stop }
+}
