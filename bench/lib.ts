@@ -1,3 +1,4 @@
+import pg from "pg"
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import { generateKeyPairSync, randomBytes, sign, verify } from "node:crypto"
 import { readdirSync, readFileSync } from "node:fs"
@@ -267,4 +268,13 @@ export const putProfileDetermination = async (base: string, operator: Record<str
     })
   })
   if (put.status > 201) throw new Error(await put.text())
+}
+
+/** Transactions committed so far in database `dbName` (what a load cost the database, as a difference). */
+export const databaseCommits = async (dbName: string): Promise<number> => {
+  const client = new pg.Client({ connectionString: benchAdminUrl })
+  await client.connect()
+  const { rows } = await client.query("SELECT xact_commit::int AS n FROM pg_stat_database WHERE datname = $1", [dbName])
+  await client.end()
+  return rows[0].n as number
 }

@@ -4,9 +4,8 @@ import { generateKeyPairSync, randomBytes } from "node:crypto"
 import { copyFileSync, mkdtempSync, readdirSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import pg from "pg"
 import { mcp2026Body, mcp2026Headers } from "./data.js"
-import { adminQuery, benchAdminUrl, load, putProfileDetermination, serviceNodeFlags, startProcess } from "./lib.js"
+import { adminQuery, benchAdminUrl, databaseCommits, load, putProfileDetermination, serviceNodeFlags, startProcess } from "./lib.js"
 import { summarise } from "./profileSummary.js"
 
 const scenario = process.argv[2] ?? "machine"
@@ -62,13 +61,7 @@ try {
     }
   }[scenario]!
   // How many statements the load itself cost the database (transactions committed in the scratch database).
-  const commits = async () => {
-    const client = new pg.Client({ connectionString: benchAdminUrl })
-    await client.connect()
-    const { rows } = await client.query("SELECT xact_commit::int AS n FROM pg_stat_database WHERE datname = $1", [dbName])
-    await client.end()
-    return rows[0].n as number
-  }
+  const commits = () => databaseCommits(dbName)
   const before = await commits()
   const started = performance.now()
   await load({ ...options, connections: 16, seconds: 0, amount: 30_000 })

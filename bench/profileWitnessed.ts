@@ -11,10 +11,9 @@ import { copyFileSync, mkdtempSync, readdirSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
-import pg from "pg"
 import { privateKeyFromSeed } from "../src/events/Signer.js"
 import { verifierKeyOfSigner } from "../src/log/Note.js"
-import { adminQuery, benchAdminUrl, cpuSeconds, load, putProfileDetermination, serviceNodeFlags, startProcess } from "./lib.js"
+import { adminQuery, benchAdminUrl, databaseCommits, cpuSeconds, load, putProfileDetermination, serviceNodeFlags, startProcess } from "./lib.js"
 import { summarise } from "./profileSummary.js"
 import { startWitness } from "./witnessRows.js"
 
@@ -59,13 +58,7 @@ try {
     })
   }).then((r) => r.json()) as { api_key: string }
   const headers = { authorization: `Bearer ${made.api_key}`, "content-type": "application/json" }
-  const commits = async () => {
-    const client = new pg.Client({ connectionString: benchAdminUrl })
-    await client.connect()
-    const { rows } = await client.query("SELECT xact_commit::int AS n FROM pg_stat_database WHERE datname = $1", [dbName])
-    await client.end()
-    return rows[0].n as number
-  }
+  const commits = () => databaseCommits(dbName)
   const amount = Number(values.amount)
   const receipt = {
     url: `${base}/api/v1/reliance-receipts`, method: "POST", headers, idReplacement: true, body: JSON.stringify({
