@@ -21,7 +21,7 @@ export const toPointer = (path: ReadonlyArray<PropertyKey>): string => path.map(
 /**
  * The JSON pointer (RFC 6901) and reason of the first string, key or value, in `value` that the
  * database cannot keep exactly; undefined when there is none. Depth first, in member order; an object's
- * names are checked (the last one first) before its values. Nothing is allocated unless one is found.
+ * names are checked (the last one first) before its values. A pointer is built only for what it finds.
  * Recursive: call it on a value whose depth is bounded (the body guard checks `exceedsDepth` first).
  */
 export const findUnstorable = (value: unknown): { readonly pointer: string; readonly reason: string } | undefined => {

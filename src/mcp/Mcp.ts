@@ -212,9 +212,8 @@ const modernResultTail = Buffer.from(`,"_meta":${modernMetaJson}}`)
 /**
  * One tool result's `tools/call` result as UTF-8 bytes, per era, made on first use and kept as long as the
  * result is (tool results are immutable: a cached trust document is the same object until its state
- * changes). Only the id and, in 2026-07-28, the cache hint's `ttlMs` differ from call to call. Bytes, not
- * text: a reply assembled from strings is flattened and encoded again on every write (measured in
- * docs/PERFORMANCE.md).
+ * changes). Only the id and, in 2026-07-28, the cache hint's `ttlMs` differ from call to call: a reply copies
+ * the kept bytes instead of slicing, concatenating and encoding the result's text again.
  */
 export class ResultBytes {
   private legacyBytes: Uint8Array | undefined
