@@ -52,9 +52,7 @@ export const McpHttpLive = Layer.unwrap(Effect.gen(function*() {
             Effect.map(mcp.answer(body, request.headers), (reply) =>
               reply._tag === "Accepted"
                 ? HttpServerResponse.empty({ status: 202 })
-                : typeof reply.body === "string"
-                ? HttpServerResponse.text(reply.body, { status: reply.status, contentType: "application/json" })
-                : HttpServerResponse.uint8Array(reply.body, { status: reply.status, contentType: "application/json" })))
+                : HttpServerResponse.text(reply.body, { status: reply.status, contentType: "application/json" })))
         }))
       .handle("stream", () => methodNotAllowed)
       .handle("endSession", () => methodNotAllowed)))

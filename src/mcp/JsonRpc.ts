@@ -154,11 +154,10 @@ export const internalError = (id: RequestId | null): Response =>
   failure(id, { code: ErrorCode.InternalError, message: "Internal error." })
 
 /**
- * What the transport sends: JSON-RPC text (or the same as UTF-8 bytes, see `successBytes`) with a status,
- * or 202 with no body.
+ * What the transport sends: JSON-RPC text with a status, or 202 with no body.
  */
 export type Reply =
-  | { readonly _tag: "Answer"; readonly status: 200 | 400 | 404; readonly body: string | Uint8Array }
+  | { readonly _tag: "Answer"; readonly status: 200 | 400 | 404; readonly body: string }
   | { readonly _tag: "Accepted" }
 
 export interface Handlers<R> {
@@ -200,21 +199,12 @@ export const encodeResponse = (response: Response): string => {
   return JSON.stringify(encodeEnvelope(internalError(response.id)))
 }
 
-/** A reply body as text (a body held as bytes is UTF-8). */
-export const bodyText = (body: string | Uint8Array): string =>
-  typeof body === "string" ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString("utf8")
-
-const successHead = Buffer.from(`{"jsonrpc":"2.0","id":`)
-const resultMember = Buffer.from(`,"result":`)
-const closeEnvelope = Buffer.from("}")
-
 /**
- * A success response as UTF-8 bytes: the envelope `encodeResponse` writes around a `PreEncoded` result,
- * around a result already held as bytes (`parts`, concatenated). A tool result that is the same for many
- * calls is kept as bytes once, so a call copies it into the reply instead of building and encoding text.
+ * A success response around a result already held as JSON text: the envelope `encodeResponse` writes
+ * around a `PreEncoded` result. A tool result that is the same for many calls is kept as text once.
  */
-export const successBytes = (id: RequestId, parts: ReadonlyArray<Uint8Array>): Uint8Array =>
-  Buffer.concat([successHead, Buffer.from(JSON.stringify(id)), resultMember, ...parts, closeEnvelope])
+export const successText = (id: RequestId, resultJson: string): string =>
+  `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":${resultJson}}`
 
 /** One message → its response, or none for notifications and client responses. Never fails. */
 export const answerMessage = <R>(message: Message, handlers: Handlers<R>): Effect.Effect<Response | undefined, never, R> => {

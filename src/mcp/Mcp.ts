@@ -205,19 +205,18 @@ export const trustCacheHint = (value: unknown, nowMs: number): string => {
   return window === undefined ? "" : cacheHintText(nextFreshnessBoundary(nowMs, window.asOfMs, window.validUntilMs), nowMs)
 }
 
-const noBytes = new Uint8Array(0)
 const modernResultHead = `{"resultType":"complete",`
-const modernResultTail = Buffer.from(`,"_meta":${modernMetaJson}}`)
+const modernResultTail = `,"_meta":${modernMetaJson}}`
 
 /**
- * One tool result's `tools/call` result as UTF-8 bytes, per era, made on first use and kept as long as the
- * result is (tool results are immutable: a cached trust document is the same object until its state
- * changes). Only the id and, in 2026-07-28, the cache hint's `ttlMs` differ from call to call: a reply copies
- * the kept bytes instead of slicing, concatenating and encoding the result's text again.
+ * One tool result's `tools/call` result text, per era, made on first use and kept as long as the result is
+ * (tool results are immutable: a cached trust document is the same object until its state changes). Only
+ * the id and, in 2026-07-28, the cache hint's `ttlMs` differ from call to call: a reply joins the kept text
+ * with them (JavaScript strings join without copying; Node encodes the reply once, straight into the
+ * socket's write) instead of building and encoding the result again.
  */
-export class ResultBytes {
-  private legacyBytes: Uint8Array | undefined
-  private modernHead: Uint8Array | undefined
+export class ResultText {
+  private modernHead: string | undefined
   private readonly window: ReturnType<typeof freshnessWindow>
   // The next freshness boundary, the answer for every instant in [boundaryFromMs, boundaryUntilMs).
   private boundary: number | null = null
@@ -229,26 +228,26 @@ export class ResultBytes {
   }
 
   /** 2025 revisions: the result is the tool's `{ content, structuredContent }`. */
-  get legacy(): ReadonlyArray<Uint8Array> {
-    return [this.legacyBytes ??= Buffer.from(this.result.callResultJson)]
+  get legacy(): string {
+    return this.result.callResultJson
   }
 
   /** 2026-07-28: resultType, the tool's members, the cache hint at `nowMs`, `_meta`. */
-  modern(nowMs: number): ReadonlyArray<Uint8Array> {
-    this.modernHead ??= Buffer.from(modernResultHead + this.result.callResultJson.slice(1, -1))
-    return [this.modernHead, this.hint(nowMs), modernResultTail]
+  modern(nowMs: number): string {
+    this.modernHead ??= modernResultHead + this.result.callResultJson.slice(1, -1)
+    return this.modernHead + this.hint(nowMs) + modernResultTail
   }
 
-  private hint(nowMs: number): Uint8Array {
+  private hint(nowMs: number): string {
     const window = this.window
-    if (window === undefined) return noBytes
+    if (window === undefined) return ""
     if (!(this.boundaryFromMs <= nowMs && nowMs < this.boundaryUntilMs)) {
       // Boundaries are fixed instants: the first one after nowMs stays the answer until it is reached.
       this.boundary = nextFreshnessBoundary(nowMs, window.asOfMs, window.validUntilMs)
       this.boundaryFromMs = nowMs
       this.boundaryUntilMs = this.boundary ?? Number.POSITIVE_INFINITY
     }
-    return Buffer.from(cacheHintText(this.boundary, nowMs))
+    return cacheHintText(this.boundary, nowMs)
   }
 }
 
@@ -291,14 +290,14 @@ const make = Effect.gen(function*() {
   }))
   // Each tool's already-encoded results, for as long as this service lives, and their reply bytes.
   const encoded = new Map(tools.map((tool): [string, EncodedResults] => [tool.name, new WeakMap()]))
-  const replyBytes = new WeakMap<EncodedResult, ResultBytes>()
-  const bytesOf = (result: EncodedResult) => {
-    let bytes = replyBytes.get(result)
-    if (bytes === undefined) replyBytes.set(result, bytes = new ResultBytes(result))
-    return bytes
+  const replyTexts = new WeakMap<EncodedResult, ResultText>()
+  const textOf = (result: EncodedResult) => {
+    let text = replyTexts.get(result)
+    if (text === undefined) replyTexts.set(result, text = new ResultText(result))
+    return text
   }
-  const replyBytes200 = (id: JsonRpc.RequestId, parts: ReadonlyArray<Uint8Array>): JsonRpc.Reply =>
-    ({ _tag: "Answer", status: 200, body: JsonRpc.successBytes(id, parts) })
+  const replyText200 = (id: JsonRpc.RequestId, resultJson: string): JsonRpc.Reply =>
+    ({ _tag: "Answer", status: 200, body: JsonRpc.successText(id, resultJson) })
 
   const runTool = (tool: Tool, args: Record<string, unknown> | undefined) =>
     Effect.updateContext(tool.call(args ?? {}, encoded.get(tool.name)!), withToolServices)
@@ -349,7 +348,7 @@ const make = Effect.gen(function*() {
     if (Result.isFailure(found)) return Effect.succeed(reply200(JsonRpc.failure(id, errorObject(found.failure))))
     const { tool, args } = found.success
     const success = (result: EncodedResult, nowMs: number) =>
-      replyBytes200(id, modern ? bytesOf(result).modern(nowMs) : bytesOf(result).legacy)
+      replyText200(id, modern ? textOf(result).modern(nowMs) : textOf(result).legacy)
     const answered = Effect.clockWith((clock) =>
       Effect.flatMap(Caller, (caller) => {
         // A result the services hold in memory (a cached trust document) is answered with no Effect to run.

@@ -2,7 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as fc from "fast-check"
 import { freshnessAt } from "../../src/domain/Freshness.js"
 import * as JsonRpc from "../../src/mcp/JsonRpc.js"
-import { ResultBytes, trustCacheHint } from "../../src/mcp/Mcp.js"
+import { ResultText, trustCacheHint } from "../../src/mcp/Mcp.js"
 
 /** The 2026-07-28 cache hint of a trust-document result: never longer than the document's freshness state holds. */
 
@@ -34,7 +34,7 @@ describe("MCP 2026-07-28 cache hints", () => {
     }
   )))
 
-  it("a result's kept reply bytes carry, at every instant in any order, the hint computed afresh for that instant", () => fc.assert(fc.property(
+  it("a result's kept reply text carry, at every instant in any order, the hint computed afresh for that instant", () => fc.assert(fc.property(
     instant,
     fc.integer({ min: -400 * 86_400_000, max: 400 * 86_400_000 }),
     fc.array(fc.integer({ min: -10 * 86_400_000, max: 900 * 86_400_000 }), { minLength: 1, maxLength: 12 }),
@@ -43,13 +43,13 @@ describe("MCP 2026-07-28 cache hints", () => {
       const value = { freshness: { as_of: new Date(asOf).toISOString(), valid_until: new Date(asOf + window).toISOString() } }
       const text = JSON.stringify(value)
       const callResultJson = `{"content":[{"type":"text","text":${JSON.stringify(text)}}],"structuredContent":${text}}`
-      const bytes = new ResultBytes({ value, text, callResultJson })
+      const texts = new ResultText({ value, text, callResultJson })
       for (const offset of offsets) {
         const now = asOf + offset
-        const reply = JSON.parse(JsonRpc.bodyText(JsonRpc.successBytes(id, bytes.modern(now))))
+        const reply = JSON.parse(JsonRpc.successText(id, texts.modern(now)))
         const hint = JSON.parse(`{${trustCacheHint(value, now).slice(1)}}`)
         expect(reply).toEqual({ jsonrpc: "2.0", id, result: { resultType: "complete", ...JSON.parse(callResultJson), ...hint, _meta: reply.result._meta } })
-        expect(JSON.parse(JsonRpc.bodyText(JsonRpc.successBytes(id, bytes.legacy)))).toEqual({ jsonrpc: "2.0", id, result: JSON.parse(callResultJson) })
+        expect(JSON.parse(JsonRpc.successText(id, texts.legacy))).toEqual({ jsonrpc: "2.0", id, result: JSON.parse(callResultJson) })
       }
     }
   )))

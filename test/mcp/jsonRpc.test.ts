@@ -25,7 +25,7 @@ const echo = () => {
 const run = (body: string, handlers = echo().handlers) => Effect.runSync(JsonRpc.answer(body, handlers))
 
 /** The reply's JSON body, or undefined for 202. */
-const replyJson = (reply: JsonRpc.Reply): any => (reply._tag === "Accepted" ? undefined : JSON.parse(JsonRpc.bodyText(reply.body)))
+const replyJson = (reply: JsonRpc.Reply): any => (reply._tag === "Accepted" ? undefined : JSON.parse(reply.body))
 
 const request = (id: unknown, method = "ping", params?: unknown) =>
   ({ jsonrpc: "2.0", id, method, ...(params === undefined ? {} : { params }) })
@@ -310,7 +310,7 @@ describe("JSON-RPC 2.0 codec: properties", () => {
   it("never throws on any text, and always answers well-formed JSON-RPC or 202", () => fc.assert(fc.property(body, (text) => {
     const reply = run(text)
     if (reply._tag === "Accepted") return
-    const json = JSON.parse(JsonRpc.bodyText(reply.body))
+    const json = JSON.parse(reply.body)
     for (const response of Array.isArray(json) ? json : [json]) wellFormed(response)
   }), { numRuns: 2000 }))
 

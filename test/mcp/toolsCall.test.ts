@@ -4,7 +4,6 @@ import { Caller } from "../../src/access/ApiKeys.js"
 import type { ApiKeyRecord } from "../../src/domain/ApiKeyRecord.js"
 import { DeterminationNotFound } from "../../src/domain/Problem.js"
 import { Subscriptions } from "../../src/events/Subscriptions.js"
-import * as JsonRpc from "../../src/mcp/JsonRpc.js"
 import { Mcp } from "../../src/mcp/Mcp.js"
 import { Receipts } from "../../src/receipts/Receipts.js"
 import { Determinations } from "../../src/trust/Determinations.js"
@@ -35,7 +34,7 @@ const call = (modern: boolean) => {
   return Effect.flatMap(Mcp, (mcp) =>
     mcp.answer(JSON.stringify({ jsonrpc: "2.0", id: "c-1", method: "tools/call", params }), headers)).pipe(
       Effect.provideService(Caller, caller),
-      Effect.map((reply) => reply._tag === "Answer" ? { status: reply.status, body: JSON.parse(JsonRpc.bodyText(reply.body)) } : undefined)
+      Effect.map((reply) => reply._tag === "Answer" ? { status: reply.status, body: JSON.parse(reply.body) } : undefined)
     )
 }
 
