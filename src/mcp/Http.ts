@@ -7,7 +7,7 @@ import { instanceOf, MaxBodyBytes, problemResponse } from "../api/Problems.js"
 import { type InsufficientScope, MethodNotAllowed, type NotAcceptable, PayloadTooLarge, type UnsupportedMediaType } from "../domain/Problem.js"
 import { withMiddlewaresOnly } from "../http/GroupContext.js"
 import { readBoundedBytes } from "../http/RequestGuard.js"
-import { Mcp, transportProblem } from "./Mcp.js"
+import { Mcp } from "./Mcp.js"
 
 /** Text that is certainly not JSON, standing in for a body that could not be decoded at all. */
 const notJson = ""
@@ -46,7 +46,7 @@ export const McpHttpLive = Layer.unwrap(Effect.gen(function*() {
     handlers
       .handleRaw("call", ({ request }) =>
         Effect.flatMap(Caller, (caller): Effect.Effect<HttpServerResponse.HttpServerResponse, InsufficientScope | NotAcceptable | PayloadTooLarge | UnsupportedMediaType, Caller> => {
-          const refused = scopeRefusal(caller, "mcp:call") ?? Option.getOrUndefined(transportProblem(request.headers))
+          const refused = scopeRefusal(caller, "mcp:call") ?? Option.getOrUndefined(mcp.transportProblem(request.headers))
           if (refused !== undefined) return Effect.fail(refused)
           return Effect.flatMap(readBody(request), (body) =>
             Effect.map(mcp.answer(body, request.headers), (reply) =>

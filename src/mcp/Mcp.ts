@@ -2,6 +2,7 @@ import { Context, Effect, Layer, Option, Result, Schema } from "effect"
 import { Caller } from "../access/ApiKeys.js"
 import { nextFreshnessBoundary } from "../domain/Freshness.js"
 import { exceedsDepth, MaxJsonDepth } from "../domain/Json.js"
+import { memoByText } from "../domain/Memo.js"
 import {
   NotAcceptable,
   type ProblemDocument,
@@ -77,6 +78,12 @@ export const acceptsJson = (accept: string | undefined): boolean => {
   return ranges.some((range) => !range.refused && (range.type === "application/*" || range.type === "*/*"))
 }
 
+const unsupportedMediaType = () => new UnsupportedMediaType({ detail: "Send JSON-RPC messages as application/json." })
+const notAcceptable = () =>
+  new NotAcceptable({
+    detail: "This MCP endpoint answers with application/json only (no SSE); send Accept: application/json, text/event-stream."
+  })
+
 /**
  * The transport's refusals, checked before the body is read: a body that is not JSON (415), an Accept
  * header that rules out application/json (406; the spec asks clients for both application/json and
@@ -86,15 +93,25 @@ export const acceptsJson = (accept: string | undefined): boolean => {
 export const transportProblem = (
   headers: Readonly<Record<string, string | undefined>>
 ): Option.Option<UnsupportedMediaType | NotAcceptable> => {
-  if (!isJsonMediaType(headers["content-type"])) {
-    return Option.some(new UnsupportedMediaType({ detail: "Send JSON-RPC messages as application/json." }))
-  }
-  if (!acceptsJson(headers["accept"])) {
-    return Option.some(new NotAcceptable({
-      detail: "This MCP endpoint answers with application/json only (no SSE); send Accept: application/json, text/event-stream."
-    }))
-  }
+  if (!isJsonMediaType(headers["content-type"])) return Option.some(unsupportedMediaType())
+  if (!acceptsJson(headers["accept"])) return Option.some(notAcceptable())
   return Option.none()
+}
+
+/**
+ * `transportProblem` with the two header rules remembered per distinct header value (clients send the same
+ * values on every call), for the service that answers every POST.
+ */
+export const rememberedTransportProblem = () => {
+  const jsonType = memoByText(isJsonMediaType)
+  const accepts = memoByText(acceptsJson)
+  return (headers: Readonly<Record<string, string | undefined>>): Option.Option<UnsupportedMediaType | NotAcceptable> => {
+    const type = headers["content-type"]
+    if (type === undefined || !jsonType(type)) return Option.some(unsupportedMediaType())
+    const accept = headers["accept"]
+    if (accept !== undefined && !accepts(accept)) return Option.some(notAcceptable())
+    return Option.none()
+  }
 }
 
 // ---- Methods ----
@@ -270,6 +287,7 @@ const make = Effect.gen(function*() {
   const withToolServices = (context: Context.Context<Caller>): Context.Context<Caller | ToolServices> =>
     Context.add(Context.add(Context.add(Context.add(context, TrustResolver, trustResolver), Determinations, determinations), Receipts, receipts), Subscriptions, subscriptions)
   const byName = new Map(tools.map((tool) => [tool.name, tool]))
+  const peekers = new Map(tools.map((tool) => [tool.name, tool.peeker()]))
   // Declaration order (Tools.ts), the same on every request: clients and prompt caches may rely on it.
   const toolList = { tools: tools.map(describeTool) }
   const modernToolList = new JsonRpc.PreEncoded(JSON.stringify({
@@ -353,7 +371,7 @@ const make = Effect.gen(function*() {
       Effect.flatMap(Caller, (caller) => {
         // A result the services hold in memory (a cached trust document) is answered with no Effect to run.
         const nowMs = clock.currentTimeMillisUnsafe()
-        const held = tool.peek(args ?? {}, caller, trustResolver, nowMs, encoded.get(tool.name)!)
+        const held = peekers.get(tool.name)!(args ?? {}, caller, trustResolver, nowMs, encoded.get(tool.name)!)
         if (held !== undefined) return Effect.succeed(success(held, nowMs))
         return Effect.match(runTool(tool, args), {
           onFailure: (error) =>
@@ -447,7 +465,7 @@ const make = Effect.gen(function*() {
     }
   }
 
-  return { answer, toolList } as const
+  return { answer, toolList, transportProblem: rememberedTransportProblem() } as const
 })
 
 /**

@@ -72,21 +72,60 @@ export interface Tool {
   readonly inputSchema: JsonSchemaObject
   readonly outputSchema: JsonSchemaObject
   /**
-   * The encoded result of a call whose scope and arguments pass and whose answer the services hold in
-   * memory now, synchronously; undefined otherwise (`call` then answers, failures included).
+   * Makes the tool's `Peek` for one holder (the `Mcp` service): its argument checks are remembered per
+   * distinct arguments in that holder, not in the module.
    */
-  readonly peek: (
-    args: unknown,
-    caller: ApiKeyRecord,
-    resolver: TrustResolver["Service"],
-    nowMs: number,
-    encoded: EncodedResults
-  ) => EncodedResult | undefined
+  readonly peeker: () => Peek
   /** Resolves to the encoded result (the JSON value of `structuredContent`) and its JSON text. */
   readonly call: (
     args: unknown,
     encoded: EncodedResults
   ) => Effect.Effect<EncodedResult, InvalidArguments | ProblemError, ToolServices | Caller>
+}
+
+/**
+ * The encoded result of a call whose scope and arguments pass and whose answer the services hold in memory
+ * now, synchronously; undefined otherwise (`call` then answers, failures included).
+ */
+export type Peek = (
+  args: unknown,
+  caller: ApiKeyRecord,
+  resolver: TrustResolver["Service"],
+  nowMs: number,
+  encoded: EncodedResults
+) => EncodedResult | undefined
+
+/**
+ * JSON text that stands for `args` exactly when they are a few string members (a public id): then two
+ * arguments with the same text have the same members and values, so any argument check answers both
+ * alike. Undefined for anything else (checked afresh each time).
+ */
+export const stringArgumentsKey = (args: unknown): string | undefined => {
+  if (typeof args !== "object" || args === null || Array.isArray(args) || Object.getPrototypeOf(args) !== Object.prototype) return undefined
+  let members = 0
+  for (const name in args) {
+    if (!Object.hasOwn(args, name) || typeof (args as Record<string, unknown>)[name] !== "string" || ++members > 4) return undefined
+  }
+  return JSON.stringify(args)
+}
+
+/**
+ * `decode`, with its successes remembered per distinct `stringArgumentsKey` (the last 256): a check is a
+ * pure function of the arguments, so a remembered answer is the one it would give again.
+ */
+export const rememberedDecode = <I>(decode: (args: unknown) => Result.Result<I, ArgumentsProblem>) => {
+  const known = new Map<string, I>()
+  return (args: unknown): Result.Result<I, ArgumentsProblem> => {
+    const key = stringArgumentsKey(args)
+    if (key === undefined) return decode(args)
+    if (known.has(key)) return Result.succeed(known.get(key)!)
+    const decoded = decode(args)
+    if (Result.isSuccess(decoded)) {
+      if (known.size >= 256) known.delete(known.keys().next().value!)
+      known.set(key, decoded.success)
+    }
+    return decoded
+  }
 }
 
 /** A decode failure → one FieldError per issue (the domain's one translation; Mcp.ts imports it from here). */
@@ -122,12 +161,17 @@ export const defineTool = <I, II, O, OI>(spec: ToolSpec<I, II, O, OI>): Tool => 
     outputSchema: { ...objectJsonSchema(spec.output), title: `${spec.title}: result` },
     // Scope and arguments are checked synchronously; only the tool's own work is an Effect (every call
     // of every revision comes through here, so the fewer steps, the cheaper an agent's call).
-    peek: spec.peek === undefined ? () => undefined : (args, caller, resolver, nowMs, encoded) => {
-      if (scopeRefusal(caller, spec.scope) !== undefined) return undefined
-      const input = decode(args)
-      if (Result.isFailure(input)) return undefined
-      const output = spec.peek!(input.success, resolver, nowMs)
-      return output === undefined ? undefined : encodeOnce(output, encoded)
+    peeker: (): Peek => {
+      const peek = spec.peek
+      if (peek === undefined) return () => undefined
+      const remembered = rememberedDecode(decode)
+      return (args, caller, resolver, nowMs, encoded) => {
+        if (scopeRefusal(caller, spec.scope) !== undefined) return undefined
+        const input = remembered(args)
+        if (Result.isFailure(input)) return undefined
+        const output = peek(input.success, resolver, nowMs)
+        return output === undefined ? undefined : encodeOnce(output, encoded)
+      }
     },
     call: (args, encoded) =>
       Effect.flatMap(Caller, (caller): Effect.Effect<EncodedResult, InvalidArguments | ProblemError, ToolServices> => {
