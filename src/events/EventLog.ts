@@ -230,4 +230,13 @@ export class EventLog extends Context.Service<EventLog, Effect.Success<typeof ma
   static readonly layer = EventLog.layerNoDeps.pipe(
     Layer.provide([EventsRepo.layer, Signer.layer, Ids.layer, LogRepo.layer, LogNudge.layer])
   )
+
+  /**
+   * The real service for in-process service tests, with the fixed test signing key (`Signer.Test`) and
+   * deterministic ids (`Ids.layerTest`); the clock is the caller's (a TestClock). Its dependencies stay
+   * in its output, so the tests and the layers built on it share them. Needs the database and AppConfig.
+   */
+  static readonly layerTest = EventLog.layerNoDeps.pipe(
+    Layer.provideMerge(Layer.mergeAll(EventsRepo.layer, Signer.Test, Ids.layerTest, LogRepo.layer, LogNudge.layer))
+  )
 }

@@ -1,6 +1,6 @@
 import { randomFillSync } from "node:crypto"
 import { Clock, Context, Effect, Layer } from "effect"
-import { ulid } from "ulid"
+import { encodeTime, ulid } from "ulid"
 
 export type IdPrefix = "key" | "dv" | "rr" | "evt" | "sub"
 
@@ -29,7 +29,25 @@ const makeIds = Effect.sync(() => {
   }
 })
 
+const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+/** The 16 random characters of a ULID replaced by a counter (base 32, zero-padded): 0…01, 0…02, … */
+const counterOf = (n: number): string => {
+  let digits = ""
+  for (let i = 0; i < 16; i++, n = Math.floor(n / 32)) digits = crockford[n % 32] + digits
+  return digits
+}
+
 /** Time-ordered identifiers (`<prefix>_<ULID>`), stamped from Effect's clock so tests control them. */
 export class Ids extends Context.Service<Ids, Effect.Success<typeof makeIds>>()("pv/Ids", { make: makeIds }) {
   static readonly layer: Layer.Layer<Ids> = Layer.effect(this, this.make)
+
+  /**
+   * Deterministic ids for service tests: the ULID's time part from Effect's clock (the test's TestClock),
+   * its random part the count of ids this instance made, so the n-th id at instant t is always the same.
+   */
+  static readonly layerTest: Layer.Layer<Ids> = Layer.sync(this, () => {
+    let made = 0
+    return { make: (prefix: IdPrefix) => Effect.map(Clock.currentTimeMillis, (now) => `${prefix}_${encodeTime(now, 10)}${counterOf(++made)}`) }
+  })
 }

@@ -208,4 +208,13 @@ export class Receipts extends Context.Service<Receipts, Effect.Success<typeof ma
   static readonly layer = Receipts.layerNoDeps.pipe(
     Layer.provide([TrustResolver.layer, Policy.layer, ReceiptsRepo.layer, Ids.layer, EventLog.layer, TransparencyLog.layer, LogNudge.layer])
   )
+
+  /**
+   * The real service over `TrustResolver.layerTest` (test signer, deterministic ids, the caller's clock),
+   * its dependencies in its output (Determinations to record the trust state a test needs).
+   */
+  static readonly layerTest = Receipts.layerNoDeps.pipe(
+    Layer.provideMerge(Layer.mergeAll(ReceiptsRepo.layer, TransparencyLog.layer)),
+    Layer.provideMerge(TrustResolver.layerTest)
+  )
 }

@@ -163,6 +163,12 @@ export class Determinations extends Context.Service<Determinations, Effect.Succe
   static readonly layer = Determinations.layerNoDeps.pipe(
     Layer.provide([DeterminationsRepo.layer, Ids.layer, EventLog.layer, ChangeFeed.layer])
   )
+
+  /** The real service over `EventLog.layerTest` (test signer, deterministic ids), its dependencies in its output. */
+  static readonly layerTest = Determinations.layerNoDeps.pipe(
+    Layer.provideMerge(Layer.mergeAll(DeterminationsRepo.layer, ChangeFeed.layer)),
+    Layer.provideMerge(EventLog.layerTest)
+  )
 }
 
 /**

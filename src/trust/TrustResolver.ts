@@ -85,4 +85,13 @@ export class TrustResolver extends Context.Service<TrustResolver, Effect.Success
   static readonly layer = TrustResolver.layerNoDeps.pipe(
     Layer.provide([Determinations.layer, Policy.layer, TrustCache.layer])
   )
+
+  /**
+   * The real resolver and cache over `Determinations.layerTest`: one change feed, so the writer's commits
+   * evict this cache as in the server. Its dependencies stay in its output.
+   */
+  static readonly layerTest = TrustResolver.layerNoDeps.pipe(
+    Layer.provideMerge(Layer.mergeAll(Policy.layer, TrustCache.layer)),
+    Layer.provideMerge(Determinations.layerTest)
+  )
 }
