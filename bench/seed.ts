@@ -14,7 +14,7 @@ import { PublicId } from "../src/domain/PublicId.js"
 import type { TrustEvent } from "../src/domain/TrustEvent.js"
 import { EventsRepo } from "../src/events/Repo.js"
 import { Signer } from "../src/events/Signer.js"
-import { AppConfigLive } from "../src/platform/Config.js"
+import { AppConfig } from "../src/platform/Config.js"
 import { DatabaseMode } from "../src/platform/Database.js"
 import { Determinations } from "../src/trust/Determinations.js"
 import { benchBody, benchPublicId, chainPublicId } from "./data.js"
@@ -109,7 +109,7 @@ const program = Effect.gen(function*() {
 
 const SeedLive = Layer.mergeAll(ServicesLive, EventsRepo.layer, Signer.layer).pipe(
   Layer.provide(ServicesLive),
-  Layer.provide(AppConfigLive)
+  Layer.provide(AppConfig.layer)
 )
 
 Effect.runPromise(program.pipe(Effect.provide(SeedLive), Effect.scoped)).then(

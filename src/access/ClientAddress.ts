@@ -90,6 +90,3 @@ export class ClientAddresses extends Context.Service<ClientAddresses, {
     })
   )
 }
-
-/** Kept for callers: the same layer as `ClientAddresses.layer`. */
-export const ClientAddressesLive = ClientAddresses.layer

@@ -14,6 +14,16 @@ export const operatorTokenFile = (dataDir: string) => join(dataDir, operatorToke
 
 const digest = (value: string) => createHash("sha256").update(value).digest()
 
+export interface OperatorCredentialShape {
+  /** Constant-time comparison of SHA-256 digests; an API key never authenticates an operator. */
+  readonly authenticate: (presented: string) => Effect.Effect<void, Unauthorized>
+  /** Whether any operator token is configured (else operator endpoints are 401). */
+  readonly configured: boolean
+  /** Set when this start generated the token, so it is printed exactly once. */
+  readonly generatedFile: Option.Option<string>
+  readonly token: Option.Option<Redacted.Redacted>
+}
+
 const makeOperatorCredential = Effect.gen(function*() {
   const config = yield* AppConfig
   const mode = yield* DatabaseMode
@@ -31,7 +41,6 @@ const makeOperatorCredential = Effect.gen(function*() {
   }
   const expected = Option.map(token, (t) => digest(Redacted.value(t)))
 
-  /** Constant-time comparison of SHA-256 digests; an API key never authenticates an operator. */
   const authenticate = (presented: string): Effect.Effect<void, Unauthorized> =>
     Option.isSome(expected) && !presented.startsWith(KeyPrefix) && timingSafeEqual(digest(presented), expected.value)
       ? Effect.void
@@ -40,17 +49,16 @@ const makeOperatorCredential = Effect.gen(function*() {
   return {
     authenticate,
     configured: Option.isSome(expected),
-    /** Set when this start generated the token, so it is printed exactly once. */
     generatedFile: generated,
     token
-  } as const
+  } satisfies OperatorCredentialShape
 })
 
 /**
  * The operator credential: PV_OPERATOR_TOKEN, or in embedded mode a token generated once into the
  * data directory (mode 0600). DATABASE_URL mode never invents one: without it operator endpoints are 401.
  */
-export class OperatorCredential extends Context.Service<OperatorCredential, Effect.Success<typeof makeOperatorCredential>>()(
+export class OperatorCredential extends Context.Service<OperatorCredential, OperatorCredentialShape>()(
   "pv/OperatorCredential",
   { make: makeOperatorCredential }
 ) {

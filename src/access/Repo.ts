@@ -1,6 +1,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlSchema } from "effect/sql"
+import type { SqlError } from "effect/sql/SqlError"
 import { Scope } from "../domain/ApiKey.js"
 import type { ApiKeyRecord } from "../domain/ApiKeyRecord.js"
 
@@ -37,6 +38,18 @@ const toRecord = (row: KeyRow): ApiKeyRecord => ({
   revoked_at: iso(row.revoked_at),
   last_used_at: iso(row.last_used_at)
 })
+
+/** The api_keys table (keys are found by the SHA-256 of the key; the key itself is never stored). */
+export interface KeyStoreShape {
+  readonly findByHash: (keyHash: string) => Effect.Effect<Option.Option<ApiKeyRecord>, Schema.SchemaError | SqlError>
+  readonly insert: (record: ApiKeyRecord) => Effect.Effect<void, SqlError>
+  /** Every key, or one tenant's. */
+  readonly list: (tenantId: Option.Option<string>) => Effect.Effect<Array<ApiKeyRecord>, Schema.SchemaError | SqlError>
+  /** Revokes the key; its hash when it was active. */
+  readonly revoke: (keyId: string, at: Date) => Effect.Effect<Option.Option<string>, Schema.SchemaError | SqlError>
+  /** Records the keys' last use. */
+  readonly touch: (keyIds: ReadonlyArray<string>, at: Date) => Effect.Effect<void, SqlError>
+}
 
 const makeKeyStore = Effect.gen(function*() {
   const sql = yield* PgClient.PgClient
@@ -92,11 +105,11 @@ const makeKeyStore = Effect.gen(function*() {
       ? Effect.void
       : sql`UPDATE api_keys SET last_used_at = ${at} WHERE key_id IN ${sql.in(keyIds)}`.pipe(Effect.asVoid)
 
-  return { findByHash, insert, list, revoke, touch } as const
+  return { findByHash, insert, list, revoke, touch } satisfies KeyStoreShape
 })
 
 /** API-key records by hash: the only place keys touch SQL. The plaintext never arrives here. */
-export class KeyStore extends Context.Service<KeyStore, Effect.Success<typeof makeKeyStore>>()("pv/KeyStore", {
+export class KeyStore extends Context.Service<KeyStore, KeyStoreShape>()("pv/KeyStore", {
   make: makeKeyStore
 }) {
   /** Needs the database (PgClient), which the composition root provides. */

@@ -13,14 +13,14 @@ import {
 
 /** The server, loaded only in the process that serves (a cluster primary only forks and watches). */
 const serve = async () => {
-  const [{ runMain }, { Cause, Exit, Layer, Runtime }, { AppConfigLive }, { ServerLive }] = await Promise.all([
+  const [{ runMain }, { Cause, Exit, Layer, Runtime }, { AppConfig }, { ServerLive }] = await Promise.all([
     import("@effect/platform-node/NodeRuntime"),
     import("effect"),
     import("../platform/Config.js"),
     import("./Server.js")
   ])
   ServerLive.pipe(
-    Layer.provide(AppConfigLive),
+    Layer.provide(AppConfig.layer),
     Layer.launch,
     // A stop by signal (SIGTERM, SIGINT) interrupts the server, which drains and closes: that is a clean
     // exit (0), as supervisors expect, not the 130 runMain would report. A failure still exits 1.

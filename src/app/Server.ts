@@ -1,7 +1,7 @@
 import { Layer } from "effect"
 import type { NetAddress } from "effect/net"
 import { ApiKeys } from "../access/ApiKeys.js"
-import { ClientAddressesLive } from "../access/ClientAddress.js"
+import { ClientAddresses } from "../access/ClientAddress.js"
 import { OperatorCredential } from "../access/Operator.js"
 import { RateLimits } from "../access/RateLimits.js"
 import { ChangeFeed } from "../events/ChangeFeed.js"
@@ -39,7 +39,7 @@ export const ServicesLive = Layer.mergeAll(
   ApiKeys.layer,
   OperatorCredential.layer,
   RateLimits.layer,
-  ClientAddressesLive,
+  ClientAddresses.layer,
   ChangeFeed.layer,
   EventLog.layer,
   Subscriptions.layer,

@@ -7,7 +7,7 @@ import { launch, workersFromEnv } from "../app/Launch.js"
 import { ServicesLive } from "../app/Server.js"
 import { CreateApiKeyRequest } from "../domain/ApiKeyRecord.js"
 import { verifyEventsCommand } from "../events/VerifyCommand.js"
-import { AppConfigLive } from "../platform/Config.js"
+import { AppConfig } from "../platform/Config.js"
 import { DatabaseLive } from "../platform/Database.js"
 import { importDeterminations } from "./Import.js"
 import { logMonitorCommand } from "./LogMonitor.js"
@@ -39,7 +39,7 @@ const print = (value: unknown) => Effect.sync(() => console.log(typeof value ===
 
 /** Services without the HTTP server, for commands that work on the database directly. */
 const WithServices = <A, E>(program: Effect.Effect<A, E, any>) =>
-  program.pipe(Effect.provide(ServicesLive), Effect.provide(AppConfigLive)) as Effect.Effect<A, E | Error>
+  program.pipe(Effect.provide(ServicesLive), Effect.provide(AppConfig.layer)) as Effect.Effect<A, E | Error>
 
 const keysCommand = (args: ReadonlyArray<string>) => {
   const [sub, ...rest] = args
@@ -95,7 +95,7 @@ const program = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
       return Effect.gen(function*() {
         yield* Layer.build(DatabaseLive)
         yield* print("migrations applied")
-      }).pipe(Effect.scoped, Effect.provide(AppConfigLive))
+      }).pipe(Effect.scoped, Effect.provide(AppConfig.layer))
     case "keys":
       return WithServices(keysCommand(args))
     case "import":

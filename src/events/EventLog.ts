@@ -1,4 +1,5 @@
 import { Clock, Context, Effect, Layer, Option } from "effect"
+import type { SqlError } from "effect/sql/SqlError"
 import type { DeterminationBody } from "../domain/Determination.js"
 import { freshnessAt, FreshnessStates, freshnessTimeline, type FreshnessState } from "../domain/Freshness.js"
 import type { EventHead } from "../domain/MachineTrust.js"
@@ -14,7 +15,7 @@ import { Ids } from "../platform/Ids.js"
 import { sealEvent } from "../domain/EventChain.js"
 import { DefaultPageSize, MaxPageSize } from "./Paging.js"
 import { EventsRepo } from "./Repo.js"
-import { Signer } from "./Signer.js"
+import { Signer, type SignerShape } from "./Signer.js"
 
 export { DefaultPageSize, MaxPageSize } from "./Paging.js"
 
@@ -78,6 +79,35 @@ const nextDue = (timeline: ReturnType<typeof freshnessTimeline>, announced: Fres
 const invalidParameter = (pointer: string, detail: string) =>
   new ValidationFailed({ detail: "The request failed validation.", errors: [new FieldError({ pointer, detail })] })
 
+/**
+ * The methods of `EventLog`. The writes (`append`, `recordChange`, `announceDue`) run inside the writer's
+ * transaction and are `Effect.fn`s; the reads (`head`, `page`, `pageAt`) serve GET /events on every request
+ * and stay plain functions with no span.
+ */
+export interface EventLogShape {
+  /** Inside the caller's transaction: seals and stores the next event of the chain (and its outbox and log rows). */
+  readonly append: (publicId: PublicId, type: EventType, payload: EventPayload) => Effect.Effect<TrustEvent, SqlError>
+  /** Inside `ingest`'s transaction: the one event of a stored change, and the freshness state the chain stands at. */
+  readonly recordChange: (change: DeterminationChange) => Effect.Effect<TrustEvent, SqlError>
+  /** Under the determination's row lock: a freshness.changed per state entered since the last announced; how many. */
+  readonly announceDue: (publicId: PublicId) => Effect.Effect<number, SqlError>
+  /** Determinations whose next freshness boundary has passed, oldest first. */
+  readonly dueForFreshness: (limit: number) => Effect.Effect<Array<PublicId>, SqlError>
+  readonly head: (publicId: PublicId) => Effect.Effect<EventHead, DeterminationNotFound>
+  /** Keyset page of events after `after`, bounded by the head read first. */
+  readonly page: (publicId: PublicId, options?: PageOptions) => Effect.Effect<EventPage, DeterminationNotFound | ValidationFailed>
+  /** Keyset page of events after `after`, bounded by `current` (a head read before). */
+  readonly pageAt: (publicId: PublicId, current: EventHead, options?: PageOptions) => Effect.Effect<EventPage, ValidationFailed>
+  /** Every public key any instance has signed with. */
+  readonly jwks: Effect.Effect<EventJwks>
+  readonly signer: SignerShape
+}
+
+export interface PageOptions {
+  readonly after?: number | undefined
+  readonly limit?: number | undefined
+}
+
 const make = Effect.gen(function*() {
   const repo = yield* EventsRepo
   const signer = yield* Signer
@@ -89,8 +119,7 @@ const make = Effect.gen(function*() {
   yield* Effect.orDie(repo.recordKey(signer.jwk, new Date(yield* Clock.currentTimeMillis)))
 
   /** Inside the caller's transaction: seal and store the next event of `publicId`'s chain. */
-  const append = (publicId: PublicId, type: EventType, payload: EventPayload) =>
-    Effect.gen(function*() {
+  const append = Effect.fn("EventLog.append")(function*(publicId: PublicId, type: EventType, payload: EventPayload) {
       const head = yield* repo.lockHead(publicId)
       if (Option.isNone(head)) return yield* Effect.die(new Error(`event append for ${publicId}, which has no determinations row`))
       const now = yield* Clock.currentTimeMillis
@@ -113,14 +142,13 @@ const make = Effect.gen(function*() {
       }
       yield* countEventAppended(type)
       return event
-    })
+  })
 
   /**
    * Inside `ingest`'s transaction: the one event of a stored change, and the freshness state the
    * chain now stands at (so the sweep only announces what time changes from here on).
    */
-  const recordChange = (change: DeterminationChange) =>
-    Effect.gen(function*() {
+  const recordChange = Effect.fn("EventLog.recordChange")(function*(change: DeterminationChange) {
       const now = yield* Clock.currentTimeMillis
       const asOf = Date.parse(change.body.as_of)
       const validUntil = Date.parse(change.body.valid_until)
@@ -129,15 +157,14 @@ const make = Effect.gen(function*() {
       const event = yield* append(change.public_id, type, payload)
       yield* repo.setFreshness(change.public_id, freshness, nextDue(freshnessTimeline(asOf, validUntil, change.body.lifecycle_state), freshness))
       return event
-    })
+  })
 
   /**
    * Inside the caller's transaction, under the determination's row lock: a freshness.changed for each
    * state entered since the last announced one; returns how many were appended. A second caller waiting
    * on the lock then finds nothing left.
    */
-  const announceDue = (publicId: PublicId) =>
-    Effect.gen(function*() {
+  const announceDue = Effect.fn("EventLog.announceDue")(function*(publicId: PublicId) {
       const locked = yield* repo.lockFreshness(publicId)
       if (Option.isNone(locked)) return 0
       const row = locked.value
@@ -162,7 +189,7 @@ const make = Effect.gen(function*() {
       }
       yield* repo.setFreshness(publicId, announced, nextDue(timeline, announced))
       return entered.length
-    })
+  })
 
   /** Determinations whose next freshness boundary has passed, oldest first. */
   const dueForFreshness = (limit: number) =>
@@ -216,7 +243,7 @@ const make = Effect.gen(function*() {
     }))
   )
 
-  return { append, recordChange, announceDue, dueForFreshness, head, page, pageAt, jwks, signer } as const
+  return { append, recordChange, announceDue, dueForFreshness, head, page, pageAt, jwks, signer } satisfies EventLogShape
 })
 
 /**
@@ -225,7 +252,7 @@ const make = Effect.gen(function*() {
  * the (public_id, sequence) primary key refuses anything else. Nothing here opens a transaction,
  * notifies or evicts: the writer of trust state (trust/Determinations.ts) wraps every change.
  */
-export class EventLog extends Context.Service<EventLog, Effect.Success<typeof make>>()("pv/EventLog", { make }) {
+export class EventLog extends Context.Service<EventLog, EventLogShape>()("pv/EventLog", { make }) {
   static readonly layerNoDeps = Layer.effect(EventLog, make)
   static readonly layer = EventLog.layerNoDeps.pipe(
     Layer.provide([EventsRepo.layer, Signer.layer, Ids.layer, LogRepo.layer, LogNudge.layer])

@@ -92,6 +92,17 @@ const toSubscription = (row: SubscriptionRow, secret?: string): Subscription => 
 const invalidUrl = (detail: string) =>
   new InvalidWebhookUrl({ detail, errors: [new FieldError({ pointer: "/webhook_url", detail })] })
 
+/** The methods of `Subscriptions` (none is on a measured hot path: each is an `Effect.fn`). */
+export interface SubscriptionsShape {
+  /** Subscribes the key to a determination's feed (pull, or a webhook URL); again for the same target: the first subscription. */
+  readonly subscribe: (subscriber: Subscriber, publicId: PublicId, webhookUrl?: string) => Effect.Effect<Subscribed, DeterminationNotFound | InvalidWebhookUrl>
+  readonly get: (tenantId: string, subscriptionId: string) => Effect.Effect<Subscription, NotFound>
+  readonly list: (tenantId: string, options: { readonly after?: string | undefined; readonly limit: number }) => Effect.Effect<SubscriptionPage>
+  readonly remove: (tenantId: string, subscriptionId: string) => Effect.Effect<void, NotFound>
+  readonly resume: (tenantId: string, subscriptionId: string) => Effect.Effect<Subscription, NotFound>
+  readonly rotateSecret: (tenantId: string, subscriptionId: string) => Effect.Effect<Subscription, NotFound>
+}
+
 const make = Effect.gen(function*() {
   const repo = yield* EventsRepo
   const events = yield* EventLog
@@ -120,7 +131,7 @@ const make = Effect.gen(function*() {
       return checked.url.href
     })
 
-  const subscribe = (
+  const subscribe = Effect.fn("Subscriptions.subscribe")((
     subscriber: Subscriber,
     publicId: PublicId,
     webhookUrl?: string
@@ -145,7 +156,7 @@ const make = Effect.gen(function*() {
       // A concurrent call for the same key and target inserted first: answer with its subscription.
       const winner = yield* repo.findSubscription(subscriber.key_id, publicId, url)
       return { subscription: toSubscription(Option.getOrThrow(winner)), created: false }
-    }).pipe(Effect.catchTag("SqlError", Effect.die))
+    }).pipe(Effect.catchTag("SqlError", Effect.die)))
 
   const notFound = (subscriptionId: string) => new NotFound({ detail: `no subscription ${subscriptionId}` })
 
@@ -161,27 +172,27 @@ const make = Effect.gen(function*() {
       })))
       : Effect.fail(notFound(subscriptionId))
 
-  const get = (tenantId: string, subscriptionId: string): Effect.Effect<Subscription, NotFound> =>
-    Effect.map(owned(subscriptionId, repo.subscriptionById(subscriptionId, tenantId)), (row) => toSubscription(row))
+  const get = Effect.fn("Subscriptions.get")((tenantId: string, subscriptionId: string): Effect.Effect<Subscription, NotFound> =>
+    Effect.map(owned(subscriptionId, repo.subscriptionById(subscriptionId, tenantId)), (row) => toSubscription(row)))
 
-  const list = (tenantId: string, options: { readonly after?: string | undefined; readonly limit: number }): Effect.Effect<SubscriptionPage> =>
+  const list = Effect.fn("Subscriptions.list")((tenantId: string, options: { readonly after?: string | undefined; readonly limit: number }): Effect.Effect<SubscriptionPage> =>
     Effect.orDie(repo.listSubscriptions(tenantId, options.after ?? "", options.limit + 1)).pipe(
       Effect.map((rows) => {
         const page = rows.slice(0, options.limit).map((row) => toSubscription(row))
         return { subscriptions: page, next_after: rows.length > options.limit ? page[page.length - 1]!.subscription_id : null }
       })
-    )
+    ))
 
   /** Deleted: nothing is sent afterwards (an attempt in flight finds no row to acknowledge and stops). */
-  const remove = (tenantId: string, subscriptionId: string): Effect.Effect<void, NotFound> =>
+  const remove = Effect.fn("Subscriptions.remove")((tenantId: string, subscriptionId: string): Effect.Effect<void, NotFound> =>
     owned(subscriptionId, Effect.map(repo.deleteSubscription(subscriptionId, tenantId), (deleted) => deleted ? Option.some(true) : Option.none()))
-      .pipe(Effect.asVoid)
+      .pipe(Effect.asVoid))
 
   /**
    * A disabled subscription becomes active and delivery restarts at the first unacknowledged event, woken
    * at once on every instance (the change feed); resuming an active one changes nothing.
    */
-  const resume = (tenantId: string, subscriptionId: string): Effect.Effect<Subscription, NotFound> =>
+  const resume = Effect.fn("Subscriptions.resume")((tenantId: string, subscriptionId: string): Effect.Effect<Subscription, NotFound> =>
     Effect.gen(function*() {
       const row = yield* owned(subscriptionId, repo.subscriptionById(subscriptionId, tenantId))
       if (row.status === "active") return toSubscription(row)
@@ -191,10 +202,10 @@ const make = Effect.gen(function*() {
       )))
       yield* feed.committed(row.public_id)
       return toSubscription(Option.getOrElse(resumed, () => row))
-    })
+    }))
 
   /** A new secret for a webhook subscription; the replaced one keeps signing beside it for 24 hours. */
-  const rotateSecret = (tenantId: string, subscriptionId: string): Effect.Effect<Subscription, NotFound> =>
+  const rotateSecret = Effect.fn("Subscriptions.rotateSecret")((tenantId: string, subscriptionId: string): Effect.Effect<Subscription, NotFound> =>
     Effect.gen(function*() {
       const secret = generateSecret()
       const until = new Date((yield* Clock.currentTimeMillis) + SecretOverlapMs)
@@ -204,9 +215,9 @@ const make = Effect.gen(function*() {
             Effect.fail(new NotFound({ detail: `subscription ${subscriptionId} is a pull subscription: it has no secret` }))))
       )
       return toSubscription(row, secret)
-    })
+    }))
 
-  return { subscribe, get, list, remove, resume, rotateSecret } as const
+  return { subscribe, get, list, remove, resume, rotateSecret } satisfies SubscriptionsShape
 })
 
 /**
@@ -214,7 +225,7 @@ const make = Effect.gen(function*() {
  * `events_url`) and webhook ones (webhooks/Deliveries.ts sends each event). One per (key, determination,
  * webhook URL): subscribing again returns the first subscription unchanged, racing callers included.
  */
-export class Subscriptions extends Context.Service<Subscriptions, Effect.Success<typeof make>>()("pv/Subscriptions", { make }) {
+export class Subscriptions extends Context.Service<Subscriptions, SubscriptionsShape>()("pv/Subscriptions", { make }) {
   static readonly layerNoDeps = Layer.effect(Subscriptions, make)
   static readonly layer = Subscriptions.layerNoDeps.pipe(Layer.provide([EventsRepo.layer, EventLog.layer, Ids.layer, ChangeFeed.layer]))
 }

@@ -20,7 +20,17 @@ export const testLogSigningSeed = Buffer.alloc(32, 9)
 export const testLogSigningKeyPem = (): string =>
   privateKeyFromSeed(testLogSigningSeed).export({ format: "pem", type: "pkcs8" }).toString()
 
-const makeLogKey = Effect.gen(function*() {
+/** The log's checkpoint key, where it came from, and its C2SP verifier key. */
+export interface LogKeyShape {
+  readonly origin: LogKeyOrigin
+  /** The log's origin line (PV_LOG_ORIGIN). */
+  readonly logOrigin: string
+  readonly signer: NoteSigner
+  /** `<name>+<key id>+<base64 key>`, as monitors and witnesses pin it. */
+  readonly verifierKey: string
+}
+
+const makeLogKey: Effect.Effect<LogKeyShape, never, AppConfig | DatabaseMode> = Effect.gen(function*() {
   const config = yield* AppConfig
   const mode = yield* DatabaseMode
   const { key: privateKey, origin } = yield* loadSigningKey({
@@ -54,6 +64,6 @@ const makeLogKey = Effect.gen(function*() {
  * - PostgreSQL without it: the start is refused naming the variable (the config already refuses;
  *   this is the same rule where the key is made), unless PV_DEV_EPHEMERAL_KEYS=true.
  */
-export class LogKey extends Context.Service<LogKey, Effect.Success<typeof makeLogKey>>()("pv/LogKey", { make: makeLogKey }) {
+export class LogKey extends Context.Service<LogKey, LogKeyShape>()("pv/LogKey", { make: makeLogKey }) {
   static readonly layer = Layer.effect(this, makeLogKey)
 }

@@ -279,6 +279,19 @@ export const toolErrorResult = (problem: ProblemDocument) => ({
   _meta: modernMeta
 })
 
+/** The methods of `Mcp`. `answer` serves every POST of the endpoint: a plain function with no span. */
+export interface McpShape {
+  /**
+   * One POST body and its headers → the reply; defects are logged and answered -32603 with no detail. The
+   * headers matter only to the era rules (Era.ts).
+   */
+  readonly answer: (body: string, headers?: Era.Headers) => Effect.Effect<JsonRpc.Reply, never, Caller>
+  /** tools/list's result in the 2025 revisions (declaration order). */
+  readonly toolList: { readonly tools: ReadonlyArray<ReturnType<typeof describeTool>> }
+  /** The transport's refusals (415, 406), checked before the body is read; header rules remembered per value. */
+  readonly transportProblem: (headers: Readonly<Record<string, string | undefined>>) => Option.Option<UnsupportedMediaType | NotAcceptable>
+}
+
 const make = Effect.gen(function*() {
   // The tools' four services, added to the request's context as four entries on top of it. Providing them
   // as a Context would merge: two copies of the whole request context (every service of the app) on every
@@ -465,7 +478,7 @@ const make = Effect.gen(function*() {
     }
   }
 
-  return { answer, toolList, transportProblem: rememberedTransportProblem() } as const
+  return { answer, toolList, transportProblem: rememberedTransportProblem() } satisfies McpShape
 })
 
 /**
@@ -474,7 +487,7 @@ const make = Effect.gen(function*() {
  * 2026-07-28: server/discover, tools/list and tools/call with per-request metadata. Tools run as the
  * calling API key (`Caller`).
  */
-export class Mcp extends Context.Service<Mcp, Effect.Success<typeof make>>()("pv/Mcp", { make }) {
+export class Mcp extends Context.Service<Mcp, McpShape>()("pv/Mcp", { make }) {
   static readonly layerNoDeps = Layer.effect(this, make)
   static readonly layer = this.layerNoDeps.pipe(
     Layer.provide([TrustResolver.layer, Determinations.layer, Receipts.layer, Subscriptions.layer])

@@ -305,9 +305,6 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("pv/
     Layer.effect(this, fromProvider(overrides)).pipe(Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env }))))
 }
 
-/** The server's and the CLI's configuration: the current ConfigProvider (by default the process environment). */
-export const AppConfigLive = AppConfig.layer
-
 /**
  * The current ConfigProvider's settings with `overrides` on top. Provide a ConfigProvider (e.g.
  * `ConfigProvider.layer(ConfigProvider.fromEnv({ env }))`) or this reads the process environment;

@@ -21,7 +21,12 @@ const pooledRandom = (): (() => number) => {
   }
 }
 
-const makeIds = Effect.sync(() => {
+export interface IdsShape {
+  /** A new `<prefix>_<ULID>` stamped with Effect's clock (on every receipt: a plain function, no span). */
+  readonly make: (prefix: IdPrefix) => Effect.Effect<string>
+}
+
+const makeIds = Effect.sync((): IdsShape => {
   const random = pooledRandom()
   return {
     make: (prefix: IdPrefix): Effect.Effect<string> =>
@@ -39,7 +44,7 @@ const counterOf = (n: number): string => {
 }
 
 /** Time-ordered identifiers (`<prefix>_<ULID>`), stamped from Effect's clock so tests control them. */
-export class Ids extends Context.Service<Ids, Effect.Success<typeof makeIds>>()("pv/Ids", { make: makeIds }) {
+export class Ids extends Context.Service<Ids, IdsShape>()("pv/Ids", { make: makeIds }) {
   static readonly layer: Layer.Layer<Ids> = Layer.effect(this, this.make)
 
   /**

@@ -26,7 +26,7 @@ import { TransparencyLog } from "../log/TransparencyLog.js"
 import { countReceipt } from "../observability/Metrics.js"
 import { Ids } from "../platform/Ids.js"
 import { TrustResolver } from "../trust/TrustResolver.js"
-import { policyView } from "../domain/PolicyDocument.js"
+import { type PolicyView, policyView } from "../domain/PolicyDocument.js"
 import { Policy } from "../trust/Policy.js"
 import { evaluateActionability, requireRule } from "./Actionability.js"
 import { bodyOf, createdBodyOf, encodeBundle } from "./ReceiptBodies.js"
@@ -60,6 +60,31 @@ export const ReceiptIdPattern = /^rr_[0-9A-HJKMNP-TV-Z]{26}$/
 
 /** Receipts signed per transaction by the start-up backfill. */
 const BackfillBatch = 500
+
+/**
+ * The methods of `Receipts`. `create` and `get` are on the receipt endpoints' and MCP's hot paths (their
+ * replays answer from memory): plain functions with no span; the rarer ones are `Effect.fn`s.
+ */
+export interface ReceiptsShape {
+  /** The decision `create` would record now, without recording anything. */
+  readonly evaluate: (tenantId: string, request: RelianceRequest) => Effect.Effect<ActionabilityEvaluation, EvaluationError>
+  /** A new signed receipt, or the one this intent already has (idempotent); a different intent under the same key is a conflict. */
+  readonly create: (tenantId: string, request: RelianceRequest) => Effect.Effect<CreatedRelianceReceipt, EvaluationError | IdempotencyConflict>
+  /** One of the tenant's receipts (signed when read if it was stored before signatures). */
+  readonly get: (tenantId: string, receiptId: string) => Effect.Effect<RelianceReceipt, ReceiptNotFound>
+  /** The receipt with its inclusion in the transparency log. */
+  readonly proof: (tenantId: string, receiptId: string) => Effect.Effect<ReceiptProofBundle, ReceiptNotFound | NotYetLogged>
+  /** Signs receipts stored before signatures; succeeds with how many. */
+  readonly backfillSignatures: Effect.Effect<number>
+  /** A receipt's body, encoded through RelianceReceipt once per receipt. */
+  readonly jsonOf: (value: RelianceReceipt) => Effect.Effect<string>
+  /** A created (or replayed) receipt's body, through CreatedRelianceReceipt. */
+  readonly createdJsonOf: (value: CreatedRelianceReceipt) => Effect.Effect<string>
+  /** A proof bundle's body. */
+  readonly proofJsonOf: (bundle: ReceiptProofBundle) => Effect.Effect<string>
+  /** The loaded policy as the API shows it. */
+  readonly policy: PolicyView
+}
 
 const make = Effect.gen(function*() {
   const resolver = yield* TrustResolver
@@ -186,24 +211,23 @@ const make = Effect.gen(function*() {
   }
 
   /** GET /reliance-receipts/{id}/proof: the receipt (same tenant rule as `get`) with its inclusion in the log. */
-  const proof = (tenantId: string, receiptId: string): Effect.Effect<ReceiptProofBundle, ReceiptNotFound | NotYetLogged> =>
-    Effect.gen(function*() {
-      const receipt = yield* get(tenantId, receiptId)
-      return yield* log.receiptBundle(receipt, yield* receiptKeyOf(receipt.signature.kid))
-    })
+  const proof = Effect.fn("Receipts.proof")(function*(tenantId: string, receiptId: string) {
+    const receipt = yield* get(tenantId, receiptId)
+    return yield* log.receiptBundle(receipt, yield* receiptKeyOf(receipt.signature.kid))
+  })
 
   const jsonOf = receiptBodies.of
   const createdJsonOf = createdBodies.of
   const proofJsonOf = (bundle: ReceiptProofBundle) => bodyOf(encodeBundle, bundle)
 
-  return { evaluate, create, get, proof, backfillSignatures, jsonOf, createdJsonOf, proofJsonOf, policy: policyView(policy) } as const
+  return { evaluate, create, get, proof, backfillSignatures, jsonOf, createdJsonOf, proofJsonOf, policy: policyView(policy) } satisfies ReceiptsShape
 })
 
 /**
  * Actionability evaluations and durable reliance receipts. Callers pass the decoded request and the
  * tenant of the authenticated key; every decision field is derived here from the canonical trust document.
  */
-export class Receipts extends Context.Service<Receipts, Effect.Success<typeof make>>()("pv/Receipts", { make }) {
+export class Receipts extends Context.Service<Receipts, ReceiptsShape>()("pv/Receipts", { make }) {
   static readonly layerNoDeps = Layer.effect(Receipts, make)
   static readonly layer = Receipts.layerNoDeps.pipe(
     Layer.provide([TrustResolver.layer, Policy.layer, ReceiptsRepo.layer, Ids.layer, EventLog.layer, TransparencyLog.layer, LogNudge.layer])

@@ -32,6 +32,22 @@ export const changedFields = (previous: DeterminationBody | null, next: Determin
   ).sort()
 }
 
+/** The methods of `Determinations`: the one writer of a determination's trust state, and its reads. */
+export interface DeterminationsShape {
+  /** Operator ingestion: one stored version and its one event per change; an identical body changes nothing. */
+  readonly ingest: (publicId: PublicId, body: DeterminationBody) => Effect.Effect<IngestResult>
+  /** Announces the freshness transitions time has brought to one determination; concurrent readers share one run. */
+  readonly announceFreshness: (publicId: PublicId) => Effect.Effect<void>
+  /** Announces every freshness transition that is due; succeeds with how many events were appended. */
+  readonly sweepOnce: Effect.Effect<number>
+  /** The current version with its event head. */
+  readonly current: (publicId: PublicId) => Effect.Effect<CurrentDetermination, DeterminationNotFound>
+  /** The current versions of one subject's determinations, by public id. */
+  readonly bySubject: (subjectId: string) => Effect.Effect<Array<CurrentDetermination>>
+  /** How many determinations are stored. */
+  readonly count: Effect.Effect<number>
+}
+
 const make = Effect.gen(function*() {
   const repo = yield* DeterminationsRepo
   const ids = yield* Ids
@@ -51,7 +67,7 @@ const make = Effect.gen(function*() {
     )
 
   /** Operator ingestion: one stored version and its one event per change; an identical body changes nothing. */
-  const ingest = (publicId: PublicId, body: DeterminationBody): Effect.Effect<IngestResult> => {
+  const ingest = Effect.fn("Determinations.ingest")((publicId: PublicId, body: DeterminationBody): Effect.Effect<IngestResult> => {
     const determinationDigest = digestOf(body)
     return commitChange(publicId, Effect.gen(function*() {
       const now = new Date(yield* Clock.currentTimeMillis)
@@ -98,11 +114,12 @@ const make = Effect.gen(function*() {
         changed_fields: changed
       } satisfies IngestResult
     }), (result) => result.outcome !== "unchanged").pipe(Effect.catchTag("SqlError", Effect.die))
-  }
+  })
 
   /** The freshness transitions of one determination that time has brought, each a freshness.changed event. */
-  const announceDue = (publicId: PublicId): Effect.Effect<number> =>
+  const announceDue = Effect.fn("Determinations.announceDue")((publicId: PublicId): Effect.Effect<number> =>
     commitChange(publicId, events.announceDue(publicId), (appended) => appended > 0).pipe(Effect.catchTag("SqlError", Effect.die))
+  )
 
   // Announcements a reader waits for, one per determination at a time (readers of one id share it).
   const announcing = new Map<string, Deferred.Deferred<void>>()
@@ -147,9 +164,9 @@ const make = Effect.gen(function*() {
       }))
     )
 
-  const bySubject = (subjectId: string) => Effect.orDie(repo.findBySubject(subjectId))
+  const bySubject = Effect.fn("Determinations.bySubject")((subjectId: string) => Effect.orDie(repo.findBySubject(subjectId)))
 
-  return { ingest, announceFreshness, sweepOnce, current, bySubject, count: Effect.orDie(repo.count) } as const
+  return { ingest, announceFreshness, sweepOnce, current, bySubject, count: Effect.orDie(repo.count) } satisfies DeterminationsShape
 })
 
 /**
@@ -158,7 +175,7 @@ const make = Effect.gen(function*() {
  * freshness transitions time brings (`sweepOnce`, `announceFreshness`). Every change goes store → event →
  * notify other instances → evict this instance's cache, here and nowhere else. Also reads the current version.
  */
-export class Determinations extends Context.Service<Determinations, Effect.Success<typeof make>>()("pv/Determinations", { make }) {
+export class Determinations extends Context.Service<Determinations, DeterminationsShape>()("pv/Determinations", { make }) {
   static readonly layerNoDeps = Layer.effect(Determinations, make)
   static readonly layer = Determinations.layerNoDeps.pipe(
     Layer.provide([DeterminationsRepo.layer, Ids.layer, EventLog.layer, ChangeFeed.layer])

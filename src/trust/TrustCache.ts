@@ -76,6 +76,18 @@ export const trustEntries = (maxEntries: number = capacity) => {
   return { get, put, generation, evict, clear, size: () => entries.size } as const
 }
 
+/** The methods of `TrustCache`: synchronous reads for the hot path, eviction as an Effect. */
+export interface TrustCacheShape {
+  /** The entry for `publicId` if it may be served at `nowMs`. */
+  readonly get: (publicId: string, nowMs: number) => CachedTrust | undefined
+  /** Stores the entry only if nothing evicted the key since `seenGeneration` was read. */
+  readonly put: (publicId: string, seenGeneration: number, entry: CachedTrust) => void
+  /** The key's eviction count, read before a build so a build that raced a write is not cached. */
+  readonly generation: (publicId: string) => number
+  /** Drops the key's entry (a commit changed it). */
+  readonly evict: (publicId: string) => Effect.Effect<void>
+}
+
 const make = Effect.gen(function*() {
   const feed = yield* ChangeFeed
   const cache = trustEntries()
@@ -88,7 +100,7 @@ const make = Effect.gen(function*() {
     else cache.evict(notice.publicId)
   })
 
-  return { get, put, generation, evict } as const
+  return { get, put, generation, evict } satisfies TrustCacheShape
 })
 
 /**
@@ -98,6 +110,6 @@ const make = Effect.gen(function*() {
  * this instance right after its own. A per-key generation stops a read that raced a write from caching what it read
  * before the write committed.
  */
-export class TrustCache extends Context.Service<TrustCache, Effect.Success<typeof make>>()("pv/TrustCache", { make }) {
+export class TrustCache extends Context.Service<TrustCache, TrustCacheShape>()("pv/TrustCache", { make }) {
   static readonly layer = Layer.effect(TrustCache, make).pipe(Layer.provide(ChangeFeed.layer))
 }

@@ -11,6 +11,23 @@ import { type CachedTrust, TrustCache } from "./TrustCache.js"
 /** The trust endpoints' success schema (src/trust/Api.ts declares MachineTrustResponse) writes the cached body. */
 const documentJson = jsonTextEncoder(MachineTrustResponse)
 
+/**
+ * publicId → canonical trust document (the methods of `TrustResolver`). `resolveCached` and `peek` answer
+ * every warm read: they stay plain functions with no span (GET /machine, MCP resolve_trust and receipts
+ * pass through them on every request); the cold path (`build`) is an `Effect.fn`.
+ */
+export interface TrustResolverShape {
+  /** The document, from the cache when it is still exact, else built (and cached). */
+  readonly resolve: (publicId: PublicId) => Effect.Effect<MachineTrustResponse, DeterminationNotFound>
+  /** The document with its serialised form (encoded through the success schema on first use). */
+  readonly resolveCached: (publicId: PublicId) => Effect.Effect<CachedTrust, DeterminationNotFound>
+  /**
+   * The document `resolve` would answer at `nowMs`, when the cache holds it still exact; undefined when
+   * only `resolve` can tell (not cached, or a freshness boundary passed). Synchronous: no Effect to run.
+   */
+  readonly peek: (publicId: PublicId, nowMs: number) => MachineTrustResponse | undefined
+}
+
 const make = Effect.gen(function*() {
   const determinations = yield* Determinations
   const policy = yield* Policy
@@ -24,8 +41,8 @@ const make = Effect.gen(function*() {
       return hit !== undefined ? Effect.succeed(hit) : build(publicId)
     })
 
-  const build = (publicId: PublicId): Effect.Effect<CachedTrust, DeterminationNotFound> =>
-    Effect.gen(function*() {
+  const build: (publicId: PublicId) => Effect.Effect<CachedTrust, DeterminationNotFound> = Effect.fn("TrustResolver.build")(
+    function*(publicId: PublicId) {
       const seen = cache.generation(publicId)
       const document = yield* load(publicId)
       const builtAtMs = yield* Clock.currentTimeMillis
@@ -42,7 +59,8 @@ const make = Effect.gen(function*() {
       }
       cache.put(publicId, seen, entry)
       return entry
-    })
+    }
+  )
 
   const resolve = (publicId: PublicId): Effect.Effect<MachineTrustResponse, DeterminationNotFound> =>
     Effect.map(resolveCached(publicId), (entry) => entry.document)
@@ -67,20 +85,16 @@ const make = Effect.gen(function*() {
       return buildMachineTrust(stored, policy.ref, stored.event_head, now)
     })
 
-  /**
-   * The document `resolve` would answer at `nowMs`, when the cache holds it still exact; undefined when
-   * only `resolve` can tell (not cached, or a freshness boundary passed). Synchronous: no Effect to run.
-   */
   const peek = (publicId: PublicId, nowMs: number): MachineTrustResponse | undefined => cache.get(publicId, nowMs)?.document
 
-  return { resolve, resolveCached, peek } as const
+  return { resolve, resolveCached, peek } satisfies TrustResolverShape
 })
 
 /**
  * publicId → canonical trust document. Every surface (machine, human, MCP, receipts) resolves
  * through here, so they all see the same document and the same digest.
  */
-export class TrustResolver extends Context.Service<TrustResolver, Effect.Success<typeof make>>()("pv/TrustResolver", { make }) {
+export class TrustResolver extends Context.Service<TrustResolver, TrustResolverShape>()("pv/TrustResolver", { make }) {
   static readonly layerNoDeps = Layer.effect(TrustResolver, make)
   static readonly layer = TrustResolver.layerNoDeps.pipe(
     Layer.provide([Determinations.layer, Policy.layer, TrustCache.layer])
