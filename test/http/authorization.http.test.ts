@@ -4,7 +4,7 @@ import { type Scope, Scopes } from "../../src/domain/ApiKey.js"
 import { keyWithWrongChecksum, malformedBearer, neverIssuedKey } from "../support/authz/credentials.js"
 import { type AuthKind, definedEndpoints, endpointKey } from "../support/authz/endpoints.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
-import { asOperator, createKey, expectProblem, putDetermination, type Reply, request } from "../support/http.js"
+import { asOperator, createKey, expectProblem, putDetermination, type Reply, request, type RequestOptions } from "../support/http.js"
 import { isolatedConfig } from "../support/testConfig.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 
@@ -473,6 +473,28 @@ describe(`authorization matrix (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
       }
     })
   }
+
+  describe("the scope is checked before anything of the request is read (docs/API.md §3.2)", () => {
+    it("answers 403 to a key without the scope whatever its body, path or query hold; a key with it gets the request's own refusal", async () => {
+      const json = { "content-type": "application/json" }
+      const cases: ReadonlyArray<readonly [string, string, Scope, RequestOptions, number]> = [
+        ["POST", "/api/v1/reliance-receipts", "receipt:write", { rawBody: "{not json", headers: json }, 400],
+        ["POST", "/api/v1/reliance-receipts", "receipt:write", { body: { ...receiptBody("authz:order"), decision: "ACTIONABLE" } }, 422],
+        ["POST", "/api/v1/actionability", "actionability:read", { rawBody: "[1,", headers: json }, 400],
+        ["POST", "/api/v1/subscriptions", "subscription:write", { body: { public_id: publicId, extra: 1 } }, 422],
+        ["GET", "/api/v1/events?public_id=DET-V1-AUTHZ-0001&limit=abc", "trust:read", {}, 422],
+        ["GET", "/api/v1/trust/not-a-public-id/machine", "trust:read", {}, 400],
+        ["POST", "/api/v1/mcp", "mcp:call", { rawBody: "{", headers: { "content-type": "text/plain" } }, 415]
+      ]
+      for (const [method, path, scope, options, own] of cases) {
+        const refused = await request(server, method, path, { ...options, bearer: ctx.lacking.get(scope)! })
+        expectProblem(refused, 403, "insufficient-scope")
+        expect(refused.headers.get("www-authenticate"), `${method} ${path}`).toBe(scopeChallenge(scope))
+        const allowed = await request(server, method, path, { ...options, bearer: ctx.allScopes })
+        expect(allowed.status, `${method} ${path}: ${allowed.text.slice(0, 200)}`).toBe(own)
+      }
+    })
+  })
 
   describe("refused requests changed nothing", () => {
     it("left the victim key working, created no key for the refused tenant, kept the determination", async () => {
