@@ -12,7 +12,7 @@ export class ApiKeysApi extends HttpApiGroup.make("apiKeys")
       success: CreatedApiKey.pipe(HttpApiSchema.status(201)),
       error: ValidationFailed
     })
-      .annotate(OpenApi.Summary, "Provision an API key (operator)")
+      .annotate(OpenApi.Summary, "Provision an API key")
       .annotate(OpenApi.Description, "The plaintext `api_key` is in this response only; the service keeps its SHA-256.")
   )
   .add(
@@ -20,7 +20,7 @@ export class ApiKeysApi extends HttpApiGroup.make("apiKeys")
       query: { tenant_id: Schema.optionalKey(Schema.String) },
       success: ApiKeyList
     })
-      .annotate(OpenApi.Summary, "List API keys (operator)")
+      .annotate(OpenApi.Summary, "List API keys")
       .annotate(OpenApi.Description, "Every key (of one tenant with `tenant_id`), with scopes, limits and dates; never the key or its hash.")
   )
   .add(
@@ -29,7 +29,7 @@ export class ApiKeysApi extends HttpApiGroup.make("apiKeys")
       success: HttpApiSchema.NoContent,
       error: NotFound
     })
-      .annotate(OpenApi.Summary, "Revoke an API key (operator)")
+      .annotate(OpenApi.Summary, "Revoke an API key")
       .annotate(OpenApi.Description, "Takes effect on every instance within 2 seconds.")
   )
   .middleware(OperatorAuth)

@@ -28,16 +28,12 @@ export { Caller }
 
 export const hasScope = (key: ApiKeyRecord, scope: Scope): boolean => key.scopes.includes(scope)
 
-/** Fails with the insufficient-scope problem (docs/API.md §3.2) unless the caller's key holds `scope`. */
-/** The refusal of a key without `scope`, or undefined when it has it (for code that checks without an Effect). */
+/**
+ * The insufficient-scope problem (docs/API.md §3.2) of a key without `scope`, or undefined when it has it:
+ * for ApiKeyAuth (an endpoint's RequiredScope, access/AuthLive.ts) and for each MCP tool's scope.
+ */
 export const scopeRefusal = (key: ApiKeyRecord, scope: Scope): InsufficientScope | undefined =>
   hasScope(key, scope) ? undefined : new InsufficientScope({ detail: `This operation requires the scope ${scope}.`, scope })
-
-export const requireScope = (scope: Scope) =>
-  Effect.flatMap(Caller, (key) => {
-    const refused = scopeRefusal(key, scope)
-    return refused === undefined ? Effect.succeed(key) : Effect.fail(refused)
-  })
 
 const makeApiKeys = Effect.gen(function*() {
   const store = yield* KeyStore

@@ -1,11 +1,14 @@
 import { Effect, Layer, Redacted } from "effect"
 import { HttpServerRequest } from "effect/http"
-import type { RateLimited, Unauthorized } from "../domain/Problem.js"
+import type { HttpApiEndpoint } from "effect/http-api"
+import { Api } from "../api/Api.js"
+import type { Scope } from "../domain/ApiKey.js"
+import type { InsufficientScope, RateLimited, Unauthorized } from "../domain/Problem.js"
 import { countRateLimited } from "../observability/Metrics.js"
 import { noteCaller } from "../observability/RequestRecord.js"
 import { AppConfig } from "../platform/Config.js"
-import { ApiKeys } from "./ApiKeys.js"
-import { ApiKeyAuth, Caller, OperatorAuth } from "./Auth.js"
+import { ApiKeys, scopeRefusal } from "./ApiKeys.js"
+import { AnyKey, ApiKeyAuth, Caller, OperatorAuth, requiredScopeOf, requiredScopes } from "./Auth.js"
 import { ClientAddresses } from "./ClientAddress.js"
 import { OperatorCredential } from "./Operator.js"
 import { RateLimits } from "./RateLimits.js"
@@ -41,9 +44,31 @@ const checkThrottled = <A, R>(
     ))
 
 /**
+ * Each API-key endpoint's scope (null: any key), read from its `RequiredScope` once, when the layer is
+ * built; an endpoint the definition does not hold is read on first use. A request looks its endpoint up
+ * by identity, never the annotations.
+ */
+const scopeTable = (): ((endpoint: HttpApiEndpoint.Top) => Scope | null) => {
+  const table = new Map<HttpApiEndpoint.Top, Scope | null>()
+  const add = (endpoint: HttpApiEndpoint.Top) => {
+    const scope = requiredScopeOf(endpoint)
+    const needed = scope === undefined || scope === AnyKey ? null : scope
+    table.set(endpoint, needed)
+    return needed
+  }
+  for (const { endpoint } of requiredScopes(Api)) add(endpoint)
+  return (endpoint) => {
+    const known = table.get(endpoint)
+    return known !== undefined ? known : add(endpoint)
+  }
+}
+
+/**
  * The API-key middleware: the key is checked (and failures throttled) before the key's limits are
- * counted; the endpoint then runs with the key as `Caller`. The RateLimit fields are set by
- * `RateLimits.consumeKey` as a pre-response handler, so they are on answers and refusals alike.
+ * counted, then the key's scope against the endpoint's `RequiredScope` (403 insufficient-scope, after the
+ * limits, before the request's parameters and body are read); the endpoint then runs with the key as
+ * `Caller`. The RateLimit fields are set by `RateLimits.consumeKey` as a pre-response handler, so they
+ * are on answers and refusals alike.
  */
 export const ApiKeyAuthLive = Layer.effect(
   ApiKeyAuth,
@@ -51,8 +76,9 @@ export const ApiKeyAuthLive = Layer.effect(
     const keys = yield* ApiKeys
     const limits = yield* RateLimits
     const addresses = yield* ClientAddresses
+    const scopeOf = scopeTable()
     return ApiKeyAuth.of({
-      apiKey: (httpEffect, { credential }) =>
+      apiKey: (httpEffect, { credential, endpoint }) =>
         Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
           Effect.flatMap(
             throttleFailures(limits, addresses.of(request), keys.authenticate(Redacted.value(credential))),
@@ -61,7 +87,11 @@ export const ApiKeyAuthLive = Layer.effect(
               noteCaller(request, key.key_id, key.tenant_id)
               return Effect.flatMap(limits.consumeKey(key), () => {
                 keys.markUsedUnsafe(key.key_id)
-                return Effect.provideService(httpEffect, Caller, key)
+                const scope = scopeOf(endpoint)
+                const refused = scope === null ? undefined : scopeRefusal(key, scope)
+                const answer: Effect.Effect<Effect.Success<typeof httpEffect>, Effect.Error<typeof httpEffect> | InsufficientScope> =
+                  refused === undefined ? Effect.provideService(httpEffect, Caller, key) : Effect.fail(refused)
+                return answer
               })
             }
           ))

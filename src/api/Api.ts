@@ -1,5 +1,6 @@
 import { HttpApi, OpenApi } from "effect/http-api"
 import { ApiKeysApi } from "../access/Api.js"
+import { AnyKey, requiredScopes } from "../access/Auth.js"
 import { EventsApi } from "../events/Api.js"
 import { SubscriptionsApi } from "../events/SubscriptionsApi.js"
 import { LogApi } from "../log/Api.js"
@@ -27,13 +28,45 @@ const collapseIdenticalAnyOf = (value: unknown): unknown => {
   return node
 }
 
+const operationMethods = ["get", "put", "post", "delete", "patch", "head", "options"] as const
+
+/**
+ * The credential of every operation, written into the document from the definition (access/Auth.ts), never
+ * by hand: the summary ends with it ("(scope trust:read)", "(any API key)", "(operator)"), `x-required-scope`
+ * names an API-key operation's scope, and its security requirement lists the scope (OpenAPI 3.1 lets a
+ * non-OAuth requirement name the roles it needs). Operations are found by operationId (`group.endpoint`);
+ * an API-key operation missing from the document is an error, so the two cannot part.
+ */
+const documentCredentials = (definition: HttpApi.Constraint, spec: OpenApi.OpenAPISpec): OpenApi.OpenAPISpec => {
+  const byId = new Map<string, OpenApi.OpenAPISpecOperation>()
+  for (const item of Object.values(spec.paths)) {
+    for (const method of operationMethods) {
+      const operation = item[method]
+      if (operation?.operationId !== undefined) byId.set(operation.operationId, operation)
+    }
+  }
+  for (const { group, endpoint, credential, scope } of requiredScopes(definition)) {
+    if (credential === "none") continue
+    const operation = byId.get(`${group}.${endpoint.identifier}`)
+    if (operation === undefined) throw new Error(`no OpenAPI operation ${group}.${endpoint.identifier} to document its credential`)
+    const needs = credential === "operator" ? "operator" : scope === AnyKey ? "any API key" : `scope ${scope}`
+    operation.summary = operation.summary === undefined ? needs : `${operation.summary} (${needs})`
+    if (credential === "api-key" && scope !== AnyKey && scope !== undefined) {
+      ;(operation as unknown as Record<string, unknown>)["x-required-scope"] = scope
+      operation.security = operation.security.map((requirement) =>
+        Object.fromEntries(Object.entries(requirement).map(([name, roles]) => [name, name === "apiKey" ? [scope] : roles])))
+    }
+  }
+  return spec
+}
+
 /**
  * The whole REST surface; OpenAPI is generated from this one definition. Errors are the domain's problem
  * classes (src/domain/Problem.ts), which HttpApi itself renders as application/problem+json and documents;
  * `RequestGuard` adds the answers every operation can give (400/413/415/422/500/503). Request bodies are
  * decoded strictly: an unknown member is an error, and every failing member is reported.
  */
-export class Api extends HttpApi.make("pv-trust")
+const Definition = HttpApi.make("pv-trust")
   .add(SystemApi)
   .add(TrustApi)
   .add(DeterminationsApi)
@@ -50,4 +83,6 @@ export class Api extends HttpApi.make("pv-trust")
   .annotate(OpenApi.Description,
     "Resolves determinations (DET-V1-*, QUAL-V1-*) into canonical pv.machine-trust.v1 documents. " +
     "Credential issuance is NOT_AUTHORIZED: no response implies an issued credential. Errors are RFC 9457 problem+json.")
-  .annotate(OpenApi.Transform, (spec) => collapseIdenticalAnyOf(spec) as typeof spec) {}
+
+export class Api extends Definition
+  .annotate(OpenApi.Transform, (spec) => documentCredentials(Definition, collapseIdenticalAnyOf(spec) as OpenApi.OpenAPISpec)) {}

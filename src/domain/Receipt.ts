@@ -159,7 +159,17 @@ export const CreatedRelianceReceipt = Schema.Struct({
   ...RelianceReceipt.fields,
   idempotent: Schema.Boolean
 }).annotate({ identifier: "CreatedRelianceReceipt" })
-export type CreatedRelianceReceipt = typeof CreatedRelianceReceipt.Type
+/**
+ * POST's two answers, told apart by `idempotent`: a receipt stored by this request, and the replay of one
+ * held already. The endpoint gives each its status (src/receipts/Api.ts), which is where the handler
+ * takes it from; the members and their order are CreatedRelianceReceipt's.
+ */
+export const NewRelianceReceipt = Schema.Struct({ ...RelianceReceipt.fields, idempotent: Schema.Literal(false) })
+  .annotate({ identifier: "NewRelianceReceipt", description: "A reliance receipt this request stored (idempotent: false)" })
+export const ReplayedRelianceReceipt = Schema.Struct({ ...RelianceReceipt.fields, idempotent: Schema.Literal(true) })
+  .annotate({ identifier: "ReplayedRelianceReceipt", description: "The reliance receipt held for this request's idempotency key (idempotent: true)" })
+/** What POST answers, either of the two (the type of the MCP tool's output too). */
+export type CreatedRelianceReceipt = typeof NewRelianceReceipt.Type | typeof ReplayedRelianceReceipt.Type
 
 /**
  * The receipt digest recipe: SHA-256 over the JCS form of snapshot_payload. The JCS text is the one-pass

@@ -1,7 +1,7 @@
 import { Schema, SchemaTransformation } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { ApiKeyAuth } from "../access/Auth.js"
-import { DeterminationNotFound, InsufficientScope, InvalidPublicId, RateLimited, Unauthorized, ValidationFailed } from "../domain/Problem.js"
+import { ApiKeyAuth, RequiredScope } from "../access/Auth.js"
+import { DeterminationNotFound, InvalidPublicId, RateLimited, ValidationFailed } from "../domain/Problem.js"
 import { EventJwks, EventPage } from "../domain/TrustEvent.js"
 import { DefaultPageSize, MaxPageSize } from "./Paging.js"
 
@@ -36,10 +36,11 @@ export class EventsApi extends HttpApiGroup.make("events")
     HttpApiEndpoint.get("list", "/events", {
       query: EventsQuery,
       success: EventPage,
-      error: [InvalidPublicId, Unauthorized, InsufficientScope, DeterminationNotFound, ValidationFailed]
+      error: [InvalidPublicId, DeterminationNotFound, ValidationFailed]
     })
       .middleware(ApiKeyAuth)
-      .annotate(OpenApi.Summary, "Signed event feed of a determination (scope trust:read)")
+      .annotate(RequiredScope, "trust:read")
+      .annotate(OpenApi.Summary, "Signed event feed of a determination")
       .annotate(OpenApi.Description,
         "Events in ascending sequence after `after`. Each carries previousEventHash and eventHash " +
         "(SHA-256 of \"pv-event-v1\\n\" + JCS of the event without eventHash and signature) and an Ed25519 " +
@@ -57,10 +58,11 @@ export class EventsApi extends HttpApiGroup.make("events")
         }))
       },
       success: HttpApiSchema.StreamUint8Array({ contentType: "text/event-stream" }),
-      error: [InvalidPublicId, Unauthorized, InsufficientScope, DeterminationNotFound, ValidationFailed, RateLimited]
+      error: [InvalidPublicId, DeterminationNotFound, ValidationFailed, RateLimited]
     })
       .middleware(ApiKeyAuth)
-      .annotate(OpenApi.Summary, "Live stream of a determination's events, Server-Sent Events (scope trust:read)")
+      .annotate(RequiredScope, "trust:read")
+      .annotate(OpenApi.Summary, "Live stream of a determination's events, Server-Sent Events")
       .annotate(OpenApi.Description,
         "Every stored event after `after` (or after the Last-Event-ID header, which wins), then each new event within a " +
         "second of its append on any instance. Each message is `id: <sequence>`, `event: pv.trust.event`, `data: <the event " +

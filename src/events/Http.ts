@@ -1,7 +1,7 @@
 import { Effect } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
-import { requireScope } from "../access/ApiKeys.js"
+import { Caller } from "../access/Auth.js"
 import { Api } from "../api/Api.js"
 import { FieldError, ValidationFailed } from "../domain/Problem.js"
 import { requirePublicId } from "../domain/PublicId.js"
@@ -26,12 +26,12 @@ export const EventsHttpLive = HttpApiBuilder.group(Api, "events", (handlers) =>
     const log = yield* EventLog
     const streams = yield* LiveStreams
     const pages = yield* EventPages
+    // Both reads need trust:read, checked by ApiKeyAuth (the endpoints' RequiredScope).
     return handlers
       // Sent from bytes encoded once per (page, head) through EventPage (events/EventPages.ts); 304 while the head stands.
       // If-None-Match is read off the request rather than declared, so the derived client's `events.list` needs no headers.
       .handle("list", ({ query, request }) =>
         Effect.gen(function*() {
-          yield* requireScope("trust:read")
           const publicId = yield* requirePublicId(query.public_id)
           const ref = yield* pages.ref(publicId, query.after, query.limit)
           const validators = { etag: ref.etag, "cache-control": "no-cache" }
@@ -41,7 +41,7 @@ export const EventsHttpLive = HttpApiBuilder.group(Api, "events", (handlers) =>
         }))
       .handle("stream", ({ headers, query }) =>
         Effect.gen(function*() {
-          const key = yield* requireScope("trust:read")
+          const key = yield* Caller
           const publicId = yield* requirePublicId(query.public_id)
           const resumeFrom = yield* lastEventIdOf(headers["last-event-id"])
           const body = yield* streams.open(key.key_id, publicId, resumeFrom ?? query.after ?? 0)

@@ -1,13 +1,11 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { ApiKeyAuth } from "../access/Auth.js"
+import { ApiKeyAuth, RequiredScope } from "../access/Auth.js"
 import {
   DeterminationNotFound,
-  InsufficientScope,
   InvalidPublicId,
   InvalidWebhookUrl,
   NotFound,
-  Unauthorized,
   ValidationFailed
 } from "../domain/Problem.js"
 import { QueryInt } from "./Api.js"
@@ -28,17 +26,14 @@ export const SubscribeRequest = Schema.Struct({
 
 const SubscriptionPath = { subscriptionId: Schema.String.annotate({ description: "sub_ + ULID" }) }
 
-// Every endpoint needs an API key with scope subscription:write and sees only its own tenant's subscriptions.
-const KeyErrors = [Unauthorized, InsufficientScope] as const
-
 export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
   .add(
     HttpApiEndpoint.post("create", "/subscriptions", {
       payload: SubscribeRequest,
       success: [Subscription.pipe(HttpApiSchema.status(201)), Subscription.pipe(HttpApiSchema.status(200))],
-      error: [InvalidPublicId, DeterminationNotFound, InvalidWebhookUrl, ValidationFailed, ...KeyErrors]
+      error: [InvalidPublicId, DeterminationNotFound, InvalidWebhookUrl, ValidationFailed]
     })
-      .annotate(OpenApi.Summary, "Subscribe to a determination's trust changes (scope subscription:write)")
+      .annotate(OpenApi.Summary, "Subscribe to a determination's trust changes")
       .annotate(OpenApi.Description,
         "Without webhook_url: a pull subscription (read events_url). With it: every event after `after` is POSTed to the URL, " +
         "in sequence order, one at a time, signed with the Standard Webhooks headers (webhook-id = event_id, webhook-timestamp, " +
@@ -57,9 +52,9 @@ export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
           1, MaxSubscriptionPage)
       },
       success: SubscriptionPage,
-      error: [ValidationFailed, ...KeyErrors]
+      error: [ValidationFailed]
     })
-      .annotate(OpenApi.Summary, "The tenant's subscriptions, oldest first (scope subscription:write)")
+      .annotate(OpenApi.Summary, "The tenant's subscriptions, oldest first")
       .annotate(OpenApi.Description,
         "Every subscription of the key's tenant, pull and webhook, with the same members as GET one. Follow next_after " +
         "(pass it as `after`) until it is null.")
@@ -68,9 +63,9 @@ export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
     HttpApiEndpoint.get("get", "/subscriptions/:subscriptionId", {
       params: SubscriptionPath,
       success: Subscription,
-      error: [NotFound, ...KeyErrors]
+      error: NotFound
     })
-      .annotate(OpenApi.Summary, "A subscription and how its delivery goes (scope subscription:write)")
+      .annotate(OpenApi.Summary, "A subscription and how its delivery goes")
       .annotate(OpenApi.Description,
         "delivered_through (last acknowledged sequence), pending, attempts, last_attempt_at, last_error, next_attempt_at. " +
         "Another tenant's subscription is 404 not-found.")
@@ -79,9 +74,9 @@ export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
     HttpApiEndpoint.delete("delete", "/subscriptions/:subscriptionId", {
       params: SubscriptionPath,
       success: HttpApiSchema.NoContent,
-      error: [NotFound, ...KeyErrors]
+      error: NotFound
     })
-      .annotate(OpenApi.Summary, "Delete a subscription: nothing is sent afterwards (scope subscription:write)")
+      .annotate(OpenApi.Summary, "Delete a subscription: nothing is sent afterwards")
       .annotate(OpenApi.Description,
         "An attempt already in flight may still arrive; no further one is made. The events stay readable at events_url.")
   )
@@ -89,22 +84,24 @@ export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
     HttpApiEndpoint.post("resume", "/subscriptions/:subscriptionId/resume", {
       params: SubscriptionPath,
       success: Subscription,
-      error: [NotFound, ...KeyErrors]
+      error: NotFound
     })
-      .annotate(OpenApi.Summary, "Resume a disabled subscription (scope subscription:write)")
+      .annotate(OpenApi.Summary, "Resume a disabled subscription")
       .annotate(OpenApi.Description, "Delivery restarts at the first unacknowledged event; an active subscription is returned unchanged.")
   )
   .add(
     HttpApiEndpoint.post("rotateSecret", "/subscriptions/:subscriptionId/rotate-secret", {
       params: SubscriptionPath,
       success: Subscription,
-      error: [NotFound, ...KeyErrors]
+      error: NotFound
     })
-      .annotate(OpenApi.Summary, "A new webhook secret (scope subscription:write)")
+      .annotate(OpenApi.Summary, "A new webhook secret")
       .annotate(OpenApi.Description,
         "Returns the new webhook_secret (only here). For 24 hours both secrets sign every delivery: webhook-signature carries " +
         "two v1 signatures separated by a space, so a receiver can switch without a gap.")
   )
+  // Every endpoint needs an API key with scope subscription:write and sees only its own tenant's subscriptions.
   .middleware(ApiKeyAuth)
+  .annotateEndpoints(RequiredScope, "subscription:write")
   .prefix("/api/v1")
   .annotate(OpenApi.Title, "Subscriptions and webhooks") {}

@@ -1,7 +1,7 @@
 import { Effect, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
-import { requireScope } from "../access/ApiKeys.js"
+import { Caller } from "../access/Auth.js"
 import { Api } from "../api/Api.js"
 import { requirePublicId } from "../domain/PublicId.js"
 import { Subscription, Subscriptions } from "./Subscriptions.js"
@@ -11,21 +11,21 @@ const encodeSubscription = Schema.encodeSync(Subscription)
 export const SubscriptionsHttpLive = HttpApiBuilder.group(Api, "subscriptions", (handlers) =>
   Effect.gen(function*() {
     const subscriptions = yield* Subscriptions
-    const caller = requireScope("subscription:write")
+    // subscription:write is checked by ApiKeyAuth (the group's RequiredScope); each call acts for its key's tenant.
     return handlers
       // Two successes with one schema: HttpApi would pick the first (201) for a repeat too, so the status is chosen here.
       .handle("create", ({ payload }) =>
         Effect.gen(function*() {
-          const key = yield* caller
+          const key = yield* Caller
           const publicId = yield* requirePublicId(payload.public_id)
           const { created, subscription } = yield* subscriptions.subscribe(key, publicId, payload.webhook_url)
           return HttpServerResponse.jsonUnsafe(encodeSubscription(subscription), { status: created ? 201 : 200 })
         }))
       .handle("list", ({ query }) =>
-        Effect.flatMap(caller, (key) => subscriptions.list(key.tenant_id, { after: query.after, limit: query.limit ?? 50 })))
-      .handle("get", ({ params }) => Effect.flatMap(caller, (key) => subscriptions.get(key.tenant_id, params.subscriptionId)))
-      .handle("delete", ({ params }) => Effect.flatMap(caller, (key) => subscriptions.remove(key.tenant_id, params.subscriptionId)))
-      .handle("resume", ({ params }) => Effect.flatMap(caller, (key) => subscriptions.resume(key.tenant_id, params.subscriptionId)))
+        Effect.flatMap(Caller, (key) => subscriptions.list(key.tenant_id, { after: query.after, limit: query.limit ?? 50 })))
+      .handle("get", ({ params }) => Effect.flatMap(Caller, (key) => subscriptions.get(key.tenant_id, params.subscriptionId)))
+      .handle("delete", ({ params }) => Effect.flatMap(Caller, (key) => subscriptions.remove(key.tenant_id, params.subscriptionId)))
+      .handle("resume", ({ params }) => Effect.flatMap(Caller, (key) => subscriptions.resume(key.tenant_id, params.subscriptionId)))
       .handle("rotateSecret", ({ params }) =>
-        Effect.flatMap(caller, (key) => subscriptions.rotateSecret(key.tenant_id, params.subscriptionId)))
+        Effect.flatMap(Caller, (key) => subscriptions.rotateSecret(key.tenant_id, params.subscriptionId)))
   }))

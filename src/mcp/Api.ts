@@ -1,8 +1,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { ApiKeyAuth } from "../access/Auth.js"
+import { ApiKeyAuth, RequiredScope } from "../access/Auth.js"
 import {
-  InsufficientScope,
   MethodNotAllowed,
   NotAcceptable,
   PayloadTooLarge,
@@ -62,11 +61,12 @@ export class McpApi extends HttpApiGroup.make("mcp")
       payload: Body,
       headers: TransportHeaders,
       success: [Answer, HttpApiSchema.Empty(202)],
-      // 401 (and 429/503) are ApiKeyAuth's declared errors, documented with the middleware.
-      error: [InsufficientScope, NotAcceptable, PayloadTooLarge, UnsupportedMediaType]
+      // 401, 403 (mcp:call) and 429/503 are ApiKeyAuth's declared errors, documented with the middleware.
+      error: [NotAcceptable, PayloadTooLarge, UnsupportedMediaType]
     })
       .middleware(ApiKeyAuth)
-      .annotate(OpenApi.Summary, "MCP (Streamable HTTP) and JSON-RPC 2.0 tool calls (scope mcp:call)")
+      .annotate(RequiredScope, "mcp:call")
+      .annotate(OpenApi.Summary, "MCP (Streamable HTTP) and JSON-RPC 2.0 tool calls")
       .annotate(OpenApi.Description,
         "Two protocol eras on one endpoint, both stateless (docs/API.md, \"MCP\"). MCP 2026-07-28: server/discover, " +
         "tools/list and tools/call, each request carrying params._meta with io.modelcontextprotocol/protocolVersion and " +

@@ -1,10 +1,9 @@
 import { Effect, Layer, Option } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
-import { Caller, scopeRefusal } from "../access/ApiKeys.js"
 import { Api } from "../api/Api.js"
 import { instanceOf, MaxBodyBytes, problemResponse } from "../api/Problems.js"
-import { type InsufficientScope, MethodNotAllowed, type NotAcceptable, PayloadTooLarge, type UnsupportedMediaType } from "../domain/Problem.js"
+import { MethodNotAllowed, type NotAcceptable, PayloadTooLarge, type UnsupportedMediaType } from "../domain/Problem.js"
 import { withMiddlewaresOnly } from "../http/GroupContext.js"
 import { readBoundedBytes } from "../http/RequestGuard.js"
 import { Mcp } from "./Mcp.js"
@@ -44,16 +43,16 @@ export const McpHttpLive = Layer.unwrap(Effect.gen(function*() {
   const mcp = yield* Mcp
   return withMiddlewaresOnly(HttpApiBuilder.group(Api, "mcp", (handlers) =>
     handlers
-      .handleRaw("call", ({ request }) =>
-        Effect.flatMap(Caller, (caller): Effect.Effect<HttpServerResponse.HttpServerResponse, InsufficientScope | NotAcceptable | PayloadTooLarge | UnsupportedMediaType, Caller> => {
-          const refused = scopeRefusal(caller, "mcp:call") ?? Option.getOrUndefined(mcp.transportProblem(request.headers))
-          if (refused !== undefined) return Effect.fail(refused)
-          return Effect.flatMap(readBody(request), (body) =>
-            Effect.map(mcp.answer(body, request.headers), (reply) =>
-              reply._tag === "Accepted"
-                ? HttpServerResponse.empty({ status: 202 })
-                : HttpServerResponse.text(reply.body, { status: reply.status, contentType: "application/json" })))
-        }))
+      // mcp:call was checked by ApiKeyAuth (the endpoint's RequiredScope), before the transport rules here.
+      .handleRaw("call", ({ request }) => {
+        const refused: NotAcceptable | UnsupportedMediaType | undefined = Option.getOrUndefined(mcp.transportProblem(request.headers))
+        if (refused !== undefined) return Effect.fail(refused)
+        return Effect.flatMap(readBody(request), (body) =>
+          Effect.map(mcp.answer(body, request.headers), (reply) =>
+            reply._tag === "Accepted"
+              ? HttpServerResponse.empty({ status: 202 })
+              : HttpServerResponse.text(reply.body, { status: reply.status, contentType: "application/json" })))
+      })
       .handle("stream", () => methodNotAllowed)
       .handle("endSession", () => methodNotAllowed)))
 }))

@@ -1,35 +1,32 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { ApiKeyAuth } from "../access/Auth.js"
+import { AnyKey, ApiKeyAuth, RequiredScope } from "../access/Auth.js"
 import {
   DeterminationNotFound,
   Forbidden,
   IdempotencyConflict,
-  InsufficientScope,
   NotYetLogged,
   ProhibitedField,
   ReceiptNotFound,
-  Unauthorized,
   UnknownPurpose,
   ValidationFailed
 } from "../domain/Problem.js"
-import { ActionabilityEvaluation, CreatedRelianceReceipt, RelianceReceipt, RelianceRequestBody } from "../domain/Receipt.js"
+import { ActionabilityEvaluation, NewRelianceReceipt, RelianceReceipt, RelianceRequestBody, ReplayedRelianceReceipt } from "../domain/Receipt.js"
 import { ReceiptProofBundle } from "../log/Api.js"
 import { PolicyView } from "../domain/PolicyDocument.js"
 
 const ReceiptPath = { receiptId: Schema.String.annotate({ description: "rr_ + ULID" }) }
 
-// Every endpoint of the group sits behind the API key.
-const KeyErrors = [Unauthorized, InsufficientScope] as const
-
 export class ReceiptsApi extends HttpApiGroup.make("receipts")
   .add(
     HttpApiEndpoint.post("create", "/reliance-receipts", {
       payload: RelianceRequestBody,
-      success: [CreatedRelianceReceipt.pipe(HttpApiSchema.status(201)), CreatedRelianceReceipt.pipe(HttpApiSchema.status(200))],
-      error: [ProhibitedField, ValidationFailed, Forbidden, UnknownPurpose, DeterminationNotFound, IdempotencyConflict, ...KeyErrors]
+      // The status of each answer is declared here only: src/receipts/Http.ts reads it off these schemas.
+      success: [NewRelianceReceipt.pipe(HttpApiSchema.status(201)), ReplayedRelianceReceipt.pipe(HttpApiSchema.status(200))],
+      error: [ProhibitedField, ValidationFailed, Forbidden, UnknownPurpose, DeterminationNotFound, IdempotencyConflict]
     })
-      .annotate(OpenApi.Summary, "Create a reliance receipt (scope receipt:write)")
+      .annotate(RequiredScope, "receipt:write")
+      .annotate(OpenApi.Summary, "Create a reliance receipt")
       .annotate(OpenApi.Description,
         "Send only the 7 caller fields; the server resolves canonical trust, evaluates the policy and derives every " +
         "decision field. Sending a server-derived field (decision, trust_state_digest, policy_version, policy_digest, " +
@@ -42,18 +39,20 @@ export class ReceiptsApi extends HttpApiGroup.make("receipts")
     HttpApiEndpoint.get("get", "/reliance-receipts/:receiptId", {
       params: ReceiptPath,
       success: RelianceReceipt,
-      error: [ReceiptNotFound, ...KeyErrors]
+      error: ReceiptNotFound
     })
-      .annotate(OpenApi.Summary, "Read a stored reliance receipt (scope receipt:read)")
+      .annotate(RequiredScope, "receipt:read")
+      .annotate(OpenApi.Summary, "Read a stored reliance receipt")
       .annotate(OpenApi.Description, "Receipts are immutable and visible to their own tenant only; another tenant's id is 404.")
   )
   .add(
     HttpApiEndpoint.get("proof", "/reliance-receipts/:receiptId/proof", {
       params: ReceiptPath,
       success: ReceiptProofBundle,
-      error: [ReceiptNotFound, NotYetLogged, ...KeyErrors]
+      error: [ReceiptNotFound, NotYetLogged]
     })
-      .annotate(OpenApi.Summary, "A receipt's proof bundle: signed receipt, log entry, inclusion path, checkpoint (scope receipt:read)")
+      .annotate(RequiredScope, "receipt:read")
+      .annotate(OpenApi.Summary, "A receipt's proof bundle: signed receipt, log entry, inclusion path, checkpoint")
       .annotate(OpenApi.Description,
         "Everything needed to verify offline (`pv verify-receipt`, or the package's `verifyReceiptBundle`) that the receipt " +
         "is what the service signed and that the transparency log holds it under a signed checkpoint. Pin verifier_key " +
@@ -64,18 +63,21 @@ export class ReceiptsApi extends HttpApiGroup.make("receipts")
     HttpApiEndpoint.post("evaluate", "/actionability", {
       payload: RelianceRequestBody,
       success: ActionabilityEvaluation,
-      error: [ProhibitedField, ValidationFailed, Forbidden, UnknownPurpose, DeterminationNotFound, ...KeyErrors]
+      error: [ProhibitedField, ValidationFailed, Forbidden, UnknownPurpose, DeterminationNotFound]
     })
-      .annotate(OpenApi.Summary, "Evaluate actionability without storing anything (scope actionability:read)")
+      .annotate(RequiredScope, "actionability:read")
+      .annotate(OpenApi.Summary, "Evaluate actionability without storing anything")
       .annotate(OpenApi.Description,
         "The same 7 fields, checks and verdicts as a receipt (freshness, lifecycle, authority, tier, eligibility, " +
         "claim_scope); ACTIONABLE only when every verdict passes. Nothing is persisted.")
   )
   .add(
-    HttpApiEndpoint.get("policy", "/policy", { success: PolicyView, error: KeyErrors })
-      .annotate(OpenApi.Summary, "The current reliance policy (any API key)")
+    HttpApiEndpoint.get("policy", "/policy", { success: PolicyView })
+      .annotate(RequiredScope, AnyKey)
+      .annotate(OpenApi.Summary, "The current reliance policy")
       .annotate(OpenApi.Description, "policy_digest is the RFC 8785 SHA-256 of the document without policy_digest.")
   )
+  // Every endpoint of the group sits behind the API key (its 401, 403 and 429 are ApiKeyAuth's declared errors).
   .middleware(ApiKeyAuth)
   .prefix("/api/v1")
   .annotate(OpenApi.Title, "Reliance receipts and actionability") {}

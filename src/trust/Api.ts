@@ -1,8 +1,8 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
-import { ApiKeyAuth } from "../access/Auth.js"
+import { ApiKeyAuth, RequiredScope } from "../access/Auth.js"
 import { MachineTrustResponse } from "../domain/MachineTrust.js"
-import { DeterminationNotFound, InsufficientScope, InvalidPublicId, RateLimited, Unauthorized, Unavailable } from "../domain/Problem.js"
+import { DeterminationNotFound, InvalidPublicId, RateLimited, Unavailable } from "../domain/Problem.js"
 
 // The id is checked by the handler (requirePublicId), so a malformed one is the 400 invalid-public-id of docs/API.md §2.
 const TrustPath = { publicId: Schema.String.annotate({ description: "DET-V1-* or QUAL-V1-*" }) }
@@ -14,10 +14,11 @@ export class TrustApi extends HttpApiGroup.make("trust")
       params: TrustPath,
       headers: ConditionalHeaders,
       success: MachineTrustResponse,
-      error: [InvalidPublicId, Unauthorized, InsufficientScope, DeterminationNotFound]
+      error: [InvalidPublicId, DeterminationNotFound]
     })
       .middleware(ApiKeyAuth)
-      .annotate(OpenApi.Summary, "Resolve a determination (scope trust:read)")
+      .annotate(RequiredScope, "trust:read")
+      .annotate(OpenApi.Summary, "Resolve a determination")
       .annotate(OpenApi.Description,
         "The canonical pv.machine-trust.v1 document. `ETag` is the quoted trust_state_digest; a matching `If-None-Match` answers 304. " +
         "A successful resolution is not permission to rely: check freshness.state, lifecycle.state and authority first.")

@@ -23,7 +23,7 @@ export class DeterminationsApi extends HttpApiGroup.make("determinations")
     })
       // Unknown fields are refused (422), and every problem of the body is reported at once.
       .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error", errors: "all" })
-      .annotate(OpenApi.Summary, "Store a determination (operator)")
+      .annotate(OpenApi.Summary, "Store a determination")
       .annotate(OpenApi.Description,
         "201 when the determination is new, 200 when a new version was stored or the body equals the current version (outcome unchanged). Unknown fields are refused with 422.")
   )

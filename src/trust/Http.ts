@@ -1,7 +1,6 @@
 import { Effect, Layer } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
-import { requireScope } from "../access/ApiKeys.js"
 import { ClientAddresses } from "../access/ClientAddress.js"
 import { RateLimits } from "../access/RateLimits.js"
 import { Api } from "../api/Api.js"
@@ -63,11 +62,9 @@ export const TrustHttpLive = Layer.unwrap(
     const resolveCached = (publicId: string) => Effect.flatMap(requirePublicId(publicId), resolver.resolveCached)
     const group = HttpApiBuilder.group(Api, "trust", (handlers) =>
       handlers
+        // trust:read is checked by ApiKeyAuth (the endpoint's RequiredScope).
         .handle("machine", ({ params, headers }) =>
-          requireScope("trust:read").pipe(
-            Effect.flatMap(() => resolveCached(params.publicId)),
-            Effect.map((trust) => conditional(trust, headers["if-none-match"]))
-          ))
+          Effect.map(resolveCached(params.publicId), (trust) => conditional(trust, headers["if-none-match"])))
         .handle("human", ({ params, headers, request }) =>
           limits.consumeAddress("human", addresses.of(request), humanRateLimitPerMinute).pipe(
             Effect.andThen(resolveCached(params.publicId)),

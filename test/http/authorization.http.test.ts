@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { AnyKey, type KeyScope } from "../../src/access/Auth.js"
 import { type Scope, Scopes } from "../../src/domain/ApiKey.js"
 import { keyWithWrongChecksum, malformedBearer, neverIssuedKey } from "../support/authz/credentials.js"
 import { type AuthKind, definedEndpoints, endpointKey } from "../support/authz/endpoints.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
-import { asOperator, createKey, expectProblem, putDetermination, type Reply, request } from "../support/http.js"
+import { asOperator, createKey, expectProblem, putDetermination, type Reply, request, type RequestOptions } from "../support/http.js"
 import { isolatedConfig } from "../support/testConfig.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 
@@ -11,6 +12,9 @@ import { startTestServer, type TestServer } from "../support/server.js"
  * Issue 10 item 10: the authorization matrix. Every endpoint of the HttpApi definition (src/api/Api.ts)
  * × every kind of credential, against the expectation table below (docs/API.md §3, §7, §11, §12).
  * The endpoint list is generated from the definition, so an endpoint cannot ship without its row here.
+ * The scope of an API-key endpoint is its RequiredScope annotation, the one declaration ApiKeyAuth enforces
+ * (issue 20): every scoped endpoint is called with a key holding every scope but that one, and must get
+ * its 403. (test/access/scopes.test.ts holds the annotations to docs/API.md §3.2.)
  */
 
 const invalidTokenChallenge = `Bearer realm="pv", error="invalid_token"`
@@ -63,8 +67,8 @@ type Use = "denied" | "valid"
 
 interface Row {
   readonly auth: AuthKind
-  /** The scope an API-key endpoint needs ("any": any key with any scope). */
-  readonly scope?: Scope | "any"
+  /** The scope an API-key endpoint needs (AnyKey: any key with any scope): its RequiredScope, filled in from the definition. */
+  readonly scope?: KeyScope
   /** Tenant-bound resource: what another tenant's key gets. */
   readonly otherTenant?: { readonly status: number; readonly code: string }
   /** Status(es) of the valid credential (any credential for open endpoints). */
@@ -96,59 +100,59 @@ const table: Readonly<Record<string, Row>> = {
 
   // docs/API.md §3.2: API key with a scope
   "GET /api/v1/trust/{}/machine": {
-    auth: "api-key", scope: "trust:read", success: [200], call: () => ({ path: `/api/v1/trust/${publicId}/machine` })
+    auth: "api-key", success: [200], call: () => ({ path: `/api/v1/trust/${publicId}/machine` })
   },
   "POST /api/v1/reliance-receipts": {
-    auth: "api-key", scope: "receipt:write", success: [201],
+    auth: "api-key", success: [201],
     otherTenant: { status: 403, code: "forbidden" },
     call: (use) => ({ path: "/api/v1/reliance-receipts", body: receiptBody(use === "valid" ? "authz:valid" : "authz:denied") })
   },
   "GET /api/v1/reliance-receipts/{}": {
-    auth: "api-key", scope: "receipt:read", success: [200],
+    auth: "api-key", success: [200],
     otherTenant: { status: 404, code: "receipt-not-found" },
     call: () => ({ path: `/api/v1/reliance-receipts/${ctx.receiptId}` })
   },
   "POST /api/v1/actionability": {
-    auth: "api-key", scope: "actionability:read", success: [200],
+    auth: "api-key", success: [200],
     // The same tenant rule as receipts: the body's tenant_id must be the key's (src/receipts/Api.ts declares Forbidden).
     otherTenant: { status: 403, code: "forbidden" },
     call: () => ({ path: "/api/v1/actionability", body: receiptBody("authz:evaluate") })
   },
-  "GET /api/v1/policy": { auth: "api-key", scope: "any", success: [200], call: () => ({ path: "/api/v1/policy" }) },
+  "GET /api/v1/policy": { auth: "api-key", success: [200], call: () => ({ path: "/api/v1/policy" }) },
   "POST /api/v1/mcp": {
-    auth: "api-key", scope: "mcp:call", success: [200],
+    auth: "api-key", success: [200],
     call: () => ({ path: "/api/v1/mcp", body: { jsonrpc: "2.0", id: 1, method: "ping" } })
   },
   "GET /api/v1/events": {
-    auth: "api-key", scope: "trust:read", success: [200], call: () => ({ path: `/api/v1/events?public_id=${publicId}` })
+    auth: "api-key", success: [200], call: () => ({ path: `/api/v1/events?public_id=${publicId}` })
   },
   // A live stream: the first message is read, then the request is aborted (support/http.ts).
   "GET /api/v1/events/stream": {
-    auth: "api-key", scope: "trust:read", success: [200], call: () => ({ path: `/api/v1/events/stream?public_id=${publicId}` })
+    auth: "api-key", success: [200], call: () => ({ path: `/api/v1/events/stream?public_id=${publicId}` })
   },
 
   // Subscriptions and webhooks (third round): scope subscription:write, tenant-owned.
   "POST /api/v1/subscriptions": {
-    auth: "api-key", scope: "subscription:write", success: [200, 201],
+    auth: "api-key", success: [200, 201],
     call: () => ({ path: "/api/v1/subscriptions", body: { public_id: publicId } })
   },
   "GET /api/v1/subscriptions": {
-    auth: "api-key", scope: "subscription:write", success: [200], call: () => ({ path: "/api/v1/subscriptions" })
+    auth: "api-key", success: [200], call: () => ({ path: "/api/v1/subscriptions" })
   },
   "GET /api/v1/subscriptions/{}": {
-    auth: "api-key", scope: "subscription:write", success: [200], otherTenant: { status: 404, code: "not-found" },
+    auth: "api-key", success: [200], otherTenant: { status: 404, code: "not-found" },
     call: () => ({ path: `/api/v1/subscriptions/${ctx.subscriptionId}` })
   },
   "DELETE /api/v1/subscriptions/{}": {
-    auth: "api-key", scope: "subscription:write", success: [204], otherTenant: { status: 404, code: "not-found" },
+    auth: "api-key", success: [204], otherTenant: { status: 404, code: "not-found" },
     call: (use) => ({ path: `/api/v1/subscriptions/${use === "valid" ? ctx.validVictimSubscriptionId : ctx.deniedVictimSubscriptionId}` })
   },
   "POST /api/v1/subscriptions/{}/resume": {
-    auth: "api-key", scope: "subscription:write", success: [200], otherTenant: { status: 404, code: "not-found" },
+    auth: "api-key", success: [200], otherTenant: { status: 404, code: "not-found" },
     call: () => ({ path: `/api/v1/subscriptions/${ctx.subscriptionId}/resume` })
   },
   "POST /api/v1/subscriptions/{}/rotate-secret": {
-    auth: "api-key", scope: "subscription:write", success: [200], otherTenant: { status: 404, code: "not-found" },
+    auth: "api-key", success: [200], otherTenant: { status: 404, code: "not-found" },
     call: () => ({ path: `/api/v1/subscriptions/${ctx.subscriptionId}/rotate-secret` })
   },
 
@@ -171,7 +175,7 @@ const table: Readonly<Record<string, Row>> = {
 
   // Added later (docs/API.md §11.7, §11): the receipt proof bundle and the transparency log
   "GET /api/v1/reliance-receipts/{}/proof": {
-    auth: "api-key", scope: "receipt:read", success: [200], proofOrLog: true,
+    auth: "api-key", success: [200], proofOrLog: true,
     otherTenant: { status: 404, code: "receipt-not-found" },
     call: () => ({ path: `/api/v1/reliance-receipts/${ctx.receiptId}/proof` })
   },
@@ -190,6 +194,12 @@ const isLogPath = (key: string) => /^GET (\/api\/v1)?\/log\//.test(key)
 
 const defined = definedEndpoints()
 const definedKeys = new Set(defined.map((e) => e.key))
+
+/** A row with its endpoint's scope, as the definition declares it (RequiredScope). */
+const withScope = (key: string, row: Row): Row => {
+  const scope = defined.find((e) => e.key === key)?.scope
+  return scope === undefined ? row : { ...row, scope }
+}
 
 // ---- credentials ----
 
@@ -220,7 +230,7 @@ const bearerFor = (kind: CredentialKind, row: Row): string | undefined => {
     case "API key with every scope": return ctx.allScopes
     case "valid credential":
       return row.auth === "operator" ? server.operatorToken
-        : row.auth === "api-key" ? (row.scope === "any" ? ctx.onlySubscription : ctx.allScopes)
+        : row.auth === "api-key" ? (row.scope === AnyKey ? ctx.onlySubscription : ctx.allScopes)
         : undefined
   }
 }
@@ -239,7 +249,7 @@ const rowsFor = (row: Row): ReadonlyArray<CredentialKind> => {
     case "api-key":
       return [
         ...always,
-        ...(row.scope !== "any" ? ["key lacking the scope" as const] : []),
+        ...(row.scope !== AnyKey ? ["key lacking the scope" as const] : []),
         ...(row.otherTenant !== undefined ? ["key of another tenant" as const] : []),
         "operator token",
         "valid credential"
@@ -378,6 +388,17 @@ describe(`authorization matrix (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
       expect(mismatched).toEqual([])
     })
 
+    it("takes each API-key endpoint's scope from its RequiredScope annotation, so each scoped one gets its 403 row", () => {
+      const known = new Set<string>([...Scopes, AnyKey])
+      const wrong = defined.flatMap((e) =>
+        e.auth === "api-key" ? (e.scope !== undefined && known.has(e.scope) ? [] : [`${e.key}: scope ${String(e.scope)}`])
+          : e.scope === undefined ? [] : [`${e.key}: ${e.auth}, yet scope ${e.scope}`])
+      expect(wrong).toEqual([])
+      const lacking = defined.filter((e) => table[e.key] !== undefined && rowsFor(withScope(e.key, table[e.key]!)).includes("key lacking the scope"))
+      expect(lacking.map((e) => e.key).sort()).toEqual(defined.filter((e) => e.auth === "api-key" && e.scope !== AnyKey).map((e) => e.key).sort())
+      expect(lacking.length).toBeGreaterThanOrEqual(14)
+    })
+
     it("serves every endpoint of docs/API.md §7 but the proof and log ones from the definition", () => {
       const absent = Object.entries(table).filter(([key, row]) => !row.outsideDefinition && !row.proofOrLog && !definedKeys.has(key))
       expect(absent.map(([key]) => key)).toEqual([])
@@ -422,7 +443,7 @@ describe(`authorization matrix (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
     return served.get(key)!
   }
   for (const key of testedKeys) {
-    const row = table[key]!
+    const row = withScope(key, table[key]!)
     const method = key.slice(0, key.indexOf(" "))
     describe(`${key} (${row.auth === "api-key" ? `key, ${row.scope}` : row.auth})`, () => {
       for (const kind of rowsFor(row)) {
@@ -452,6 +473,28 @@ describe(`authorization matrix (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
       }
     })
   }
+
+  describe("the scope is checked before anything of the request is read (docs/API.md §3.2)", () => {
+    it("answers 403 to a key without the scope whatever its body, path or query hold; a key with it gets the request's own refusal", async () => {
+      const json = { "content-type": "application/json" }
+      const cases: ReadonlyArray<readonly [string, string, Scope, RequestOptions, number]> = [
+        ["POST", "/api/v1/reliance-receipts", "receipt:write", { rawBody: "{not json", headers: json }, 400],
+        ["POST", "/api/v1/reliance-receipts", "receipt:write", { body: { ...receiptBody("authz:order"), decision: "ACTIONABLE" } }, 422],
+        ["POST", "/api/v1/actionability", "actionability:read", { rawBody: "[1,", headers: json }, 400],
+        ["POST", "/api/v1/subscriptions", "subscription:write", { body: { public_id: publicId, extra: 1 } }, 422],
+        ["GET", "/api/v1/events?public_id=DET-V1-AUTHZ-0001&limit=abc", "trust:read", {}, 422],
+        ["GET", "/api/v1/trust/not-a-public-id/machine", "trust:read", {}, 400],
+        ["POST", "/api/v1/mcp", "mcp:call", { rawBody: "{", headers: { "content-type": "text/plain" } }, 415]
+      ]
+      for (const [method, path, scope, options, own] of cases) {
+        const refused = await request(server, method, path, { ...options, bearer: ctx.lacking.get(scope)! })
+        expectProblem(refused, 403, "insufficient-scope")
+        expect(refused.headers.get("www-authenticate"), `${method} ${path}`).toBe(scopeChallenge(scope))
+        const allowed = await request(server, method, path, { ...options, bearer: ctx.allScopes })
+        expect(allowed.status, `${method} ${path}: ${allowed.text.slice(0, 200)}`).toBe(own)
+      }
+    })
+  })
 
   describe("refused requests changed nothing", () => {
     it("left the victim key working, created no key for the refused tenant, kept the determination", async () => {

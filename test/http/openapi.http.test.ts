@@ -2,7 +2,9 @@ import { Layer } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
 import { HttpApiScalar } from "effect/http-api"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { AnyKey } from "../../src/access/Auth.js"
 import { Api } from "../../src/api/Api.js"
+import { definedEndpoints, endpointKey } from "../support/authz/endpoints.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
 import { createKey, putDetermination, request } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
@@ -190,6 +192,40 @@ describe(`service documents (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
     const machine = schemesOf(spec.paths["/api/v1/trust/{publicId}/machine"].get)
     const operator = schemesOf(spec.paths["/api/v1/api-keys"].post)
     expect(machine.filter((s) => operator.includes(s))).toEqual([])
+  })
+
+  it("states each operation's credential from its definition (RequiredScope, the security middleware), not by hand", () => {
+    const documented = new Map(operations().map(({ path, method, operation }) => [endpointKey(method, path), operation]))
+    const defined = definedEndpoints()
+    expect(defined.filter((e) => e.auth === "api-key").length).toBeGreaterThanOrEqual(15)
+    for (const e of defined) {
+      const operation = documented.get(e.key)
+      expect(operation, e.key).toBeDefined()
+      if (e.auth === "api-key" && e.scope !== AnyKey) {
+        expect(operation["x-required-scope"], e.key).toBe(e.scope)
+        expect(operation.security, e.key).toEqual([{ apiKey: [e.scope] }])
+        expect(operation.summary, e.key).toMatch(new RegExp(`\\S \\(scope ${e.scope}\\)$`))
+      } else {
+        expect(operation["x-required-scope"], e.key).toBeUndefined()
+        expect(JSON.stringify(operation.security ?? []), e.key).not.toMatch(/:(read|write|call)/)
+      }
+      if (e.auth === "api-key" && e.scope === AnyKey) {
+        expect(operation.security, e.key).toEqual([{ apiKey: [] }])
+        expect(operation.summary, e.key).toMatch(/\S \(any API key\)$/)
+      }
+      if (e.auth === "operator") expect(operation.summary, e.key).toMatch(/\S \(operator\)$/)
+      // Said once: no summary names a scope twice or a scope it does not need.
+      expect(operation.summary.match(/scope |any API key|\(operator\)/g)?.length ?? 0, e.key).toBe(e.auth === "none" ? 0 : 1)
+    }
+  })
+
+  it("documents POST /reliance-receipts' 201 and 200 as the stored and the replayed receipt (by `idempotent`)", () => {
+    const body = (status: string): any => resolve(responseSchema("/api/v1/reliance-receipts", "post", status, "application/json").$ref)
+    expect(body("201").properties.idempotent).toEqual({ type: "boolean", enum: [false] })
+    expect(body("200").properties.idempotent).toEqual({ type: "boolean", enum: [true] })
+    const { idempotent: _new, ...stored } = body("201").properties
+    const { idempotent: _replay, ...replayed } = body("200").properties
+    expect(stored).toEqual(replayed)
   })
 
   it("documents the errors each foundation operation answers", () => {

@@ -1,4 +1,5 @@
-import { ApiKeyAuth, OperatorAuth } from "../../../src/access/Auth.js"
+import { Context } from "effect"
+import { ApiKeyAuth, type KeyScope, OperatorAuth, RequiredScope } from "../../../src/access/Auth.js"
 import { Api } from "../../../src/api/Api.js"
 
 /** Which credential an endpoint's definition demands, read from the security middlewares attached to it. */
@@ -12,6 +13,8 @@ export interface DefinedEndpoint {
   readonly group: string
   readonly name: string
   readonly auth: AuthKind
+  /** The endpoint's RequiredScope annotation (API-key endpoints: the scope a key needs, or AnyKey). */
+  readonly scope: KeyScope | undefined
   /** Names of every middleware that applies (API, group and endpoint level), for messages. */
   readonly middlewares: ReadonlyArray<string>
 }
@@ -49,6 +52,7 @@ export const definedEndpoints = (): ReadonlyArray<DefinedEndpoint> => {
         readonly method: string
         readonly path: string
         readonly middlewares: ReadonlySet<MiddlewareKey>
+        readonly annotations: Context.Context<never>
       }>
     }>
   }
@@ -63,6 +67,7 @@ export const definedEndpoints = (): ReadonlyArray<DefinedEndpoint> => {
         group: group.identifier,
         name: endpoint.identifier,
         auth: authOf(middlewares),
+        scope: Context.getOrUndefined(endpoint.annotations, RequiredScope),
         middlewares: middlewares.map((m) => m.key)
       })
     }
