@@ -35,6 +35,24 @@ export const hasScope = (key: ApiKeyRecord, scope: Scope): boolean => key.scopes
 export const scopeRefusal = (key: ApiKeyRecord, scope: Scope): InsufficientScope | undefined =>
   hasScope(key, scope) ? undefined : new InsufficientScope({ detail: `This operation requires the scope ${scope}.`, scope })
 
+/**
+ * The methods of `ApiKeys`. `authenticate` and `markUsedUnsafe` run on every request with a key (a cache
+ * hit answers without a round trip): plain functions with no span; key management is `Effect.fn`s.
+ */
+export interface ApiKeysShape {
+  /** A new key: shown once, stored as its SHA-256 only. */
+  readonly create: (request: CreateApiKeyRequest) => Effect.Effect<CreatedApiKey, ValidationFailed>
+  /** Every key (or one tenant's), never the key or its hash. */
+  readonly list: (tenantId: Option.Option<string>) => Effect.Effect<Array<ApiKeyView>>
+  readonly revoke: (keyId: string) => Effect.Effect<void, NotFound>
+  /** The active key a bearer token names, or 401 (missing, malformed, unknown, revoked, expired). */
+  readonly authenticate: (token: string) => Effect.Effect<ApiKeyRecord, Unauthorized>
+  readonly markUsed: (keyId: string) => Effect.Effect<void>
+  /** Notes the key's use (flushed to last_used_at every UsageFlushInterval). */
+  readonly markUsedUnsafe: (keyId: string) => void
+  readonly flushUsage: Effect.Effect<void>
+}
+
 const makeApiKeys = Effect.gen(function*() {
   const store = yield* KeyStore
   const ids = yield* Ids
@@ -58,7 +76,7 @@ const makeApiKeys = Effect.gen(function*() {
     invalidate: (keyHash: string) => Effect.sync(() => void known.delete(keyHash))
   }
 
-  const create = (request: CreateApiKeyRequest) =>
+  const create = Effect.fn("ApiKeys.create")((request: CreateApiKeyRequest) =>
     Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
       if (request.expires_at !== undefined && Date.parse(request.expires_at) <= now) {
@@ -87,18 +105,18 @@ const makeApiKeys = Effect.gen(function*() {
       yield* byHash.invalidate(record.key_hash)
       const { revoked_at: _r, last_used_at: _l, key_hash: _h, ...shown } = record
       return { ...shown, api_key: apiKey } satisfies CreatedApiKey
-    })
+    }))
 
-  const list = (tenantId: Option.Option<string>) =>
-    Effect.map(Effect.orDie(store.list(tenantId)), (records) => records.map(toView))
+  const list = Effect.fn("ApiKeys.list")((tenantId: Option.Option<string>) =>
+    Effect.map(Effect.orDie(store.list(tenantId)), (records) => records.map(toView)))
 
-  const revoke = (keyId: string) =>
+  const revoke = Effect.fn("ApiKeys.revoke")((keyId: string) =>
     Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
       const revoked = yield* Effect.orDie(store.revoke(keyId, new Date(now)))
       if (Option.isNone(revoked)) return yield* Effect.fail(new NotFound({ detail: `no API key ${keyId}` }))
       yield* byHash.invalidate(revoked.value)
-    })
+    }))
 
   /** Revocation and expiry of a found record at `now`. */
   const judge = (found: Option.Option<ApiKeyRecord>, now: number): Effect.Effect<ApiKeyRecord, Unauthorized> => {
@@ -138,10 +156,10 @@ const makeApiKeys = Effect.gen(function*() {
   yield* flushUsage.pipe(Effect.repeat(Schedule.spaced(UsageFlushInterval)), Effect.forkScoped)
   yield* Effect.addFinalizer(() => flushUsage)
 
-  return { create, list, revoke, authenticate, markUsed, markUsedUnsafe, flushUsage } as const
+  return { create, list, revoke, authenticate, markUsed, markUsedUnsafe, flushUsage } satisfies ApiKeysShape
 })
 
-export class ApiKeys extends Context.Service<ApiKeys, Effect.Success<typeof makeApiKeys>>()("pv/ApiKeys", {
+export class ApiKeys extends Context.Service<ApiKeys, ApiKeysShape>()("pv/ApiKeys", {
   make: makeApiKeys
 }) {
   static readonly layerNoDeps = Layer.effect(this, this.make)
