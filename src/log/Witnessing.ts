@@ -216,8 +216,9 @@ const makeLogWitnessing = Effect.gen(function*() {
       for (;;) {
         const started = yield* Clock.currentTimeMillis
         const { outcome, submitted } = yield* turn(witness).pipe(
+          // A turn that failed may have submitted before it did: counted as a submission, so the interval holds.
           Effect.catchCause((cause) =>
-            Effect.as(Effect.logWarning(`witnessing by ${witness.verifier.name} failed; retrying`, cause), { outcome: "unreachable", submitted: false } as const)
+            Effect.as(Effect.logWarning(`witnessing by ${witness.verifier.name} failed; retrying`, cause), { outcome: "unreachable", submitted: true } as const)
           )
         )
         if (submitted) lastSubmission = started
