@@ -25,7 +25,15 @@ export interface Growth {
   readonly edge: TreeEdge
   /** Every complete height-8·k subtree (k ≥ 1) the new leaves completed, lowest level first. */
   readonly tileHashes: ReadonlyArray<TileHash>
+  /** The tiles (of any level) the new leaves filled up, with their 256 hashes. */
+  readonly completedTiles: ReadonlyArray<WrittenTile>
   readonly root: Hash
+}
+
+/** A tile's hashes, concatenated (32 bytes each), as the log serves it. */
+export interface WrittenTile {
+  readonly tile: Tile
+  readonly data: Uint8Array
 }
 
 /** How many hashes tile level `level` holds in a tree of `size` leaves. */
@@ -88,6 +96,7 @@ export const grow = (edge: TreeEdge, leaves: ReadonlyArray<Hash>): Growth => {
   const size = edge.size + leaves.length
   const levels: Array<ReadonlyArray<Hash>> = []
   const tileHashes: Array<TileHash> = []
+  const completedTiles: Array<WrittenTile> = []
   let carry: ReadonlyArray<Hash> = leaves
   for (let level = 0; countAt(size, level) > 0; level++) {
     const partial = edge.levels[level] ?? []
@@ -97,9 +106,11 @@ export const grow = (edge: TreeEdge, leaves: ReadonlyArray<Hash>): Growth => {
     const full = Math.floor(all.length / TileWidth)
     const above: Array<Hash> = []
     for (let t = 0; t < full; t++) {
-      const hash = treeHash(all.slice(t * TileWidth, (t + 1) * TileWidth))
+      const hashes = all.slice(t * TileWidth, (t + 1) * TileWidth)
+      const hash = treeHash(hashes)
       above.push(hash)
       tileHashes.push({ level: level + 1, index: first / TileWidth + t, hash })
+      completedTiles.push({ tile: { level, index: first / TileWidth + t, width: TileWidth }, data: concat(hashes) })
     }
     levels.push(full === 0 ? all : all.slice(full * TileWidth))
     carry = above
@@ -108,5 +119,15 @@ export const grow = (edge: TreeEdge, leaves: ReadonlyArray<Hash>): Growth => {
     }
   }
   const grown = { size, levels }
-  return { edge: grown, tileHashes, root: rootOfEdge(grown) }
+  return { edge: grown, tileHashes, completedTiles, root: rootOfEdge(grown) }
 }
+
+/**
+ * Every tile a round changed, as the log serves it after the round: the tiles it filled up and the
+ * new partial tiles of the right edge. The integrator hands them to the readers of its instance, so a
+ * proof against the new checkpoint (a witness's consistency proof) reads none of them back.
+ */
+export const tilesWritten = (growth: Growth): Array<WrittenTile> => [
+  ...growth.completedTiles,
+  ...edgeTilesOf(growth.edge.size).map((tile) => ({ tile, data: concat(growth.edge.levels[tile.level]!) }))
+]

@@ -2,7 +2,7 @@ import { Clock, Context, Duration, Effect, Exit, Layer, Option } from "effect"
 import { type LogProgress, MetricsState } from "../observability/Metrics.js"
 import { AppConfig } from "../platform/Config.js"
 import { openCheckpoint, peekCheckpoint, signCheckpoint } from "./Checkpoint.js"
-import { edgeFromTiles, edgeTilesOf, grow, rootOfEdge } from "./Growth.js"
+import { edgeFromTiles, edgeTilesOf, grow, rootOfEdge, tilesWritten, type WrittenTile } from "./Growth.js"
 import { LogKey } from "./LogKey.js"
 import { LogNudge } from "./LogNudge.js"
 import { hashEquals, hexOf } from "./Merkle.js"
@@ -51,7 +51,8 @@ const makeLogIntegrator = Effect.gen(function*() {
   })
 
   const round = repo.withTransaction(Effect.gen(function*() {
-    if (!(yield* repo.tryLockIntegration)) return { locked: false, size: -1, appended: 0, checkpoint: Option.none<StoredCheckpoint>() }
+    const none: ReadonlyArray<WrittenTile> = []
+    if (!(yield* repo.tryLockIntegration)) return { locked: false, size: -1, appended: 0, checkpoint: Option.none<StoredCheckpoint>(), written: none }
     const latest = yield* repo.latestCheckpoint
     const size = yield* repo.integratedSize
     if (Option.isSome(latest) && latest.value.size !== size) {
@@ -75,26 +76,26 @@ const makeLogIntegrator = Effect.gen(function*() {
       if (Option.isNone(latest)) {
         const first = sign(0, rootOfEdge(edge))
         yield* repo.insertCheckpoint(first, now)
-        return { locked: true, size, appended: 0, checkpoint: Option.some(first) }
+        return { locked: true, size, appended: 0, checkpoint: Option.some(first), written: none }
       }
       // A new log key or origin: the same tree, signed again, so /log/checkpoint verifies under /log/key.
       if (!openCheckpoint(latest.value.note, key.verifierKey).ok) {
         const resigned = sign(size, latest.value.root)
         yield* repo.resignCheckpoint(resigned)
-        return { locked: true, size, appended: 0, checkpoint: Option.some(resigned) }
+        return { locked: true, size, appended: 0, checkpoint: Option.some(resigned), written: none }
       }
-      return { locked: true, size, appended: 0, checkpoint: Option.none<StoredCheckpoint>() }
+      return { locked: true, size, appended: 0, checkpoint: Option.none<StoredCheckpoint>(), written: none }
     }
     const grown = grow(edge, moved.map((entry) => entry.leaf))
     yield* repo.insertTileHashes(grown.tileHashes)
     const checkpoint = sign(grown.edge.size, grown.root)
     yield* repo.insertCheckpoint(checkpoint, now)
-    return { locked: true, size: grown.edge.size, appended: moved.length, checkpoint: Option.some(checkpoint) }
+    return { locked: true, size: grown.edge.size, appended: moved.length, checkpoint: Option.some(checkpoint), written: tilesWritten(grown) }
   }))
 
-  /** One round; once it has committed, this instance's readers see the new checkpoint at once. */
+  /** One round; once it has committed, this instance's readers see the new checkpoint (and the tiles it wrote) at once. */
   const integrateOnce: Effect.Effect<IntegrationRound> = round.pipe(
-    Effect.tap(({ checkpoint }) => Option.match(checkpoint, { onNone: () => Effect.void, onSome: log.published })),
+    Effect.tap(({ checkpoint, written }) => Option.match(checkpoint, { onNone: () => Effect.void, onSome: (c) => log.published(c, written) })),
     Effect.map(({ locked, size, appended }) => ({ locked, size, appended })),
     Effect.catchTag("SqlError", Effect.die),
     (integrated) => observedRound(metrics.log, integrated)

@@ -7,6 +7,7 @@ import { consistencyProof, HashSize, inclusionPath, inclusionProof, type Consist
 import { appendSignatureLines, cosignatureLinesOf, parseCosignerKey, type CosignatureVerifier } from "./Cosignature.js"
 import { LogKey } from "./LogKey.js"
 import { splitNote } from "./Note.js"
+import type { WrittenTile } from "./Growth.js"
 import { receiptProofBundle, type ReceiptProofBundle, type SignedRelianceReceipt } from "./ReceiptProof.js"
 import { LogRepo, type HashRange, type StoredCheckpoint } from "./Repo.js"
 import { encodeEntryBundle, parseEntryBundlePath, parseTilePath, TileWidth, type EntryBundle, type Tile } from "./Tiles.js"
@@ -56,6 +57,9 @@ const lru = <V>(capacity: number) => {
 
 const tileKey = (level: number, index: number) => `${level}/${index}`
 
+/** A tile's key in the caches: its width too, as a partial tile of another width is another tile. */
+const treeKey = (tile: Tile) => `${tile.level}/${tile.index}/${tile.width}`
+
 /** The width the tile (or bundle) at `index` of tile level `level` has in a tree of `size` leaves; 0 when it has none. */
 const widthIn = (size: number, level: number, index: number): number => {
   const count = Math.floor(size / TileWidth ** level)
@@ -93,11 +97,21 @@ const makeTransparencyLog = Effect.gen(function*() {
   const bundles = lru<Uint8Array>(CachedBundles)
   let latest: { readonly checkpoint: StoredCheckpoint; readonly readAt: number } | undefined
 
-  /** The integrator on this instance announces each checkpoint it commits, so its own readers never lag. */
-  const published = (checkpoint: StoredCheckpoint) =>
+  /**
+   * Tiles the integrator of this instance just committed (the tiles its round filled up, the new edge's
+   * partial tiles), kept as bytes: their tree is built only when a proof reads them (tileTrees).
+   */
+  const handed = lru<{ readonly data: Uint8Array; readonly readAt: number }>(CachedPartialTileTrees)
+
+  /**
+   * The integrator on this instance announces each checkpoint it commits, with the tiles its round
+   * wrote, so its own readers never lag and a proof against the new checkpoint reads no tile back.
+   */
+  const published = (checkpoint: StoredCheckpoint, written: ReadonlyArray<WrittenTile> = []) =>
     Clock.currentTimeMillis.pipe(Effect.map((now) => {
       if (latest === undefined || checkpoint.size >= latest.checkpoint.size) latest = { checkpoint, readAt: now }
       if (witnesses.length > 0) witnessState.latestSize = latest.checkpoint.size
+      for (const { tile, data } of written) handed.set(treeKey(tile), { data, readAt: now })
     }))
 
   const refresh = Effect.gen(function*() {
@@ -163,11 +177,20 @@ const makeTransparencyLog = Effect.gen(function*() {
     onSome: (c) => Effect.succeed(c.note)
   }))
 
-  const treeKey = (tile: Tile) => `${tile.level}/${tile.index}/${tile.width}`
+  /** A tile's tree from memory: built before, or built now from the bytes the integrator handed over. */
   const cachedTree = (tile: Tile, now: number): TileTree | undefined => {
-    if (tile.width === TileWidth) return fullTrees.get(treeKey(tile))
-    const partial = partialTrees.get(treeKey(tile))
-    return partial !== undefined && now - partial.readAt < PartialTileFreshMs ? partial.tree : undefined
+    const key = treeKey(tile)
+    const full = tile.width === TileWidth
+    const fresh = (readAt: number) => full || now - readAt < PartialTileFreshMs
+    const kept = full ? fullTrees.get(key) : partialTrees.get(key)
+    if (kept !== undefined && "tile" in kept) return kept
+    if (kept !== undefined && fresh(kept.readAt)) return kept.tree
+    const bytes = handed.get(key)
+    if (bytes === undefined || !fresh(bytes.readAt)) return undefined
+    const tree = tileTreeOf(tile, bytes.data)
+    if (full) fullTrees.set(key, tree)
+    else partialTrees.set(key, { tree, readAt: bytes.readAt })
+    return tree
   }
 
   /** The tiles' hashes from the database in one round trip; a tile short of rows is a defect of the store, never served as zeros. */

@@ -6,7 +6,13 @@ const Int8 = Schema.Union([Schema.BigInt, Schema.Number]).pipe(
   Schema.decodeTo(Schema.Int, SchemaTransformation.transform({ decode: (n) => Number(n), encode: (n) => BigInt(n) }))
 )
 
-const LeaseRow = Schema.Struct({ cosigned_size: Schema.NullOr(Int8), stored: Schema.Boolean })
+const LeaseRow = Schema.Struct({
+  cosigned_size: Schema.NullOr(Int8),
+  stored: Schema.Boolean,
+  tree_size: Schema.NullOr(Int8),
+  root_hash: Schema.NullOr(Schema.Uint8Array),
+  note: Schema.NullOr(Schema.String)
+})
 const SizeRow = Schema.Struct({ tree_size: Int8 })
 const CheckpointRow = Schema.Struct({ tree_size: Int8, root_hash: Schema.Uint8Array, note: Schema.String })
 const WitnessedRow = Schema.Struct({ tree_size: Int8, root_hash: Schema.Uint8Array, note: Schema.String, witness: Schema.String, line: Schema.String })
@@ -25,6 +31,16 @@ export interface WitnessedCheckpoint extends StoredCheckpoint {
   readonly lines: ReadonlyArray<{ readonly witness: string; readonly line: string }>
 }
 
+/** This instance's turn at a witness, as its lease row and the rows beside it tell it. */
+export interface WitnessLease {
+  /** The size the witness last cosigned, as far as any instance learned (null: never asked). */
+  readonly cosignedSize: number | null
+  /** Whether its cosignature of that size is stored. */
+  readonly stored: boolean
+  /** The checkpoint it should join: the largest another configured witness cosigned above that size. */
+  readonly joinable: Option.Option<StoredCheckpoint>
+}
+
 /** How long a witness's lease lasts: well past one submission's time-out, so a live holder keeps it. */
 export const WitnessLeaseSeconds = 15
 
@@ -33,25 +49,56 @@ const makeWitnessRepo = Effect.gen(function*() {
 
   /**
    * This instance's turn at `witness`, if no other instance holds a live lease (or it is ours): the
-   * size that witness last cosigned, as far as any instance learned (null: never asked), and whether its
-   * cosignature of that size is stored. One statement. Times are the database's, so instances with skewed
-   * clocks agree.
+   * size that witness last cosigned, as far as any instance learned (null: never asked), whether its
+   * cosignature of that size is stored, and the checkpoint it should join (as `joinableAbove` finds it
+   * above that size, up to `atMost`). One statement. Times are the database's, so instances with skewed
+   * clocks agree. A lease given back after a submission stays ours until the interval after the
+   * submission's start has passed (`release`, `storeCosignature`): another instance waits that long.
    */
-  const lease = (witness: string, token: string) =>
+  const lease = (witness: string, token: string, witnesses: ReadonlyArray<string>, atMost: number) =>
     sql`
-      INSERT INTO log_witnesses AS w (witness, lease_token, lease_until)
-      VALUES (${witness}, ${token}, now() + make_interval(secs => ${WitnessLeaseSeconds}))
-      ON CONFLICT (witness) DO UPDATE SET lease_token = excluded.lease_token, lease_until = excluded.lease_until
-      WHERE w.lease_until IS NULL OR w.lease_until < now() OR w.lease_token = excluded.lease_token
-      RETURNING cosigned_size,
-        EXISTS (SELECT 1 FROM log_cosignatures c WHERE c.witness = w.witness AND c.tree_size = w.cosigned_size) AS stored`.pipe(
+      WITH leased AS (
+        INSERT INTO log_witnesses AS w (witness, lease_token, lease_until)
+        VALUES (${witness}, ${token}, now() + make_interval(secs => ${WitnessLeaseSeconds}))
+        ON CONFLICT (witness) DO UPDATE SET lease_token = excluded.lease_token, lease_until = excluded.lease_until
+        WHERE w.lease_until IS NULL OR w.lease_until < now() OR w.lease_token = excluded.lease_token
+        RETURNING cosigned_size,
+          EXISTS (SELECT 1 FROM log_cosignatures c WHERE c.witness = w.witness AND c.tree_size = w.cosigned_size) AS stored
+      )
+      SELECT l.cosigned_size, l.stored, c.tree_size, c.root_hash, c.note
+      FROM leased l LEFT JOIN log_checkpoints c ON c.tree_size = (
+        SELECT max(s.tree_size) FROM log_cosignatures s
+        WHERE s.witness = ANY(${witnesses}::text[]) AND s.tree_size > coalesce(l.cosigned_size, 0) AND s.tree_size <= ${BigInt(atMost)}
+      )`.pipe(
       Effect.flatMap(leaseRows),
-      Effect.map((found) => Option.map(Option.fromUndefinedOr(found[0]), (row) => ({ cosignedSize: row.cosigned_size, stored: row.stored })))
+      Effect.map((found) =>
+        Option.map(Option.fromUndefinedOr(found[0]), (row): WitnessLease => ({
+          cosignedSize: row.cosigned_size,
+          stored: row.stored,
+          joinable: row.tree_size === null || row.root_hash === null || row.note === null
+            ? Option.none<StoredCheckpoint>()
+            : Option.some<StoredCheckpoint>({ size: row.tree_size, root: row.root_hash, note: row.note })
+        }))
+      )
     )
 
-  /** The end of a turn: another instance may take the next one at once. */
-  const release = (witness: string, token: string) =>
-    sql`UPDATE log_witnesses SET lease_token = NULL, lease_until = NULL WHERE witness = ${witness} AND lease_token = ${token}`.pipe(Effect.asVoid)
+  /**
+   * The lease's end after a submission that started `intervalMs` before the next may (the lease was
+   * taken right before it): ours until then, so no other instance submits to this witness sooner.
+   */
+  const heldAfterSubmission = (intervalMs: number) =>
+    sql`lease_until - make_interval(secs => ${WitnessLeaseSeconds}) + make_interval(secs => ${intervalMs / 1000})`
+
+  /**
+   * The end of a turn. Without a submission, the lease is given back: another instance may take the next
+   * turn at once; after one (`intervalMs`), it is kept until the interval from the submission's start.
+   */
+  const release = (witness: string, token: string, intervalMs?: number) =>
+    (intervalMs === undefined
+      ? sql`UPDATE log_witnesses SET lease_token = NULL, lease_until = NULL WHERE witness = ${witness} AND lease_token = ${token}`
+      : sql`UPDATE log_witnesses SET lease_until = ${heldAfterSubmission(intervalMs)} WHERE witness = ${witness} AND lease_token = ${token}`).pipe(
+      Effect.asVoid
+    )
 
   /** Under our lease: the witness's answer, and the size it holds when the answer told it. */
   const recordAnswer = (witness: string, token: string, answer: { readonly status: number; readonly text: string; readonly cosignedSize?: number }) =>
@@ -63,9 +110,10 @@ const makeWitnessRepo = Effect.gen(function*() {
 
   /**
    * A verified cosignature of the checkpoint of `size`, that witness's new size and the end of the turn
-   * (the lease given back), in one statement (so atomically).
+   * (the lease kept only until `intervalMs` after the submission's start, as `release` does), in one
+   * statement (so atomically).
    */
-  const storeCosignature = (witness: string, token: string, size: number, line: string, cosignedAt: Date) =>
+  const storeCosignature = (witness: string, token: string, size: number, line: string, cosignedAt: Date, intervalMs: number) =>
     sql`
       WITH stored AS (
         INSERT INTO log_cosignatures (tree_size, witness, line, cosigned_at) VALUES (${BigInt(size)}, ${witness}, ${line}, ${cosignedAt})
@@ -74,7 +122,7 @@ const makeWitnessRepo = Effect.gen(function*() {
       )
       UPDATE log_witnesses SET
         last_status = 200, last_answer = ${line.slice(0, 500)}, last_answer_at = now(),
-        cosigned_size = (SELECT tree_size FROM stored), lease_token = NULL, lease_until = NULL
+        cosigned_size = (SELECT tree_size FROM stored), lease_until = ${heldAfterSubmission(intervalMs)}
       WHERE witness = ${witness} AND lease_token = ${token}`.pipe(Effect.asVoid)
 
   /**

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto"
 import { Agent as HttpAgent, request as httpRequest } from "node:http"
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https"
-import { Context, Duration, Effect, Layer, Option } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
 import { countWitnessRefusal, countWitnessSubmission } from "../observability/Metrics.js"
 import { AppConfig } from "../platform/Config.js"
 import { cosignatureLinesOf, parseCosignerKey, type CosignatureVerifier } from "./Cosignature.js"
@@ -9,7 +9,7 @@ import { hashesFromHex } from "./Merkle.js"
 import { splitNote } from "./Note.js"
 import type { StoredCheckpoint } from "./Repo.js"
 import { TransparencyLog } from "./TransparencyLog.js"
-import { WitnessRepo } from "./WitnessRepo.js"
+import { type WitnessLease, WitnessRepo } from "./WitnessRepo.js"
 
 /** One add-checkpoint request's time limit: a slow witness delays only its own loop. */
 const SubmissionTimeoutMs = 5_000
@@ -29,10 +29,20 @@ interface ConfiguredWitness {
 }
 
 /** "current": the lease showed the witness already holds the latest checkpoint, its cosignature stored (another instance submitted it). */
-type Turn = "cosigned" | "idle" | "current" | "busy" | "refused" | "unreachable"
+type Outcome = "cosigned" | "idle" | "current" | "busy" | "refused" | "unreachable"
 
-/** After each kind of turn, the witness's loop waits this long before the next. */
-const pauseAfter: Record<Turn, number> = { cosigned: 20, idle: 100, current: 500, busy: 1_000, refused: 2_000, unreachable: 1_000 }
+/** How a turn ended, and whether it submitted (a POST, and the retries a 409 called for, are one submission). */
+interface Turn {
+  readonly outcome: Outcome
+  readonly submitted: boolean
+}
+
+/**
+ * After each kind of turn, the witness's loop waits at least this long before the next; after a
+ * submission, also until PV_LOG_WITNESS_INTERVAL_MS from its start. "idle" is how soon a new checkpoint
+ * is noticed when the log was quiet (an in-memory check).
+ */
+const pauseAfter: Record<Outcome, number> = { cosigned: 0, idle: 100, current: 500, busy: 1_000, refused: 2_000, unreachable: 1_000 }
 
 /** A refusal's words for the log line: a problem document's detail, else the body's start. */
 const answerText = (contentType: string, text: string): string => {
@@ -52,6 +62,7 @@ const makeLogWitnessing = Effect.gen(function*() {
   const log = yield* TransparencyLog
   const repo = yield* WitnessRepo
   const token = randomUUID()
+  const interval = config.logWitnessIntervalMs
   const witnesses: ReadonlyArray<ConfiguredWitness> = config.logWitnesses.flatMap((w) => {
     const parsed = parseCosignerKey(w.verifierKey)
     if (!parsed.ok) return []
@@ -119,27 +130,34 @@ const makeLogWitnessing = Effect.gen(function*() {
    * One turn at one witness, under this instance's lease on it: submit the checkpoint it should cosign
    * next, with the consistency proof from the size it holds, and store its cosignature. The checkpoint
    * is the largest one another witness already cosigned above that size (so the witnesses meet on
-   * common sizes and a quorum forms), else the latest. A 409 tells the size it holds: remembered, and
-   * the request is made again from it.
+   * common sizes and a quorum forms), else the latest: the lease's statement finds it. A 409 tells the
+   * size it holds: remembered, and the request is made again from it. After a submission the lease is
+   * kept until the interval from its start has passed, so other instances keep the cadence too.
    */
   const turn = (witness: ConfiguredWitness): Effect.Effect<Turn, unknown> =>
     Effect.gen(function*() {
       const latestKnown = yield* log.current()
-      if (Option.isNone(latestKnown)) return "idle" as const
+      if (Option.isNone(latestKnown)) return { outcome: "idle", submitted: false } as const
       const knownHeld = known.get(witness.id)
-      if (knownHeld !== undefined && knownHeld >= latestKnown.value.size) return "idle" as const
-      const lease = yield* repo.lease(witness.id, token)
-      if (Option.isNone(lease)) return "busy" as const
-      // A stored cosignature gives the lease back in the same statement; any other end of the turn releases it here.
-      return yield* submit(witness, lease.value.cosignedSize, lease.value.stored).pipe(
-        Effect.onExit((exit) => exit._tag === "Success" && exit.value === "cosigned" ? Effect.void : Effect.ignore(repo.release(witness.id, token)))
+      if (knownHeld !== undefined && knownHeld >= latestKnown.value.size) return { outcome: "idle", submitted: false } as const
+      const lease = yield* repo.lease(witness.id, token, ids, latestKnown.value.size)
+      if (Option.isNone(lease)) return { outcome: "busy", submitted: false } as const
+      let submitted = false
+      const outcome = yield* submit(witness, lease.value, () => (submitted = true)).pipe(
+        // A stored cosignature ends the lease in the same statement; any other end of the turn here.
+        Effect.onExit((exit) =>
+          exit._tag === "Success" && exit.value === "cosigned"
+            ? Effect.void
+            : Effect.ignore(repo.release(witness.id, token, submitted ? interval : undefined))
+        )
       )
+      return { outcome, submitted }
     })
 
   /** The submissions of one turn, under the lease, starting from the size the witness holds (null: unknown). */
-  const submit = (witness: ConfiguredWitness, heldAtStart: number | null, storedAtStart: boolean) =>
+  const submit = (witness: ConfiguredWitness, leased: WitnessLease, submitting: () => void) =>
     Effect.gen(function*() {
-      let held = heldAtStart
+      let held = leased.cosignedSize
       for (let attempt = 0; attempt <= MaxRetriesPerTurn; attempt++) {
         if (held !== null) known.set(witness.id, held)
         const latest = yield* log.current(held ?? 0)
@@ -148,13 +166,16 @@ const makeLogWitnessing = Effect.gen(function*() {
         if (held !== null && held > latest.value.size) {
           return yield* refused(witness, `the log's checkpoint of size ${latest.value.size}`, 409, `it holds size ${held}, larger than the log's tree`)
         }
+        const first = attempt === 0
         // It holds the latest checkpoint: done, unless its cosignature of it was never stored (an answer lost
         // to a crash); then the same checkpoint is submitted again (old size = size, no proof) to be cosigned anew.
-        if (held !== null && held === latest.value.size && (held === heldAtStart ? storedAtStart : yield* repo.hasCosignature(witness.id, held))) {
+        if (held !== null && held === latest.value.size && (first ? leased.stored : yield* repo.hasCosignature(witness.id, held))) {
           return "current" as const
         }
-        const target = Option.getOrElse(yield* repo.joinableAbove(ids, old, latest.value.size), () => latest.value)
+        const joinable = first ? leased.joinable : yield* repo.joinableAbove(ids, old, latest.value.size)
+        const target = Option.getOrElse(joinable, () => latest.value)
         const body = yield* bodyFor(old, target)
+        submitting()
         const answer = yield* Effect.result(post(witness, body))
         if (answer._tag === "Failure") {
           countWitnessSubmission(witness.verifier.name, "error")
@@ -167,7 +188,7 @@ const makeLogWitnessing = Effect.gen(function*() {
           const split = splitNote(target.note)
           const lines = split.ok ? cosignatureLinesOf(text, witness.verifier, split.value.text) : split
           if (!lines.ok) return yield* refused(witness, `the checkpoint of size ${target.size}`, 200, `an answer that is not its valid cosignature: ${lines.detail}`)
-          yield* repo.storeCosignature(witness.id, token, target.size, lines.value.lines[0]!, new Date(lines.value.timestamp * 1000))
+          yield* repo.storeCosignature(witness.id, token, target.size, lines.value.lines[0]!, new Date(lines.value.timestamp * 1000), interval)
           known.set(witness.id, target.size)
           return "cosigned" as const
         }
@@ -184,13 +205,29 @@ const makeLogWitnessing = Effect.gen(function*() {
       return "busy" as const
     })
 
-  /** The loop of one witness: turns one after the other (so its submissions are serialized), paused by their outcome. */
+  /**
+   * The loop of one witness: turns one after the other (so its submissions are serialized), each paused
+   * by its outcome, and a submission at most every PV_LOG_WITNESS_INTERVAL_MS, counted from the start of
+   * the one before (Effect's Clock): each one carries the latest checkpoint, covering all since the last.
+   */
   const loop = (witness: ConfiguredWitness) =>
-    turn(witness).pipe(
-      Effect.catchCause((cause) => Effect.as(Effect.logWarning(`witnessing by ${witness.verifier.name} failed; retrying`, cause), "unreachable" as Turn)),
-      Effect.flatMap((outcome) => Effect.sleep(Duration.millis(pauseAfter[outcome]))),
-      Effect.forever
-    )
+    Effect.gen(function*() {
+      let lastSubmission: number | undefined
+      for (;;) {
+        const started = yield* Clock.currentTimeMillis
+        const { outcome, submitted } = yield* turn(witness).pipe(
+          // A turn that failed may have submitted before it did: counted as a submission, so the interval holds.
+          Effect.catchCause((cause) =>
+            Effect.as(Effect.logWarning(`witnessing by ${witness.verifier.name} failed; retrying`, cause), { outcome: "unreachable", submitted: true } as const)
+          )
+        )
+        if (submitted) lastSubmission = started
+        const now = yield* Clock.currentTimeMillis
+        // Clamped: a clock moved backwards (tests shift it) never lengthens the wait beyond the interval.
+        const untilInterval = lastSubmission === undefined ? 0 : Math.min(interval, lastSubmission + interval - now)
+        yield* Effect.sleep(Duration.millis(Math.max(pauseAfter[outcome], untilInterval)))
+      }
+    })
 
   return { witnesses, turn, loop } as const
 })

@@ -72,6 +72,11 @@ export interface AppConfigShape {
   readonly logWitnesses: ReadonlyArray<LogWitnessSetting>
   /** Valid cosignatures a checkpoint needs before /log/checkpoint serves it (PV_LOG_WITNESS_QUORUM; default: every witness). */
   readonly logWitnessQuorum: number
+  /**
+   * At most one submission to each witness per this many ms, from one submission's start to the next
+   * (PV_LOG_WITNESS_INTERVAL_MS): each submission carries the latest checkpoint, covering every one since.
+   */
+  readonly logWitnessIntervalMs: number
   /** `json`: one JSON line per request on stdout (PV_LOG_FORMAT); `text`: no per-request lines. */
   readonly logFormat: "json" | "text"
   /** When set, GET /metrics requires `Authorization: Bearer <token>` (PV_METRICS_TOKEN). */
@@ -112,6 +117,12 @@ export const parseLogWitness = (entry: string): LogWitnessSetting | undefined =>
 }
 
 /** A refusal naming `variable`, in the same shape as Config's own (`… at ["VARIABLE"]`). */
+/**
+ * PV_LOG_WITNESS_INTERVAL_MS's default: one submission per witness a second, as Tessera and Sigsum logs
+ * submit, which keeps a receipt's witnessed checkpoint within the 3 s budget (docs/PERFORMANCE.md, W3).
+ */
+export const DefaultWitnessIntervalMs = 1_000
+
 export const refusal = (variable: string, message: string): Config.ConfigError =>
   new Config.ConfigError(new Schema.SchemaError(new SchemaIssue.Pointer([variable], new SchemaIssue.InvalidValue({ message }))))
 
@@ -230,6 +241,11 @@ const settings: Config.Config<AppConfigShape> = Config.all({
   logWitnessQuorum: integer("PV_LOG_WITNESS_QUORUM", "PV_LOG_WITNESS_QUORUM must be a positive integer", (n) => n > 0).pipe(
     Config.withDefault(0)
   ),
+  logWitnessIntervalMs: integer(
+    "PV_LOG_WITNESS_INTERVAL_MS",
+    "PV_LOG_WITNESS_INTERVAL_MS must be an integer from 1 to 60000 (ms between submissions to one witness)",
+    (n) => n >= 1 && n <= 60_000
+  ).pipe(Config.withDefault(DefaultWitnessIntervalMs)),
   logFormat: Config.Literals(["json", "text"], "PV_LOG_FORMAT").pipe(Config.withDefault("text" as const)),
   metricsToken: secret("PV_METRICS_TOKEN", "PV_METRICS_TOKEN must be at least 16 characters", (token) => token.length >= 16).pipe(
     Config.option

@@ -1,8 +1,8 @@
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { edgeFromTiles, edgeTilesOf, grow, rootOfEdge, type TileHash, type TreeEdge } from "../../src/log/Growth.js"
+import { edgeFromTiles, edgeTilesOf, grow, rootOfEdge, tilesWritten, type TileHash, type TreeEdge } from "../../src/log/Growth.js"
 import { emptyTreeHash, subtreeHashesOf } from "../../src/log/Merkle.js"
-import { tileHashes, tilePath, type Tile } from "../../src/log/Tiles.js"
+import { tileHashes, tilePath, tilesOf, type Tile } from "../../src/log/Tiles.js"
 import { hex, refMth, syntheticLeaves } from "./reference.js"
 
 const empty: TreeEdge = { size: 0, levels: [] }
@@ -74,5 +74,26 @@ describe("growing the log from its right edge", () => {
       expect(stored.map((h) => `${h.level}/${h.index}`)).toEqual([...Array(Math.floor(total / 256)).keys()].map((i) => `1/${i}`))
       for (const { level, index, hash } of stored) expect(hex(hash)).toBe(hex(subtree(8 * level, index)))
     }), { numRuns: 60 })
+  })
+
+  it("property: the tiles a round (of at least one leaf) hands to the readers are the tiles it created or widened and the edge, with the bytes the log serves after it", () => {
+    const leaves = syntheticLeaves(70_000, "handed")
+    const subtree = subtreeHashesOf(leaves)
+    fc.assert(fc.property(fc.array(fc.integer({ min: 1, max: 20_000 }), { minLength: 1, maxLength: 8 }), (steps) => {
+      let edge = empty
+      for (const step of steps) {
+        const before = new Set(tilesOf(edge.size).map(tilePath))
+        const grown = grow(edge, leaves.slice(edge.size, edge.size + step))
+        const now = new Set(tilesOf(grown.edge.size).map(tilePath))
+        const written = tilesWritten(grown).map(({ tile, data }) => ({ path: tilePath(tile), tile, data }))
+        const paths = new Set(written.map((w) => w.path))
+        // Every tile the round created or widened, and the edge's partial tiles (some unchanged); nothing else.
+        for (const path of now) if (!before.has(path)) expect(paths.has(path), path).toBe(true)
+        for (const path of paths) expect(now.has(path), path).toBe(true)
+        expect(paths.size).toBe(written.length)
+        for (const { path, tile, data } of written) expect(hex(data), path).toBe(hex(tileHashes(tile, subtree)))
+        edge = grown.edge
+      }
+    }), { numRuns: 15 })
   })
 })

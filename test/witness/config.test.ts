@@ -3,10 +3,11 @@ import { describe, expect, it } from "vitest"
 import { privateKeyFromSeed } from "../../src/events/Signer.js"
 import { cosignerFromPrivateKey } from "../../src/log/Cosignature.js"
 import { verifierKeyOfSigner } from "../../src/log/Note.js"
+import { DefaultWitnessIntervalMs } from "../../src/platform/Config.js"
 import { witnessSettings } from "../../src/witness/Witness.js"
 import { readConfig } from "../support/testConfig.js"
 
-/** PV_LOG_WITNESSES / PV_LOG_WITNESS_QUORUM (the service) and PV_WITNESS_* (`pv witness serve`), read from providers built here. */
+/** PV_LOG_WITNESSES / PV_LOG_WITNESS_QUORUM / PV_LOG_WITNESS_INTERVAL_MS (the service) and PV_WITNESS_* (`pv witness serve`), read from providers built here. */
 
 const w1 = cosignerFromPrivateKey("w1.example/w", privateKeyFromSeed(Buffer.alloc(32, 61))).verifierKey
 const w2 = cosignerFromPrivateKey("w2.example/w", privateKeyFromSeed(Buffer.alloc(32, 62))).verifierKey
@@ -37,6 +38,13 @@ describe("PV_LOG_WITNESSES and PV_LOG_WITNESS_QUORUM", () => {
     expect(failureOf({ PV_LOG_WITNESSES: `ftp://w1.example=${w1}` })).toContain("PV_LOG_WITNESSES")
     expect(failureOf({ PV_LOG_WITNESSES: `https://w1.example=${w1}`, PV_LOG_WITNESS_QUORUM: "2" })).toContain("PV_LOG_WITNESS_QUORUM")
     expect(failureOf({ PV_LOG_WITNESSES: `https://w1.example=${w1}`, PV_LOG_WITNESS_QUORUM: "-1" })).toContain("PV_LOG_WITNESS_QUORUM")
+  })
+
+  it("PV_LOG_WITNESS_INTERVAL_MS: 1 s by default, 1 … 60000 ms accepted, anything else refused naming the variable", () => {
+    expect(Result.getOrThrow(readConfig({})).logWitnessIntervalMs).toBe(DefaultWitnessIntervalMs)
+    expect(DefaultWitnessIntervalMs).toBe(1_000)
+    for (const ms of [1, 250, 60_000]) expect(Result.getOrThrow(readConfig({ PV_LOG_WITNESS_INTERVAL_MS: String(ms) })).logWitnessIntervalMs).toBe(ms)
+    for (const bad of ["0", "-5", "60001", "1.5", "soon"]) expect(failureOf({ PV_LOG_WITNESS_INTERVAL_MS: bad })).toContain("PV_LOG_WITNESS_INTERVAL_MS")
   })
 })
 
