@@ -78,6 +78,30 @@ const sizeParameter = (name: string, value: string | undefined): Effect.Effect<n
 const outsideTree = (pointer: string, detail: string) =>
   new InvalidProofRequest({ detail, errors: [new FieldError({ pointer, detail })] })
 
+/**
+ * The methods of `TransparencyLog`. Reads of checkpoints, tiles and proofs serve tlog clients, monitors and
+ * receipts' bundles on every request (plain functions, no span); `published` is the integrator's hand-over.
+ */
+export interface TransparencyLogShape {
+  /** The served checkpoint's signed note (with its cosignatures when witnessed). */
+  readonly checkpoint: Effect.Effect<string, NotFound>
+  /** The newest checkpoint this log signed, at least `atLeast` entries (read again when older). */
+  readonly current: (atLeast?: number) => Effect.Effect<Option.Option<StoredCheckpoint>>
+  /** The checkpoint served to readers: the newest with a quorum of cosignatures when witnesses are configured. */
+  readonly served: (atLeast?: number) => Effect.Effect<Option.Option<StoredCheckpoint>>
+  /** The integrator's new checkpoint and the tiles it wrote, for this instance's readers. */
+  readonly published: (checkpoint: StoredCheckpoint, written?: ReadonlyArray<WrittenTile>) => Effect.Effect<void>
+  /** A tile or entry bundle by its tlog-tiles path. */
+  readonly tile: (path: string) => Effect.Effect<TileBytes, NotFound>
+  readonly inclusion: (indexParameter: string | undefined, treeSize: string | undefined) => Effect.Effect<InclusionProof, InvalidProofRequest>
+  readonly consistency: (firstParameter: string | undefined, secondParameter: string | undefined) => Effect.Effect<ConsistencyProof, InvalidProofRequest>
+  /** A receipt with its inclusion proof and the served checkpoint, or NotYetLogged. */
+  readonly receiptBundle: (receipt: SignedRelianceReceipt, receiptKey: EventJwk | undefined) => Effect.Effect<ReceiptProofBundle, NotYetLogged>
+  readonly fetchTiles: (tiles: ReadonlyArray<Tile>) => Effect.Effect<Map<string, Uint8Array>>
+  /** The log's origin and C2SP verifier key. */
+  readonly key: { readonly origin: string; readonly verifier_key: string }
+}
+
 const makeTransparencyLog = Effect.gen(function*() {
   const repo = yield* LogRepo
   const key = yield* LogKey
@@ -346,7 +370,7 @@ const makeTransparencyLog = Effect.gen(function*() {
     receiptBundle,
     fetchTiles,
     key: { origin: key.logOrigin, verifier_key: key.verifierKey }
-  } as const
+  } satisfies TransparencyLogShape
 })
 
 /**
@@ -355,7 +379,7 @@ const makeTransparencyLog = Effect.gen(function*() {
  * from stored rows with a few small range reads (the tiles a proof touches), never the whole tree;
  * full tiles are immutable and kept in memory.
  */
-export class TransparencyLog extends Context.Service<TransparencyLog, Effect.Success<typeof makeTransparencyLog>>()("pv/TransparencyLog", {
+export class TransparencyLog extends Context.Service<TransparencyLog, TransparencyLogShape>()("pv/TransparencyLog", {
   make: makeTransparencyLog
 }) {
   static readonly layerNoDeps = Layer.effect(this, makeTransparencyLog)

@@ -1,5 +1,6 @@
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schema, SchemaTransformation } from "effect"
+import type { SqlError } from "effect/sql/SqlError"
 import type { StoredCheckpoint } from "./Repo.js"
 
 const Int8 = Schema.Union([Schema.BigInt, Schema.Number]).pipe(
@@ -43,6 +44,21 @@ export interface WitnessLease {
 
 /** How long a witness's lease lasts: well past one submission's time-out, so a live holder keeps it. */
 export const WitnessLeaseSeconds = 15
+
+/** SQL of the log's witnessing (see `WitnessRepo`); every method is one statement. */
+export interface WitnessRepoShape {
+  /** Takes the witness's lease (or finds it held); the held size and the checkpoint to submit come back with it. */
+  readonly lease: (witness: string, token: string, witnesses: ReadonlyArray<string>, atMost: number) => Effect.Effect<Option.Option<WitnessLease>, SqlError>
+  /** Gives the lease back, kept until the interval from the submission's start has passed. */
+  readonly release: (witness: string, token: string, intervalMs?: number) => Effect.Effect<void, SqlError>
+  readonly recordAnswer: (witness: string, token: string, answer: { readonly status: number; readonly text: string; readonly cosignedSize?: number }) => Effect.Effect<void, SqlError>
+  /** The cosignature, the witness's new size, its answer and the release, in one statement. */
+  readonly storeCosignature: (witness: string, token: string, size: number, line: string, cosignedAt: Date, intervalMs: number) => Effect.Effect<void, SqlError>
+  readonly joinableAbove: (witnesses: ReadonlyArray<string>, size: number, atMost: number) => Effect.Effect<Option.Option<StoredCheckpoint>, SqlError>
+  readonly hasCosignature: (witness: string, size: number) => Effect.Effect<boolean, SqlError>
+  /** The newest checkpoint cosigned by at least `quorum` of `witnesses`, not below `floor`. */
+  readonly newestWitnessed: (witnesses: ReadonlyArray<string>, quorum: number, floor: number) => Effect.Effect<Option.Option<WitnessedCheckpoint>, SqlError>
+}
 
 const makeWitnessRepo = Effect.gen(function*() {
   const sql = yield* PgClient.PgClient
@@ -170,13 +186,13 @@ const makeWitnessRepo = Effect.gen(function*() {
       })
     )
 
-  return { lease, release, recordAnswer, storeCosignature, joinableAbove, hasCosignature, newestWitnessed } as const
+  return { lease, release, recordAnswer, storeCosignature, joinableAbove, hasCosignature, newestWitnessed } satisfies WitnessRepoShape
 })
 
 /**
  * SQL of the log's witnessing (migration 0007): a lease per witness so one instance at a time submits
  * to it, what each witness answered and last cosigned, and the stored cosignatures.
  */
-export class WitnessRepo extends Context.Service<WitnessRepo, Effect.Success<typeof makeWitnessRepo>>()("pv/WitnessRepo", { make: makeWitnessRepo }) {
+export class WitnessRepo extends Context.Service<WitnessRepo, WitnessRepoShape>()("pv/WitnessRepo", { make: makeWitnessRepo }) {
   static readonly layer = Layer.effect(this, makeWitnessRepo)
 }

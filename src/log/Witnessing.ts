@@ -17,7 +17,7 @@ const SubmissionTimeoutMs = 5_000
 /** A 409 names the size the witness holds; the request is retried from it this many times at most in one turn. */
 const MaxRetriesPerTurn = 3
 
-interface ConfiguredWitness {
+export interface ConfiguredWitness {
   readonly url: string
   /** Its add-checkpoint endpoint, parsed once. */
   readonly endpoint: URL
@@ -29,10 +29,10 @@ interface ConfiguredWitness {
 }
 
 /** "current": the lease showed the witness already holds the latest checkpoint, its cosignature stored (another instance submitted it). */
-type Outcome = "cosigned" | "idle" | "current" | "busy" | "refused" | "unreachable"
+export type Outcome = "cosigned" | "idle" | "current" | "busy" | "refused" | "unreachable"
 
 /** How a turn ended, and whether it submitted (a POST, and the retries a 409 called for, are one submission). */
-interface Turn {
+export interface Turn {
   readonly outcome: Outcome
   readonly submitted: boolean
 }
@@ -55,6 +55,15 @@ const answerText = (contentType: string, text: string): string => {
     }
   }
   return text.trim().slice(0, 300)
+}
+
+/** The methods of `LogWitnessing`: one loop per configured witness, off the request path (`turn` is an `Effect.fn`). */
+export interface LogWitnessingShape {
+  readonly witnesses: ReadonlyArray<ConfiguredWitness>
+  /** One submission to `witness` (lease, add-checkpoint, its answer stored, release). */
+  readonly turn: (witness: ConfiguredWitness) => Effect.Effect<Turn, unknown>
+  /** Turns forever, at most one submission per PV_LOG_WITNESS_INTERVAL_MS. */
+  readonly loop: (witness: ConfiguredWitness) => Effect.Effect<never>
 }
 
 const makeLogWitnessing = Effect.gen(function*() {
@@ -134,7 +143,7 @@ const makeLogWitnessing = Effect.gen(function*() {
    * size it holds: remembered, and the request is made again from it. After a submission the lease is
    * kept until the interval from its start has passed, so other instances keep the cadence too.
    */
-  const turn = (witness: ConfiguredWitness): Effect.Effect<Turn, unknown> =>
+  const turn = Effect.fn("LogWitnessing.turn")((witness: ConfiguredWitness): Effect.Effect<Turn, unknown> =>
     Effect.gen(function*() {
       const latestKnown = yield* log.current()
       if (Option.isNone(latestKnown)) return { outcome: "idle", submitted: false } as const
@@ -152,7 +161,7 @@ const makeLogWitnessing = Effect.gen(function*() {
         )
       )
       return { outcome, submitted }
-    })
+    }))
 
   /** The submissions of one turn, under the lease, starting from the size the witness holds (null: unknown). */
   const submit = (witness: ConfiguredWitness, leased: WitnessLease, submitting: () => void) =>
@@ -229,7 +238,7 @@ const makeLogWitnessing = Effect.gen(function*() {
       }
     })
 
-  return { witnesses, turn, loop } as const
+  return { witnesses, turn, loop } satisfies LogWitnessingShape
 })
 
 /**
@@ -238,7 +247,7 @@ const makeLogWitnessing = Effect.gen(function*() {
  * a lease row per witness (migration 0007) lets one instance at a time submit to it; the size each
  * witness holds, its last answer and its cosignatures are rows every instance reads.
  */
-export class LogWitnessing extends Context.Service<LogWitnessing, Effect.Success<typeof makeLogWitnessing>>()("pv/LogWitnessing", {
+export class LogWitnessing extends Context.Service<LogWitnessing, LogWitnessingShape>()("pv/LogWitnessing", {
   make: makeLogWitnessing
 }) {
   static readonly layerNoDeps = Layer.effect(this, makeLogWitnessing)

@@ -62,6 +62,22 @@ export interface WitnessAnswer {
   readonly detail: string
 }
 
+/**
+ * The methods of `Witness`. `submit` is add-checkpoint's work, plain async code behind the direct node:http
+ * handler (witness/WitnessServer.ts): its throughput is the witness's benchmark.
+ */
+export interface WitnessShape {
+  /** One add-checkpoint body → the answer (200 with the cosignature line, or the spec's 4xx), stored atomically first. */
+  readonly submit: (body: string) => Promise<WitnessAnswer>
+  readonly logFailure: (error: unknown) => void
+  /** The newest checkpoint held for a log, by the SHA-256 of its origin. */
+  readonly latestByOriginHash: (originHash: string) => Effect.Effect<Option.Option<string>>
+  /** The witness's name and C2SP verifier key. */
+  readonly key: { readonly name: string; readonly verifier_key: string }
+  /** The origins of the logs it witnesses. */
+  readonly origins: ReadonlyArray<string>
+}
+
 const makeWitness = Effect.gen(function*() {
   const settings = yield* Effect.orDie(witnessSettings)
   const sql = yield* PgClient.PgClient
@@ -274,7 +290,7 @@ const makeWitness = Effect.gen(function*() {
     latestByOriginHash,
     key: { name: cosigner.name, verifier_key: cosigner.verifierKey },
     origins: [...trusted.keys()]
-  } as const
+  } satisfies WitnessShape
 })
 
 const createHashHex = (text: string) => createHash("sha256").update(text, "utf8").digest("hex")
@@ -283,6 +299,6 @@ const createHashHex = (text: string) => createHash("sha256").update(text, "utf8"
  * The witness (C2SP tlog-witness) over its own database: the logs it trusts, its cosigning key, and
  * per origin the latest checkpoint it cosigned.
  */
-export class Witness extends Context.Service<Witness, Effect.Success<typeof makeWitness>>()("pv/Witness", { make: makeWitness }) {
+export class Witness extends Context.Service<Witness, WitnessShape>()("pv/Witness", { make: makeWitness }) {
   static readonly layer = Layer.effect(this, makeWitness)
 }
