@@ -45,8 +45,8 @@ const closeAfterAnswer = HttpEffect.appendPreResponseHandler((_req, response) =>
 
 /**
  * Reads the body, at most MaxBodyBytes, without destroying the socket when a (chunked) body runs over,
- * so the client still gets its 413; the front door closes the connection after that answer (its body
- * was not read to the end: http/FrontDoor.ts). `unreadable` is what a failing stream (a client gone
+ * so the client still gets its 413; the edge closes the connection after that answer (its body was
+ * not read to the end: http/Edge.ts). `unreadable` is what a failing stream (a client gone
  * mid-body) becomes. The one body reader of the service: REST bodies (below) and the MCP endpoint's raw
  * JSON-RPC text (mcp/Http.ts) both come through here.
  */

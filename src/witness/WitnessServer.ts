@@ -59,8 +59,8 @@ const sendProblem = (res: ServerResponse, problem: ProblemError) => {
 /**
  * POST /add-checkpoint as a plain `node:http` handler, served by the front door after its checks
  * (`FrontDoor.serveDirect`: admission, request id and record, metrics, drain), so an answer costs no
- * router, fiber or response object (docs/ARCHITECTURE.md, "The witness"). What the Effect router would
- * add is kept: the x-pv-internal-token rule, the bounded body read (413), UTF-8 (400), problem+json
+ * router, fiber or response object (docs/ARCHITECTURE.md, "The witness"). What the edge (http/Edge.ts)
+ * would add is kept, but the Origin rule (logs call it, not browsers): the x-pv-internal-token rule, the bounded body read (413), UTF-8 (400), problem+json
  * refusals with the request id as `instance`, a request target whose percent-encoding is not UTF-8
  * (400); a 409 is the spec's `text/x.tlog.size` body.
  */
@@ -149,8 +149,8 @@ const Announce = Layer.effectDiscard(Effect.gen(function*() {
 }))
 
 /**
- * `pv witness serve`: the routes behind the same front door as the service (connection and header
- * limits, in-flight cap, request ids, /metrics, drain on SIGTERM), over its own database (embedded in
+ * `pv witness serve`: the routes behind the same front door and edge as the service (connection and
+ * header limits, in-flight cap, request ids, /metrics, drain on SIGTERM), over its own database (embedded in
  * PV_DATA_DIR, or DATABASE_URL) with every migration applied.
  */
 export const WitnessServerLive = HttpRouter.serve(RoutesLive, { disableLogger: true, disableListenLog: true }).pipe(
