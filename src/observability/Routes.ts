@@ -17,7 +17,7 @@ const observeRoute = (traced: boolean) =>
 <E, R>(
   handler: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpRouter.RouteContext> =>
-  Effect.flatMap(Effect.service(RequestId), (record) => {
+  Effect.flatMap(RequestId, (record) => {
     if (record === undefined) return handler
     return Effect.flatMap(HttpRouter.RouteContext, (context) => {
       record.route = context.route.path
