@@ -3,7 +3,7 @@ import { ApiKeysApi } from "../access/Api.js"
 import { AnyKey, requiredScopes } from "../access/Auth.js"
 import { EventsApi } from "../events/Api.js"
 import { SubscriptionsApi } from "../events/SubscriptionsApi.js"
-import { LogApi } from "../log/Api.js"
+import { LogApi, RootLogApi } from "../log/Api.js"
 import { McpApi } from "../mcp/Api.js"
 import { ReceiptsApi } from "../receipts/Api.js"
 import { DeterminationsApi } from "../trust/DeterminationsApi.js"
@@ -76,6 +76,7 @@ const Definition = HttpApi.make("pv-trust")
   .add(EventsApi)
   .add(SubscriptionsApi)
   .add(LogApi)
+  .add(RootLogApi)
   .middleware(RequestGuard)
   .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error", errors: "all" })
   .annotate(OpenApi.Title, "Trust Resolution and Reliance Receipt Service")

@@ -2,7 +2,7 @@ import { Effect } from "effect"
 import { HttpServerResponse } from "effect/http"
 import type { HttpServerRequest } from "effect/http"
 import { ProblemContentType, type ProblemError, renderProblem } from "../domain/Problem.js"
-import { problemInstance, requestIdOf } from "../observability/RequestRecord.js"
+import { problemInstance, RequestId } from "../observability/RequestRecord.js"
 
 /** docs/API.md §4.3: bodies over 64 KiB are refused before they are read in full. */
 export const MaxBodyBytes = 64 * 1024
@@ -38,13 +38,12 @@ export const problemResponse = (error: ProblemError, instance?: string): HttpSer
   return HttpServerResponse.text(body, { status, contentType: ProblemContentType, headers })
 }
 
-const pathOf = (url: string) => {
-  const q = url.indexOf("?")
-  return q === -1 ? url : url.slice(0, q)
-}
+/** The current request's `instance`: its request id (docs/API.md §5.1, §13), from the edge (http/Edge.ts). */
+export const currentInstance: Effect.Effect<string | undefined> = Effect.map(
+  Effect.service(RequestId),
+  (record) => (record === undefined ? undefined : problemInstance(record.id))
+)
 
-/** A problem's `instance`: the request id the front door settled on (docs/API.md §5.1, §13), else the path. */
-export const instanceOf = (request: HttpServerRequest.HttpServerRequest): string => {
-  const id = requestIdOf(request)
-  return id === undefined ? pathOf(request.url) : problemInstance(id)
-}
+/** `problemResponse` for the current request, its `instance` naming the request id. */
+export const problemAnswer = (error: ProblemError): Effect.Effect<HttpServerResponse.HttpServerResponse> =>
+  Effect.map(currentInstance, (instance) => problemResponse(error, instance))

@@ -272,7 +272,7 @@ export interface RenderedProblem {
 
 /**
  * Every problem the service answers is rendered here, whoever writes it (HttpApi's declared errors, raw
- * handlers, the front door's refusals, the metrics listener, a socket the parser gave up on).
+ * handlers, the edge middleware, the front door's refusals, a socket the parser gave up on).
  */
 export const renderProblem = (error: ProblemError, instance?: string): RenderedProblem => {
   const document = toProblemDocument(error, instance)

@@ -9,28 +9,28 @@ import {
   BadRequest,
   ExpectationFailed,
   HeaderFieldsTooLarge,
-  OriginNotAllowed,
   Overloaded,
   type ProblemError,
   RequestTimeout,
   renderProblem,
-  Unauthorized,
-  MethodNotAllowed,
   Unavailable
 } from "../domain/Problem.js"
-import { beginRequest, problemInstance, recordOfMessage, type RequestRecord, RequestIdHeader, requestIdFrom } from "../observability/RequestRecord.js"
+import { makeRequestRecord, problemInstance, RequestIdHeader, requestIdFrom } from "../observability/RequestRecord.js"
 import { admissionState } from "../observability/Metrics.js"
-import { MetricsPath, Telemetry, TelemetryLive } from "../observability/Telemetry.js"
+import { Telemetry, TelemetryLive } from "../observability/Telemetry.js"
 import { ConnectionMessage, DrainMessage, isClusterWorker, ReadyMessage, sendToPrimary } from "../platform/Cluster.js"
 import { AppConfig, type AppConfigShape } from "../platform/Config.js"
 import { fixedLimit, gradientLimit } from "./ConcurrencyLimit.js"
 
 /**
- * The service's own `node:http` server, in front of the Effect app. It owns what must hold before any
- * Effect code runs and even when none can: the port opens only once the handler is installed; client
- * time-outs, header size and connection count are bounded; at most `maxInFlight` requests are worked on
- * at once (503 `overloaded` beyond, without reading their bodies); the HTTP parser's own refusals are
- * problem+json; browser origins are checked; and SIGTERM drains instead of dropping connections.
+ * The service's own `node:http` server, in front of the Effect app. It owns only what Effect's server
+ * cannot do, what must hold before any Effect code runs and even when none can: the port opens only once
+ * the handler is installed; client time-outs, header size and connection count are bounded; at most the
+ * concurrency limit's requests are worked on at once (503 `overloaded` beyond, without reading their
+ * bodies); the HTTP parser's own refusals are problem+json; and SIGTERM drains instead of dropping
+ * connections. Its own answers carry a request id of their own and are logged and counted like any other;
+ * everything else per request (request id, origins, /metrics, the /log alias, problems) is the router's
+ * (http/Edge.ts, http/HttpLive.ts).
  */
 export interface FrontDoorShape {
   /** True from the moment a drain starts: `/readyz` answers 503 from then on. */
@@ -43,8 +43,9 @@ export interface FrontDoorShape {
   readonly stopping: Effect.Effect<void>
   /**
    * Serves requests of `method` on `path` (the query is the handler's) with a plain `node:http` handler,
-   * after every check above (admission, request id and record, origins, drain) instead of the Effect
-   * app; the record's route is `path`. Registered before the port opens.
+   * after admission and the drain, with a request id and its metrics and log line, instead of the Effect
+   * app (so without its edge: no browser-origin rules); the record's route is `path`. Registered before
+   * the port opens.
    * Only `pv witness serve`'s POST /add-checkpoint uses it (docs/ARCHITECTURE.md, "The witness").
    */
   readonly serveDirect: (method: string, path: string, handler: (req: Http.IncomingMessage, res: Http.ServerResponse) => void) => void
@@ -60,7 +61,7 @@ export const EventStreamPath = "/api/v1/events/stream"
 
 export class FrontDoor extends Context.Service<FrontDoor, FrontDoorShape>()("pv/FrontDoor") {}
 
-/** A problem answered here; its `instance` names the request id (set on `res` when the request arrived). */
+/** A problem answered here; its `instance` names the request id (set on `res` by `answeredHere`). */
 const sendProblem = (res: Http.ServerResponse, error: ProblemError, headers: Record<string, string> = {}) => {
   const id = res.getHeader(RequestIdHeader)
   const problem = renderProblem(error, typeof id === "string" ? problemInstance(id) : undefined)
@@ -123,63 +124,6 @@ const pathOf = (url: string | undefined) => {
   return q === -1 ? raw : raw.slice(0, q)
 }
 
-/**
- * Endpoints a browser may read from any origin (docs/API.md §3.6): they carry no credential, so
- * CORS `*` exposes nothing that a plain GET would not. Everything else is credentialed.
- */
-export const isOpenToBrowsers = (path: string): boolean =>
-  path === "/" || path.startsWith("/web/") || path === "/healthz" || path === "/readyz" || path === "/openapi.json" || path === "/docs" ||
-  path === "/api/v1/events/keys" || path.startsWith("/log/") || path.startsWith("/api/v1/log/") ||
-  (path.startsWith("/api/v1/trust/") && path.endsWith("/human"))
-
-const exposedHeaders = "ETag, Retry-After, RateLimit, RateLimit-Policy, X-Request-Id, WWW-Authenticate"
-const allowedRequestHeaders = "Authorization, Content-Type, If-None-Match, MCP-Protocol-Version, X-Request-Id, Accept"
-
-/**
- * CORS and the MCP transport's DNS-rebinding rule. Returns true when the request was answered here
- * (a preflight, or a refused origin); otherwise it may have set CORS headers on `res` for the app.
- */
-const handleOrigin = (req: Http.IncomingMessage, res: Http.ServerResponse, allowed: ReadonlySet<string>): boolean => {
-  const origin = req.headers.origin
-  if (origin === undefined) return false
-  const path = pathOf(req.url)
-  const preflight = req.method === "OPTIONS" && req.headers["access-control-request-method"] !== undefined
-  if (isOpenToBrowsers(path)) {
-    if (preflight) {
-      res.writeHead(204, {
-        "access-control-allow-origin": "*",
-        "access-control-allow-methods": "GET, HEAD",
-        "access-control-allow-headers": allowedRequestHeaders,
-        "access-control-max-age": "600"
-      })
-      res.end()
-      return true
-    }
-    res.setHeader("access-control-allow-origin", "*")
-    res.setHeader("access-control-expose-headers", exposedHeaders)
-    return false
-  }
-  if (!allowed.has(origin)) {
-    sendProblem(res, new OriginNotAllowed({ detail: "Requests from this browser origin are not accepted here." }), { vary: "Origin" })
-    return true
-  }
-  if (preflight) {
-    res.writeHead(204, {
-      "access-control-allow-origin": origin,
-      "access-control-allow-methods": "GET, POST, PUT, DELETE",
-      "access-control-allow-headers": allowedRequestHeaders,
-      "access-control-max-age": "600",
-      vary: "Origin"
-    })
-    res.end()
-    return true
-  }
-  res.setHeader("access-control-allow-origin", origin)
-  res.setHeader("access-control-expose-headers", exposedHeaders)
-  res.setHeader("vary", "Origin")
-  return false
-}
-
 /** After the last request in flight, how long kept-alive sockets may still bring a (refused) request. */
 const DrainLingerMs = 300
 /** How long a draining server must have accepted nothing, with nothing in flight, to close its listener. */
@@ -189,27 +133,8 @@ const ListenerCloseMaxMs = 250
 
 type Handler = (req: Http.IncomingMessage, res: Http.ServerResponse) => void
 
-/**
- * A response that, once `closeIfBodyUnread` is set (an admitted request that carries a body), answers
- * with `Connection: close` when its head is written before the request's body was read in full. The
- * field is declared here, so setting it per request changes no object shape and allocates nothing.
- */
-class FrontDoorResponse extends Http.ServerResponse {
-  closeIfBodyUnread = false
-}
-const baseWriteHead = Http.ServerResponse.prototype.writeHead
-Object.defineProperty(FrontDoorResponse.prototype, "writeHead", {
-  configurable: true,
-  writable: true,
-  value: function(this: FrontDoorResponse, ...args: Parameters<typeof baseWriteHead>) {
-    if (this.closeIfBodyUnread && !this.req.complete) this.setHeader("connection", "close")
-    return baseWriteHead.apply(this, args)
-  }
-})
-
 const nodeServer = (config: AppConfigShape) =>
   Http.createServer({
-    ServerResponse: FrontDoorResponse,
     headersTimeout: config.headersTimeoutMs,
     requestTimeout: config.requestTimeoutMs,
     keepAliveTimeout: config.keepAliveTimeoutMs,
@@ -235,10 +160,10 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
       Result.getOrElse(() => NetAddress.inetAddressFromIpStringUnsafe("0.0.0.0", config.port))
     )
     server.maxConnections = config.maxConnections
-    const allowedOrigins = new Set(config.allowedOrigins)
     const listening = yield* Deferred.make<NetAddress.SocketAddress>()
     const stopping = yield* Deferred.make<void>()
-    const open = new Set<Http.ServerResponse>()
+    /** The admitted requests not yet answered, with when each arrived (`performance.now()`). */
+    const open = new Map<Http.ServerResponse, number>()
     let handler: Handler | undefined
     /** serveDirect's handlers, by `<method> <path>`. */
     const direct = new Map<string, Handler>()
@@ -251,47 +176,31 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
     const limit = Option.match(config.maxInFlight, { onNone: () => gradientLimit(), onSome: fixedLimit })
     admissionState.limit = limit.current
 
-    /** The one `close` listener of every response: its metrics and log line, then (if admitted) the drain's count. */
-    function requestDone(this: Http.ServerResponse) {
-      const record = recordOfMessage(this.req)
-      if (record !== undefined) telemetry.requestEnded(this.req, this, record)
+    /** The `close` listener of every admitted response: the concurrency limit learns its time; the drain's count. */
+    function admittedDone(this: Http.ServerResponse) {
+      const startedAt = open.get(this)
+      if (startedAt === undefined) return
       const inFlight = open.size
-      if (open.delete(this)) {
-        if (record !== undefined) limit.sample(performance.now() - record.startedAt, inFlight)
-        if (open.size === 0) onIdle?.()
-      }
+      open.delete(this)
+      limit.sample(performance.now() - startedAt, inFlight)
+      if (open.size === 0) onIdle?.()
     }
     /**
-     * Every request, answered here or by the app: its id (the client's when acceptable, else generated)
-     * goes on the response at once and replaces the request's header, where the app reads it; its
-     * record collects the route and caller for the metrics and the log line written when it ends.
+     * A request answered here, not by the app (a refusal, a direct handler): its id (the client's when
+     * acceptable, else generated) goes on the response, and its metrics and log line are written when it
+     * ends, as the edge does for the app's answers (http/Edge.ts).
      */
-    const arrive = (req: Http.IncomingMessage, res: Http.ServerResponse): RequestRecord => {
-      const startedAt = performance.now()
-      const id = requestIdFrom(req.headers[RequestIdHeader])
-      req.headers[RequestIdHeader] = id
-      res.setHeader(RequestIdHeader, id)
-      // `close` fires once per response; `on` spares the wrapper `once` would allocate.
-      res.on("close", requestDone)
-      return beginRequest(req, id, startedAt)
-    }
-
-    /** GET /metrics: the exporter's handler, behind PV_METRICS_TOKEN when it is set. */
-    const serveMetrics = (req: Http.IncomingMessage, res: Http.ServerResponse) => {
-      if (req.method !== "GET" && req.method !== "HEAD") {
-        return sendProblem(res, new MethodNotAllowed({ detail: "The metrics endpoint takes GET only." }), { allow: "GET, HEAD" })
-      }
-      if (!telemetry.metricsAuthorized(req)) {
-        return sendProblem(res, new Unauthorized({ detail: "The metrics endpoint requires its bearer token." }), {
-          "www-authenticate": `Bearer realm="pv", error="invalid_token"`
-        })
-      }
-      telemetry.serveMetrics(req, res)
+    const answeredHere = (req: Http.IncomingMessage, res: Http.ServerResponse, route: string | null = null): string => {
+      const record = makeRequestRecord(requestIdFrom(req.headers[RequestIdHeader]), performance.now())
+      record.route = route
+      res.setHeader(RequestIdHeader, record.id)
+      res.on("close", () => telemetry.requestEnded(req, res, record))
+      return record.id
     }
 
     server.on("request", (req: Http.IncomingMessage, res: Http.ServerResponse) => {
-      const record = arrive(req, res)
       if (draining || handler === undefined) {
+        answeredHere(req, res)
         const refuse = () =>
           sendProblem(res, new Unavailable({ detail: "The service is shutting down; retry on another connection." }), {
             "retry-after": "1",
@@ -302,6 +211,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
         return refuse()
       }
       if (req.headers.host === undefined && req.httpVersionMinor >= 1) {
+        answeredHere(req, res)
         return sendProblem(res, new BadRequest({ detail: "HTTP/1.1 requests must carry a Host header." }), { connection: "close" })
       }
       const path = pathOf(req.url)
@@ -310,7 +220,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
         // A body is never read: a request that has one closes its connection after this answer. One without a
         // body keeps it, so a refusal under overload costs no new connection (and no TLS handshake behind a proxy).
         const hasBody = req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? "0") > 0
-        const body = overloadedBody(record.id)
+        const body = overloadedBody(answeredHere(req, res))
         res.writeHead(
           503,
           hasBody
@@ -319,23 +229,14 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
         )
         return void res.end(body)
       }
-      if (handleOrigin(req, res, allowedOrigins)) return
-      // The transparency log is also served at the root, where tlog-tiles clients look for it.
-      if (req.url?.startsWith("/log/")) req.url = "/api/v1" + req.url
-      // An answer given before the body was read (401, 413, 415, …) closes the connection, so the
-      // socket is not held open waiting for a body nobody will read.
-      if (req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? "0") > 0) {
-        ;(res as FrontDoorResponse).closeIfBodyUnread = true
-      }
-      // Removed by requestDone, the response's `close` listener added on arrival.
-      if (!streaming) open.add(res)
-      if (path === MetricsPath) {
-        record.route = MetricsPath
-        return serveMetrics(req, res)
+      // Removed by admittedDone, when the response closes.
+      if (!streaming) {
+        open.set(res, performance.now())
+        res.on("close", admittedDone)
       }
       const directHandler = direct.size === 0 ? undefined : direct.get(`${req.method} ${path}`)
       if (directHandler !== undefined) {
-        record.route = path
+        answeredHere(req, res, path)
         return directHandler(req, res)
       }
       handler(req, res)
@@ -348,7 +249,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
       telemetry.parserRefusal(id, writeRawProblem(socket, parserRefusal(error.code), id))
     })
     server.on("checkExpectation", (req: Http.IncomingMessage, res: Http.ServerResponse) => {
-      arrive(req, res)
+      answeredHere(req, res)
       sendProblem(res, new ExpectationFailed({ detail: "Only `Expect: 100-continue` is supported." }), { connection: "close" })
     })
 
@@ -457,7 +358,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
     const drain = Effect.andThen(Deferred.succeed(stopping, undefined), Effect.callback<void>((resume) => {
       draining = true
       const started = Date.now()
-      for (const res of open) if (!res.headersSent) res.setHeader("connection", "close")
+      for (const res of open.keys()) if (!res.headersSent) res.setHeader("connection", "close")
       let finished = false
       const finish = () => {
         if (finished) return
@@ -510,5 +411,8 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
   })
 )
 
-/** The front door and the platform services HttpApi expects next to a server (file system, ETags, …). */
-export const FrontDoorLive = Layer.merge(FrontDoorServer.pipe(Layer.provide(TelemetryLive)), NodeHttpServer.layerHttpServices)
+/**
+ * The front door with Telemetry (also the edge's and the /metrics route's: one instance per server) and the
+ * platform services HttpApi expects next to a server (file system, ETags, …).
+ */
+export const FrontDoorLive = Layer.merge(FrontDoorServer.pipe(Layer.provideMerge(TelemetryLive)), NodeHttpServer.layerHttpServices)

@@ -10,13 +10,14 @@ import { LiveStreams } from "../events/LiveStream.js"
 import { SubscriptionsHttpLive } from "../events/SubscriptionsHttp.js"
 import { LogHttpLive } from "../log/Http.js"
 import { McpHttpLive } from "../mcp/Http.js"
-import { ObserveRoutesLive } from "../observability/Routes.js"
+import { MetricsRouteLive, ObserveRoutesLive } from "../observability/Routes.js"
 import { ReceiptsHttpLive } from "../receipts/Http.js"
 import { DeterminationsHttpLive } from "../trust/DeterminationsHttp.js"
 import { TrustHttpLive } from "../trust/Http.js"
 import { WebLive } from "../web/Web.js"
 import { DocsLive } from "./Docs.js"
-import { RequestGuardLive, RouterProblemsLive } from "./RequestGuard.js"
+import { EdgeLive } from "./Edge.js"
+import { RequestGuardLive } from "./RequestGuard.js"
 import { SystemHttpLive } from "./SystemHttp.js"
 
 /** Every group's handlers, with the middlewares their endpoints declare (authentication, RequestGuard). */
@@ -33,21 +34,23 @@ const HandlersLive = Layer.mergeAll(
 ).pipe(Layer.provide([ApiKeyAuthLive, OperatorAuthLive, RequestGuardLive, LiveStreams.layer, EventPages.layer]))
 
 /**
- * The routes: the HttpApi (with /openapi.json), its docs at /docs and the page for people, each noting
- * its route pattern for metrics and logs (observability/Routes.ts); around them all, the problem mapping.
+ * The routes: the HttpApi (with /openapi.json), its docs at /docs, the page for people and /metrics, each
+ * noting its route pattern for metrics and logs (observability/Routes.ts); around them all, the edge
+ * (http/Edge.ts: request ids, origins, problems).
  */
 const RoutesLive = Layer.mergeAll(
   Layer.mergeAll(
     HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(Layer.provide(HandlersLive)),
     DocsLive,
-    WebLive
+    WebLive,
+    MetricsRouteLive
   ).pipe(Layer.provide(ObserveRoutesLive)),
-  RouterProblemsLive
+  EdgeLive
 )
 
 /**
  * The routes served by the current `HttpServer` (http/FrontDoor.ts, which opens the port only once this
- * handler is installed). The front door writes the request log and metrics, so the router's own logger
- * and "listening" line are off.
+ * handler is installed). The edge writes the request log and metrics, so the router's own logger and
+ * "listening" line are off.
  */
 export const HttpLive = HttpRouter.serve(RoutesLive, { disableLogger: true, disableListenLog: true })

@@ -3,29 +3,25 @@ import type { IncomingMessage } from "node:http"
 import type { Http2ServerRequest } from "node:http2"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { Cause, Context, Effect, Exit, Layer, Option, Redacted, Schema } from "effect"
-import { HttpEffect, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { type HttpApiEndpoint, HttpApiError, type HttpApiMiddleware } from "effect/http-api"
 import { duplicateMemberOf, findUnstorable, MaxJsonDepth, exceedsDepth } from "../domain/Json.js"
 import {
-  BadRequest,
   FieldError,
   fieldErrorsOf,
   Internal,
   isProblemError,
   MalformedJson,
-  NotFound,
   PayloadTooLarge,
   type ProblemError,
-  Unauthorized,
   Unavailable,
   UnsupportedMediaType,
   ValidationFailed,
   withInstance
 } from "../domain/Problem.js"
 import { RequestGuard } from "../api/Guard.js"
-import { instanceOf, keepCheckedJson, MaxBodyBytes, problemHeaders, problemResponse } from "../api/Problems.js"
+import { currentInstance, keepCheckedJson, MaxBodyBytes, problemHeaders, problemResponse } from "../api/Problems.js"
 import { countDatabaseError } from "../observability/Metrics.js"
-import { AppConfig } from "../platform/Config.js"
 import { databaseFailure } from "../platform/DatabaseErrors.js"
 
 /**
@@ -49,8 +45,8 @@ const closeAfterAnswer = HttpEffect.appendPreResponseHandler((_req, response) =>
 
 /**
  * Reads the body, at most MaxBodyBytes, without destroying the socket when a (chunked) body runs over,
- * so the client still gets its 413; the front door closes the connection after that answer (its body
- * was not read to the end: http/FrontDoor.ts). `unreadable` is what a failing stream (a client gone
+ * so the client still gets its 413; the edge closes the connection after that answer (its body was
+ * not read to the end: http/Edge.ts). `unreadable` is what a failing stream (a client gone
  * mid-body) becomes. The one body reader of the service: REST bodies (below) and the MCP endpoint's raw
  * JSON-RPC text (mcp/Http.ts) both come through here.
  */
@@ -202,7 +198,7 @@ const pathOf = (url: string) => {
 }
 
 /** HttpApi's decode failures become the 422 of docs/API.md §5 with one JSON pointer per failing member. */
-const schemaProblem = (error: HttpApiError.HttpApiSchemaError): ProblemError => {
+export const schemaProblem = (error: HttpApiError.HttpApiSchemaError): ProblemError => {
   // Encoding our own response failed: that is ours, not the client's.
   if (error.kind === "Body" || error.kind === "ResponseHeaders") {
     return new Internal({ detail: "The service failed to handle this request." })
@@ -211,7 +207,7 @@ const schemaProblem = (error: HttpApiError.HttpApiSchemaError): ProblemError => 
 }
 
 /** A cause that is not one of our problems (defects, interruption) as the problem it is answered with. */
-const defectProblem = (cause: Cause.Cause<unknown>): Effect.Effect<ProblemError> =>
+export const defectProblem = (cause: Cause.Cause<unknown>): Effect.Effect<ProblemError> =>
   Effect.gen(function*() {
     // The client went away mid-request: nobody is left to answer, and nothing failed.
     if (Cause.hasInterruptsOnly(cause)) return new Unavailable({ detail: "The request was abandoned." })
@@ -267,57 +263,23 @@ export const RequestGuardLive = Layer.succeed(RequestGuard, (httpEffect, { endpo
   }).pipe(
     Effect.catchCause((cause) =>
       Effect.gen(function*() {
-        const request = yield* HttpServerRequest.HttpServerRequest
         const failure = Cause.findErrorOption(cause)
         let problem: ProblemError
         if (Option.isSome(failure) && isProblemError(failure.value)) problem = failure.value
         else if (Option.isSome(failure) && HttpApiError.HttpApiSchemaError.is(failure.value)) problem = schemaProblem(failure.value)
         else if (Option.isSome(failure)) return yield* Effect.failCause(cause)
         else problem = yield* defectProblem(cause)
-        const instance = instanceOf(request)
+        const instance = yield* currentInstance
         if (!isDeclared(endpoint, problem)) return problemResponse(problem, instance)
         const headers = problemHeaders(problem)
         if (Object.keys(headers).length > 0) {
           yield* HttpEffect.appendPreResponseHandler((_req, response) => Effect.succeed(HttpServerResponse.setHeaders(response, headers)))
         }
         // Declared by the endpoint or one of its middlewares (checked above), so HttpApi encodes it.
-        return yield* Effect.fail(withInstance(problem, instance) as never)
+        return yield* Effect.fail((instance === undefined ? problem : withInstance(problem, instance)) as never)
       })
     )
   ))
-
-/**
- * Around the whole router (every route, and requests no route matches): x-pv-internal-token, a request
- * target that is not UTF-8, unknown routes (404; a method a path lacks is one too), and anything that
- * escaped a route (a defect) as problem+json. Nothing internal leaves in an error body.
- */
-export const RouterProblemsLive = HttpRouter.middleware(
-  Effect.gen(function*() {
-    const config = yield* AppConfig
-    const internalTokenAccepted = internalTokenRule(config)
-    return (app: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, HttpServerRequest.HttpServerRequest>) =>
-      Effect.withFiber((fiber) => {
-        const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
-        if (!internalTokenAccepted(request.headers["x-pv-internal-token"])) {
-          return Effect.succeed(problemResponse(new Unauthorized({ detail: "The x-pv-internal-token header is not valid." }), instanceOf(request)))
-        }
-        if (!decodesAsUtf8(request.url)) {
-          return Effect.succeed(problemResponse(new BadRequest({ detail: "The request target's percent-encoding is not UTF-8." }), instanceOf(request)))
-        }
-        return app.pipe(
-          Effect.catchCause((cause) =>
-            Effect.map(
-              Option.match(Cause.findErrorOption(cause), {
-                onNone: () => defectProblem(cause),
-                onSome: (error) => Effect.succeed(classify(error))
-              }),
-              (problem) => problemResponse(problem, instanceOf(request))
-            ))
-        )
-      })
-  }) as never,
-  { global: true }
-) as Layer.Layer<never, never, AppConfig | HttpRouter.HttpRouter>
 
 /** Percent-encoding that does not decode to UTF-8 (`%ff`, an encoded lone surrogate) is a bad request. */
 export const decodesAsUtf8 = (url: string): boolean => {
@@ -329,18 +291,4 @@ export const decodesAsUtf8 = (url: string): boolean => {
   } catch {
     return false
   }
-}
-
-/** Failures that reach the router: unknown routes, unreadable requests, anything else is ours. */
-const classify = (error: unknown): ProblemError => {
-  if (isProblemError(error)) return error
-  if (HttpApiError.HttpApiSchemaError.is(error)) return schemaProblem(error)
-  const reason = typeof error === "object" && error !== null ? (error as { reason?: { _tag?: string } }).reason?._tag : undefined
-  switch (reason) {
-    case "RouteNotFound":
-      return new NotFound({ detail: "No such resource." })
-    case "RequestParseError":
-      return new MalformedJson({ detail: "The request body could not be read." })
-  }
-  return new Internal({ detail: "The service failed to handle this request." })
 }

@@ -54,49 +54,60 @@ const groupErrors = [RateLimited, Unavailable] as const
 
 const perAddress = "No credentials; limited per client address (PV_LOG_RATE_LIMIT_PER_MINUTE). Also served at /log/…"
 
+/** The transparency log's endpoints, once: served under /api/v1 (LogApi) and at the root (RootLogApi). */
+const checkpointEndpoint =
+  HttpApiEndpoint.get("checkpoint", "/log/checkpoint", { success: Note, error: [NotFound, ...groupErrors] })
+    .annotate(OpenApi.Summary, "The latest signed checkpoint of the transparency log")
+    .annotate(OpenApi.Description,
+      "A C2SP tlog-checkpoint (`<origin>\\n<tree size>\\n<base64 root hash>\\n`) in a C2SP signed-note with one Ed25519 " +
+      "signature by the key of GET /log/key. The tree size never decreases; every checkpoint is consistent with every " +
+      "earlier one (GET /log/proof/consistency). With witnesses configured (PV_LOG_WITNESSES), the newest checkpoint that a " +
+      "quorum of them cosigned, with their C2SP cosignature/v1 lines after the log's own signature line (404 until one is). " + perAddress)
+
+const keyEndpoint =
+  HttpApiEndpoint.get("key", "/log/key", { success: LogKeyInfo, error: groupErrors })
+    .annotate(OpenApi.Summary, "The log's origin and note verifier key")
+    .annotate(OpenApi.Description, "Pin verifier_key once (e.g. in `pv log monitor`); checkpoints are signed by it. " + perAddress)
+
+const tileEndpoint =
+  HttpApiEndpoint.get("tile", "/log/tile/*", { success: Tile, error: [NotFound, ...groupErrors] })
+    .annotate(OpenApi.Summary, "Hash tiles and entry bundles (C2SP tlog-tiles)")
+    .annotate(OpenApi.Description,
+      "`tile/<L>/<N>[.p/<W>]`: the hashes of level L (height 8), N in the `x001/x234/067` form; " +
+      "`tile/entries/<N>[.p/<W>]`: entries, each preceded by its 2-byte big-endian length. Full tiles never change " +
+      "(`Cache-Control: public, max-age=31536000, immutable`); a partial tile `.p/<W>` is served while the published tree " +
+      "has exactly that width there. A malformed path or a tile beyond the tree is 404. " + perAddress)
+
+const inclusionEndpoint =
+  HttpApiEndpoint.get("inclusion", "/log/proof/inclusion", {
+    query: { index: Param("Leaf index"), tree_size: Param("Tree size of a published checkpoint") },
+    success: InclusionProof,
+    error: [InvalidProofRequest, ...groupErrors]
+  })
+    .annotate(OpenApi.Summary, "Inclusion proof of a leaf in a published tree")
+    .annotate(OpenApi.Description, "Hashes are lowercase hex. A tree_size beyond the latest checkpoint or an index outside the tree is 400 validation-failed. " + perAddress)
+
+const consistencyEndpoint =
+  HttpApiEndpoint.get("consistency", "/log/proof/consistency", {
+    query: { first: Param("The smaller tree size (0 allowed)"), second: Param("Tree size of a published checkpoint") },
+    success: ConsistencyProof,
+    error: [InvalidProofRequest, ...groupErrors]
+  })
+    .annotate(OpenApi.Summary, "Consistency proof between two published tree sizes")
+    .annotate(OpenApi.Description,
+      "Proves the tree of size `second` extends the tree of size `first`; first = 0 and first = second have the empty proof. " +
+      "A size beyond the latest checkpoint, or first > second, is 400 validation-failed. " + perAddress)
+
 export class LogApi extends HttpApiGroup.make("log")
-  .add(
-    HttpApiEndpoint.get("checkpoint", "/log/checkpoint", { success: Note, error: [NotFound, ...groupErrors] })
-      .annotate(OpenApi.Summary, "The latest signed checkpoint of the transparency log")
-      .annotate(OpenApi.Description,
-        "A C2SP tlog-checkpoint (`<origin>\\n<tree size>\\n<base64 root hash>\\n`) in a C2SP signed-note with one Ed25519 " +
-        "signature by the key of GET /log/key. The tree size never decreases; every checkpoint is consistent with every " +
-        "earlier one (GET /log/proof/consistency). With witnesses configured (PV_LOG_WITNESSES), the newest checkpoint that a " +
-        "quorum of them cosigned, with their C2SP cosignature/v1 lines after the log's own signature line (404 until one is). " + perAddress)
-  )
-  .add(
-    HttpApiEndpoint.get("key", "/log/key", { success: LogKeyInfo, error: groupErrors })
-      .annotate(OpenApi.Summary, "The log's origin and note verifier key")
-      .annotate(OpenApi.Description, "Pin verifier_key once (e.g. in `pv log monitor`); checkpoints are signed by it. " + perAddress)
-  )
-  .add(
-    HttpApiEndpoint.get("tile", "/log/tile/*", { success: Tile, error: [NotFound, ...groupErrors] })
-      .annotate(OpenApi.Summary, "Hash tiles and entry bundles (C2SP tlog-tiles)")
-      .annotate(OpenApi.Description,
-        "`tile/<L>/<N>[.p/<W>]`: the hashes of level L (height 8), N in the `x001/x234/067` form; " +
-        "`tile/entries/<N>[.p/<W>]`: entries, each preceded by its 2-byte big-endian length. Full tiles never change " +
-        "(`Cache-Control: public, max-age=31536000, immutable`); a partial tile `.p/<W>` is served while the published tree " +
-        "has exactly that width there. A malformed path or a tile beyond the tree is 404. " + perAddress)
-  )
-  .add(
-    HttpApiEndpoint.get("inclusion", "/log/proof/inclusion", {
-      query: { index: Param("Leaf index"), tree_size: Param("Tree size of a published checkpoint") },
-      success: InclusionProof,
-      error: [InvalidProofRequest, ...groupErrors]
-    })
-      .annotate(OpenApi.Summary, "Inclusion proof of a leaf in a published tree")
-      .annotate(OpenApi.Description, "Hashes are lowercase hex. A tree_size beyond the latest checkpoint or an index outside the tree is 400 validation-failed. " + perAddress)
-  )
-  .add(
-    HttpApiEndpoint.get("consistency", "/log/proof/consistency", {
-      query: { first: Param("The smaller tree size (0 allowed)"), second: Param("Tree size of a published checkpoint") },
-      success: ConsistencyProof,
-      error: [InvalidProofRequest, ...groupErrors]
-    })
-      .annotate(OpenApi.Summary, "Consistency proof between two published tree sizes")
-      .annotate(OpenApi.Description,
-        "Proves the tree of size `second` extends the tree of size `first`; first = 0 and first = second have the empty proof. " +
-        "A size beyond the latest checkpoint, or first > second, is 400 validation-failed. " + perAddress)
-  )
+  .add(checkpointEndpoint, keyEndpoint, tileEndpoint, inclusionEndpoint, consistencyEndpoint)
   .prefix("/api/v1")
   .annotate(OpenApi.Title, "Transparency log") {}
+
+/**
+ * The same endpoints at the root (`/log/checkpoint`, `/log/tile/…`), where C2SP tlog-tiles clients look for
+ * a log: the same definitions and handlers (log/Http.ts), left out of the OpenAPI document, which names
+ * them once, under /api/v1.
+ */
+export class RootLogApi extends HttpApiGroup.make("rootLog")
+  .add(checkpointEndpoint, keyEndpoint, tileEndpoint, inclusionEndpoint, consistencyEndpoint)
+  .annotate(OpenApi.Exclude, true) {}

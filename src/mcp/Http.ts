@@ -2,7 +2,7 @@ import { Effect, Layer, Option } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.js"
-import { instanceOf, MaxBodyBytes, problemResponse } from "../api/Problems.js"
+import { MaxBodyBytes, problemAnswer } from "../api/Problems.js"
 import { MethodNotAllowed, type NotAcceptable, PayloadTooLarge, type UnsupportedMediaType } from "../domain/Problem.js"
 import { withMiddlewaresOnly } from "../http/GroupContext.js"
 import { readBoundedBytes } from "../http/RequestGuard.js"
@@ -29,14 +29,10 @@ const readBody = (request: HttpServerRequest.HttpServerRequest) =>
     }
   })
 
-const methodNotAllowed = Effect.gen(function*() {
-  const request = yield* HttpServerRequest.HttpServerRequest
-  return HttpServerResponse.setHeader(
-    problemResponse(new MethodNotAllowed({ detail: "This MCP endpoint takes POST only: it offers no SSE stream and no sessions." }), instanceOf(request)),
-    "allow",
-    "POST"
-  )
-})
+const methodNotAllowed = Effect.map(
+  problemAnswer(new MethodNotAllowed({ detail: "This MCP endpoint takes POST only: it offers no SSE stream and no sessions." })),
+  (response) => HttpServerResponse.setHeader(response, "allow", "POST")
+)
 
 /** Raw handler (built with its middlewares only: see http/GroupContext.ts): the body is read as text so the JSON-RPC codec, not HttpApi, answers malformed JSON. */
 export const McpHttpLive = Layer.unwrap(Effect.gen(function*() {

@@ -1,6 +1,5 @@
 import { randomUUID } from "node:crypto"
-import type { IncomingMessage } from "node:http"
-import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
+import { Context, Fiber } from "effect"
 import type { HttpServerRequest } from "effect/http"
 
 /** The request id header, in both directions (docs/API.md §13). */
@@ -24,8 +23,8 @@ export const requestIdFrom = (sent: string | ReadonlyArray<string> | undefined):
   typeof sent === "string" && isAcceptableRequestId(sent) ? sent : randomUUID()
 
 /**
- * What is known about one request while it is served, for its metrics, log line and spans. The front
- * door creates it on arrival; the router notes the route pattern and the API-key middleware the caller.
+ * What is known about one request while it is served, for its metrics, log line and spans: its id, and
+ * what the router (the route pattern) and the API-key middleware (the caller) note on it.
  */
 export interface RequestRecord {
   readonly id: string
@@ -38,31 +37,15 @@ export interface RequestRecord {
   tenantId: string | null
 }
 
-/** The record travels on the Node request itself (nothing outlives the request, no map to look it up in). */
-const RecordKey = Symbol.for("pv/RequestRecord")
+export const makeRequestRecord = (id: string, startedAt: number): RequestRecord =>
+  ({ id, startedAt, route: null, keyId: null, tenantId: null })
 
-interface Recorded {
-  [RecordKey]?: RequestRecord
-}
-
-/** Called by the front door once per request, before anything answers it. */
-export const beginRequest = (req: IncomingMessage, id: string, startedAt: number): RequestRecord => {
-  const record: RequestRecord = { id, startedAt, route: null, keyId: null, tenantId: null }
-  ;(req as Recorded)[RecordKey] = record
-  return record
-}
-
-export const recordOfMessage = (req: object): RequestRecord | undefined => (req as Recorded)[RecordKey]
-
-/** The record of an Effect-side request (undefined when it did not come through the front door). */
-export const recordOf = (request: HttpServerRequest.HttpServerRequest): RequestRecord | undefined =>
-  recordOfMessage(NodeHttpServerRequest.toIncomingMessage(request))
-
-/** The request id the front door settled on (it also rewrote the header to it). */
-export const requestIdOf = (request: HttpServerRequest.HttpServerRequest): string | undefined => {
-  const id = request.headers[RequestIdHeader]
-  return typeof id === "string" ? id : undefined
-}
+/**
+ * The request being served: its id and record, provided to the whole router by the edge middleware
+ * (http/Edge.ts), which settles the id (the client's when acceptable, else generated). Outside a request
+ * (or in code run without the edge) it is `undefined`.
+ */
+export const RequestId = Context.Reference<RequestRecord | undefined>("pv/RequestId", { defaultValue: () => undefined })
 
 /**
  * RFC 9457 `instance` of a problem: the occurrence, named by its request id. A client-chosen id may
@@ -70,9 +53,13 @@ export const requestIdOf = (request: HttpServerRequest.HttpServerRequest): strin
  */
 export const problemInstance = (requestId: string): string => `urn:pv:request:${encodeURIComponent(requestId)}`
 
-/** The caller of an API-key request, for the request log (ids only). */
-export const noteCaller = (request: HttpServerRequest.HttpServerRequest, keyId: string, tenantId: string): void => {
-  const record = recordOf(request)
+/**
+ * The caller of an API-key request, for the request log (ids only). Called synchronously from inside the
+ * API-key middleware's fiber, whose context holds the request's record.
+ */
+export const noteCaller = (_request: HttpServerRequest.HttpServerRequest, keyId: string, tenantId: string): void => {
+  const fiber = Fiber.getCurrent()
+  const record = fiber === undefined ? undefined : Context.get(fiber.context, RequestId)
   if (record !== undefined) {
     record.keyId = keyId
     record.tenantId = tenantId

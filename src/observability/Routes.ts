@@ -1,7 +1,10 @@
 import { Effect, Option } from "effect"
-import { HttpRouter, HttpServerRequest, type HttpServerResponse } from "effect/http"
+import { HttpRouter, type HttpServerRequest, HttpServerResponse } from "effect/http"
+import { problemAnswer } from "../api/Problems.js"
+import { MethodNotAllowed, Unauthorized } from "../domain/Problem.js"
 import { AppConfig } from "../platform/Config.js"
-import { recordOf } from "./RequestRecord.js"
+import { RequestId } from "./RequestRecord.js"
+import { MetricsPath, Telemetry } from "./Telemetry.js"
 import { RequestIdAttribute } from "./Tracing.js"
 
 /**
@@ -13,9 +16,8 @@ import { RequestIdAttribute } from "./Tracing.js"
 const observeRoute = (traced: boolean) =>
 <E, R>(
   handler: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
-): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest | HttpRouter.RouteContext> =>
-  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-    const record = recordOf(request)
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpRouter.RouteContext> =>
+  Effect.flatMap(RequestId, (record) => {
     if (record === undefined) return handler
     return Effect.flatMap(HttpRouter.RouteContext, (context) => {
       record.route = context.route.path
@@ -35,7 +37,31 @@ export const ObserveRoutes = HttpRouter.middleware(
 /**
  * Observes every route added by the layers it is provided to: `Layer.provide(ObserveRoutesLive)` on each
  * layer that adds routes (`HttpApiBuilder.layer(Api, …)` with its OpenAPI document, the docs, the web
- * page). A route middleware wraps the routes registered where it is in context; merging it beside them
- * does nothing.
+ * page, /metrics). A route middleware wraps the routes registered where it is in context; merging it
+ * beside them does nothing.
  */
 export const ObserveRoutesLive = ObserveRoutes.layer
+
+/**
+ * GET (and HEAD) /metrics on the service's own port: the Prometheus exposition (Telemetry), behind
+ * PV_METRICS_TOKEN as a bearer token when it is set. Any other method is 405 with `Allow`.
+ */
+const serveMetrics = (telemetry: Telemetry["Service"]) => (request: HttpServerRequest.HttpServerRequest) => {
+  if (request.method !== "GET" && request.method !== "HEAD") {
+    return Effect.map(
+      problemAnswer(new MethodNotAllowed({ detail: "The metrics endpoint takes GET only." })),
+      (response) => HttpServerResponse.setHeader(response, "allow", "GET, HEAD")
+    )
+  }
+  if (!telemetry.metricsAuthorized(request.headers.authorization)) {
+    return Effect.map(
+      problemAnswer(new Unauthorized({ detail: "The metrics endpoint requires its bearer token." })),
+      (response) => HttpServerResponse.setHeader(response, "www-authenticate", `Bearer realm="pv", error="invalid_token"`)
+    )
+  }
+  return Effect.map(telemetry.exposition, (text) => HttpServerResponse.text(text, { contentType: "text/plain; version=0.0.4; charset=utf-8" }))
+}
+
+/** The /metrics route, for the service and the witness (provide ObserveRoutesLive to it). */
+export const MetricsRouteLive = HttpRouter.use((router) =>
+  Effect.flatMap(Telemetry, (telemetry) => router.add("*", MetricsPath, serveMetrics(telemetry))))

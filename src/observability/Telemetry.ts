@@ -16,18 +16,19 @@ import {
 import { formatExposition, mergeWorkers } from "./Exposition.js"
 import { MetricsState } from "./Metrics.js"
 import type { RequestRecord } from "./RequestRecord.js"
-import { Internal, renderProblem } from "../domain/Problem.js"
+import { Internal } from "../domain/Problem.js"
 
 /**
- * What the front door (http/FrontDoor.ts) needs from observability: the `/metrics` endpoint and the
- * end-of-request hook that records request metrics and, with PV_LOG_FORMAT=json, writes the request's
- * log line.
+ * What the HTTP edge needs from observability: the `/metrics` route's exposition (observability/Routes.ts)
+ * and the end-of-request hook that records request metrics and, with PV_LOG_FORMAT=json, writes the
+ * request's log line (called by the edge middleware, http/Edge.ts, and for the answers the front door
+ * gives itself, http/FrontDoor.ts).
  */
 export interface TelemetryShape {
-  /** True when `/metrics` may be served to this request (no PV_METRICS_TOKEN, or the right bearer token). */
-  readonly metricsAuthorized: (req: Http.IncomingMessage) => boolean
-  /** Writes the Prometheus text exposition of every metric of this process (of every worker in a cluster). */
-  readonly serveMetrics: (req: Http.IncomingMessage, res: Http.ServerResponse) => void
+  /** True when `/metrics` may be served to this `Authorization` header (no PV_METRICS_TOKEN, or the right bearer token). */
+  readonly metricsAuthorized: (authorization: string | undefined) => boolean
+  /** The Prometheus text exposition of every metric of this process (of every worker in a cluster). */
+  readonly exposition: Effect.Effect<string, Internal>
   /** Once per request, when its response has ended or its connection closed. */
   readonly requestEnded: (req: Http.IncomingMessage, res: Http.ServerResponse, record: RequestRecord) => void
   /** A request the HTTP parser refused (answered on the raw socket with a generated request id). */
@@ -36,6 +37,8 @@ export interface TelemetryShape {
 
 /** The path the metrics are served at, on the service's own port. */
 export const MetricsPath = "/metrics"
+
+const collectionFailed = () => new Internal({ detail: "The metrics could not be collected." })
 
 const digest = (value: string) => createHash("sha256").update(value).digest()
 
@@ -77,29 +80,15 @@ const registry = Context.empty()
 
 /**
  * The text exposition format, version 0.0.4 (what Prometheus scrapes), with the gauges set from this
- * server's sources just before. This runs in Node's request listener, outside any fiber: a collection
- * that throws (`process.memoryUsage()` fails with EMFILE when file descriptors run out, exactly when a
- * scrape matters) answers 500 instead of crashing the process.
+ * server's sources just before. A collection that throws (`process.memoryUsage()` fails with EMFILE when
+ * file descriptors run out, exactly when a scrape matters) answers 500 instead of crashing the process.
  */
 const expositionOf = (observeGauges: () => void) => (): string => {
   observeGauges()
   return PrometheusMetrics.formatUnsafe(registry)
 }
 
-const writeExposition = (res: Http.ServerResponse, body: () => string) => {
-  if (res.destroyed) return
-  let text: string
-  try {
-    text = body()
-  } catch {
-    const problem = renderProblem(new Internal({ detail: "The metrics could not be collected." }))
-    res.writeHead(problem.status, { ...problem.headers, "content-length": Buffer.byteLength(problem.body) })
-    res.end(problem.body)
-    return
-  }
-  res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8", "content-length": Buffer.byteLength(text) })
-  res.end(text)
-}
+const collect = (body: () => string): Effect.Effect<string, Internal> => Effect.try({ try: body, catch: collectionFailed })
 
 /** The gauges that say how complete a cluster's scrape is. */
 const clusterGauges = (expected: number, reporting: number) =>
@@ -114,7 +103,7 @@ const clusterGauges = (expected: number, reporting: number) =>
  * In a cluster worker (PV_WORKERS > 1), a scrape reports every worker: the primary asks each for its
  * exposition (bounded by MetricsGatherMs) and this worker merges them (Exposition.ts): counters and
  * histograms summed, gauges per worker (label `worker`). Every worker answers the primary's requests.
- * Returns the scrape's handler and the listener's removal.
+ * Returns the scrape and the listener's removal.
  */
 const joinClusterMetrics = (ownExposition: () => string) => {
   const me = workerIndex()
@@ -133,25 +122,29 @@ const joinClusterMetrics = (ownExposition: () => string) => {
     } else if (message.pv === "metrics:gathered") waiting.get(message.id)?.(message)
   }
   process.on("message", onMessage)
-  const serve = (res: Http.ServerResponse) => {
+  const scrape = Effect.callback<string, Internal>((resume) => {
     const id = ++gathers
     const complete = (gathered: MetricsGathered | undefined) => {
       if (!waiting.delete(id)) return
       clearTimeout(timer)
-      writeExposition(res, () => {
+      resume(collect(() => {
         const texts = [...(gathered?.texts ?? [])]
         // Its own text even when the primary's answer lacks it (a drain has begun, or the primary is gone).
         if (!texts.some((part) => part.worker === me)) texts.push({ worker: me, text: ownExposition() })
         const expected = gathered?.expected ?? Math.max(texts.length, Number(process.env.PV_WORKERS ?? "1") || 1)
         return formatExposition(mergeWorkers(texts)) + clusterGauges(expected, texts.length)
-      })
+      }))
     }
     // The primary answers within MetricsGatherMs; this bound holds if it cannot.
     const timer = setTimeout(() => complete(undefined), MetricsGatherMs + 500)
     waiting.set(id, complete)
     if (!sendToPrimary({ pv: "metrics:gather", id } satisfies MetricsGather)) complete(undefined)
-  }
-  return { serve, leave: () => process.off("message", onMessage) }
+    return Effect.sync(() => {
+      waiting.delete(id)
+      clearTimeout(timer)
+    })
+  })
+  return { scrape, leave: () => process.off("message", onMessage) }
 }
 
 const makeTelemetry = Effect.gen(function*() {
@@ -163,8 +156,8 @@ const makeTelemetry = Effect.gen(function*() {
   const clustered = isClusterWorker() ? joinClusterMetrics(ownExposition) : undefined
   if (clustered !== undefined) yield* Effect.addFinalizer(() => Effect.sync(clustered.leave))
   const telemetry: TelemetryShape = {
-    metricsAuthorized: (req) => Option.isNone(token) || bearerMatches(req.headers.authorization, token.value),
-    serveMetrics: (_req, res) => (clustered === undefined ? writeExposition(res, ownExposition) : clustered.serve(res)),
+    metricsAuthorized: (authorization) => Option.isNone(token) || bearerMatches(authorization, token.value),
+    exposition: clustered === undefined ? collect(ownExposition) : clustered.scrape,
     requestEnded: (req, res, record) => {
       const durationMs = performance.now() - record.startedAt
       const status = statusOf(res)

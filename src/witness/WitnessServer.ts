@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http"
 import { Effect, Layer, Option } from "effect"
 import { HttpRouter, HttpServer, HttpServerResponse } from "effect/http"
 import { PgClient } from "@effect/sql-pg"
-import { instanceOf, MaxBodyBytes, problemResponse } from "../api/Problems.js"
+import { MaxBodyBytes, problemAnswer } from "../api/Problems.js"
 import {
   BadRequest,
   Forbidden,
@@ -16,10 +16,11 @@ import {
   ValidationFailed
 } from "../domain/Problem.js"
 import { FrontDoor, FrontDoorLive } from "../http/FrontDoor.js"
-import { decodesAsUtf8, internalTokenRule, readBoundedMessage, RouterProblemsLive } from "../http/RequestGuard.js"
+import { EdgeLive } from "../http/Edge.js"
+import { decodesAsUtf8, internalTokenRule, readBoundedMessage } from "../http/RequestGuard.js"
 import { countDatabaseError } from "../observability/Metrics.js"
 import { problemInstance, RequestIdHeader } from "../observability/RequestRecord.js"
-import { ObserveRoutesLive } from "../observability/Routes.js"
+import { MetricsRouteLive, ObserveRoutesLive } from "../observability/Routes.js"
 import { AppConfig, baseAppConfig } from "../platform/Config.js"
 import { DatabaseLive, latestMigrationId } from "../platform/Database.js"
 import { databaseFailure } from "../platform/DatabaseErrors.js"
@@ -40,19 +41,26 @@ const problemOf = (answer: WitnessAnswer): ProblemError => {
   }
 }
 
-/** A problem+json answer by the service's one renderer (domain/Problem.ts), `instance` naming the request. */
+/**
+ * A problem+json answer by the service's one renderer (domain/Problem.ts), `instance` naming the request.
+ * Given before the request's body was read in full, it closes the connection (nobody reads the rest).
+ */
 const sendProblem = (res: ServerResponse, problem: ProblemError) => {
   const id = res.getHeader(RequestIdHeader)
   const rendered = renderProblem(problem, typeof id === "string" ? problemInstance(id) : undefined)
-  res.writeHead(rendered.status, { ...rendered.headers, "content-length": Buffer.byteLength(rendered.body) })
+  res.writeHead(rendered.status, {
+    ...rendered.headers,
+    "content-length": Buffer.byteLength(rendered.body),
+    ...(res.req.complete ? {} : { connection: "close" })
+  })
   res.end(rendered.body)
 }
 
 /**
  * POST /add-checkpoint as a plain `node:http` handler, served by the front door after its checks
  * (`FrontDoor.serveDirect`: admission, request id and record, metrics, drain), so an answer costs no
- * router, fiber or response object (docs/ARCHITECTURE.md, "The witness"). What the Effect router would
- * add is kept: the x-pv-internal-token rule, the bounded body read (413), UTF-8 (400), problem+json
+ * router, fiber or response object (docs/ARCHITECTURE.md, "The witness"). What the edge (http/Edge.ts)
+ * would add is kept, but the Origin rule (logs call it, not browsers): the x-pv-internal-token rule, the bounded body read (413), UTF-8 (400), problem+json
  * refusals with the request id as `instance`, a request target whose percent-encoding is not UTF-8
  * (400); a 409 is the spec's `text/x.tlog.size` body.
  */
@@ -110,28 +118,28 @@ const WitnessRoutes = HttpRouter.use((router) =>
     frontDoor.serveDirect("POST", "/add-checkpoint", handleAddCheckpoint)
     yield* router.add("GET", "/witness/key", HttpServerResponse.jsonUnsafe(witness.key))
     yield* router.add("GET", "/healthz", HttpServerResponse.jsonUnsafe({ status: "ok" }))
-    yield* router.add("GET", "/readyz", (request) =>
+    yield* router.add("GET", "/readyz", () =>
       sql`SELECT max(migration_id) AS latest FROM effect_sql_migrations`.pipe(
         Effect.timeout("2 seconds"),
         Effect.map(([row]) => Number((row as { latest?: unknown } | undefined)?.latest ?? 0)),
-        Effect.map((latest) =>
+        Effect.flatMap((latest) =>
           latest >= latestMigrationId
-            ? HttpServerResponse.jsonUnsafe({ status: "ready", database: "ok", migrations: latest })
-            : problemResponse(new Unavailable({ detail: "Migrations are not all applied." }), instanceOf(request))),
-        Effect.catch(() => Effect.succeed(problemResponse(new Unavailable({ detail: "The database is not reachable." }), instanceOf(request))))
+            ? Effect.succeed(HttpServerResponse.jsonUnsafe({ status: "ready", database: "ok", migrations: latest }))
+            : problemAnswer(new Unavailable({ detail: "Migrations are not all applied." }))),
+        Effect.catch(() => problemAnswer(new Unavailable({ detail: "The database is not reachable." })))
       ))
-    yield* router.add("GET", "/:originHash/checkpoint", (request) =>
+    yield* router.add("GET", "/:originHash/checkpoint", () =>
       Effect.gen(function*() {
         const { originHash } = yield* HttpRouter.params
         const note = OriginHashPattern.test(originHash ?? "") ? yield* witness.latestByOriginHash(originHash!) : Option.none<string>()
-        return Option.match(note, {
-          onNone: () => problemResponse(new NotFound({ detail: "This witness has cosigned no checkpoint of that log." }), instanceOf(request)),
-          onSome: (text) => HttpServerResponse.text(text, { contentType: "text/plain; charset=utf-8", headers: { "cache-control": "no-cache" } })
+        return yield* Option.match(note, {
+          onNone: () => problemAnswer(new NotFound({ detail: "This witness has cosigned no checkpoint of that log." })),
+          onSome: (text) => Effect.succeed(HttpServerResponse.text(text, { contentType: "text/plain; charset=utf-8", headers: { "cache-control": "no-cache" } }))
         })
       }))
   }))
 
-const RoutesLive = Layer.mergeAll(WitnessRoutes.pipe(Layer.provide(ObserveRoutesLive)), RouterProblemsLive)
+const RoutesLive = Layer.mergeAll(Layer.merge(WitnessRoutes, MetricsRouteLive).pipe(Layer.provide(ObserveRoutesLive)), EdgeLive)
 
 /** A line naming the witness, its key and its logs once the port is open: what an operator pastes into a log's PV_LOG_WITNESSES. */
 const Announce = Layer.effectDiscard(Effect.gen(function*() {
@@ -141,8 +149,8 @@ const Announce = Layer.effectDiscard(Effect.gen(function*() {
 }))
 
 /**
- * `pv witness serve`: the routes behind the same front door as the service (connection and header
- * limits, in-flight cap, request ids, /metrics, drain on SIGTERM), over its own database (embedded in
+ * `pv witness serve`: the routes behind the same front door and edge as the service (connection and
+ * header limits, in-flight cap, request ids, /metrics, drain on SIGTERM), over its own database (embedded in
  * PV_DATA_DIR, or DATABASE_URL) with every migration applied.
  */
 export const WitnessServerLive = HttpRouter.serve(RoutesLive, { disableLogger: true, disableListenLog: true }).pipe(
