@@ -419,8 +419,10 @@ describe(`authorization matrix (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
           documented.set(endpointKey(method, path), schemes)
         }
       }
-      expect([...documented.keys()].sort()).toEqual([...definedKeys].sort())
-      for (const e of defined) {
+      // The root /log alias serves the log group's own definitions again, left out of the document.
+      const documentedDefinitions = defined.filter((e) => e.documented)
+      expect([...documented.keys()].sort()).toEqual(documentedDefinitions.map((e) => e.key).sort())
+      for (const e of documentedDefinitions) {
         const expected = e.auth === "api-key" ? ["apiKey"] : e.auth === "operator" ? ["operator"] : []
         expect(documented.get(e.key), e.key).toEqual(expected)
       }

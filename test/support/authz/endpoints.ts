@@ -1,4 +1,5 @@
 import { Context } from "effect"
+import { OpenApi } from "effect/http-api"
 import { ApiKeyAuth, type KeyScope, OperatorAuth, RequiredScope } from "../../../src/access/Auth.js"
 import { Api } from "../../../src/api/Api.js"
 
@@ -17,6 +18,8 @@ export interface DefinedEndpoint {
   readonly scope: KeyScope | undefined
   /** Names of every middleware that applies (API, group and endpoint level), for messages. */
   readonly middlewares: ReadonlyArray<string>
+  /** Whether /openapi.json documents it (false for a group annotated OpenApi.Exclude: the root /log alias). */
+  readonly documented: boolean
 }
 
 /** `/api/v1/trust/:publicId/machine` → `/api/v1/trust/{}/machine`. */
@@ -47,6 +50,7 @@ export const definedEndpoints = (): ReadonlyArray<DefinedEndpoint> => {
   const api = Api as unknown as {
     readonly groups: Record<string, {
       readonly identifier: string
+      readonly annotations: Context.Context<never>
       readonly endpoints: Record<string, {
         readonly identifier: string
         readonly method: string
@@ -68,7 +72,8 @@ export const definedEndpoints = (): ReadonlyArray<DefinedEndpoint> => {
         name: endpoint.identifier,
         auth: authOf(middlewares),
         scope: Context.getOrUndefined(endpoint.annotations, RequiredScope),
-        middlewares: middlewares.map((m) => m.key)
+        middlewares: middlewares.map((m) => m.key),
+        documented: !Context.get(group.annotations, OpenApi.Exclude)
       })
     }
   }
