@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Clock, ConfigProvider, Context, Effect, Exit, Layer, Scope } from "effect"
@@ -46,7 +46,12 @@ export const startTestServer = async (options: StartOptions = {}): Promise<TestS
   const dataDir = mkdtempSync(join(tmpdir(), "pv-test-"))
   // A fresh database, already migrated: a copy of the migrated template (support/templates.ts).
   const scratch = options.databaseUrl === undefined && database === "postgres" ? await createMigratedDatabase() : undefined
-  if (database === "pglite" && options.databaseUrl === undefined) await Effect.runPromise(copyMigratedPglite(dataDir))
+  // Embedded: the data directory the server will use (a test may name its own) gets the template's copy,
+  // unless it already holds a database (a restart on the same directory).
+  const embeddedDir = options.config?.dataDir ?? dataDir
+  if (database === "pglite" && options.databaseUrl === undefined && !existsSync(join(embeddedDir, "pgdata"))) {
+    await Effect.runPromise(copyMigratedPglite(embeddedDir))
+  }
   const databaseUrl = options.databaseUrl ?? scratch?.url
   const env = {
     ...testEnvironment(),
