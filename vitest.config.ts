@@ -16,7 +16,8 @@ const reachable = (url: string) =>
 /**
  * Projects: pure/unit tests once, and every HTTP suite (`*.http.test.ts`) once per database (embedded
  * PGlite always, real PostgreSQL when it is reachable, required when PV_REQUIRE_POSTGRES=1, as in CI), except
- * the suites of the edge alone (`databaseFree`), which run once; the browser and fault suites.
+ * the suites of the edge alone and one that picks its databases itself (`databaseFree`), which run once;
+ * the browser and fault suites.
  */
 export default defineConfig(async () => {
   const postgres = await reachable(postgresUrl)
@@ -28,7 +29,12 @@ export default defineConfig(async () => {
   // HTTP suites of the edge alone (the OpenAPI document, the Origin rule, client addresses, slow clients,
   // keep-alive, the fuzzers' refusals): nothing they check depends on which database is behind the server,
   // so they run once, on embedded PGlite, not once per database.
-  const databaseFree = ["openapi", "origin", "clientAddress", "slowClients", "keepAlive", "fuzz"].map((name) => `test/http/${name}.http.test.ts`)
+  // Also once: `pv witness serve` as a child process (test/witness/process.http.test.ts), whose tests choose their
+  // databases themselves (a data directory, then a scratch PostgreSQL database), so both projects ran the same tests.
+  const databaseFree = [
+    ...["openapi", "origin", "clientAddress", "slowClients", "keepAlive", "fuzz"].map((name) => `test/http/${name}.http.test.ts`),
+    "test/witness/process.http.test.ts"
+  ]
   const faults = ["test/faults/**/*.test.ts"]
   const browser = ["test/web/**/*.browser.test.ts"]
   const projects: Array<TestProjectConfiguration> = [

@@ -1,12 +1,13 @@
-import { mkdtempSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Clock, ConfigProvider, Context, Effect, Exit, Layer, Scope } from "effect"
 import { HttpServer } from "effect/http"
 import { ServerLive } from "../../src/app/Server.js"
 import { AppConfig, type AppConfigShape } from "../../src/platform/Config.js"
-import { createScratchDatabase, testDatabaseKind, type TestDatabaseKind } from "./databases.js"
+import { testDatabaseKind, type TestDatabaseKind } from "./databases.js"
 import { ShiftableClock } from "./ShiftableClock.js"
+import { copyMigratedPglite, createMigratedDatabase } from "./templates.js"
 import { testConfigProvider, testEnvironment, testOperatorToken } from "./testConfig.js"
 
 export { testOperatorToken }
@@ -33,7 +34,8 @@ export interface StartOptions {
 
 /**
  * Starts the real server layers (HttpApi, services, migrations, database) on a random loopback port,
- * on PGlite in a temporary directory or on a fresh PostgreSQL database, with a clock the test moves.
+ * on PGlite in a temporary directory or on a fresh PostgreSQL database (both copies of a migrated
+ * template, support/templates.ts, so the server's migrations find nothing to do), with a clock the test moves.
  * Its configuration comes from a ConfigProvider built here (the test environment, then `config`), so
  * nothing the server reads comes from the developer's environment. Each build of `ServerLive` makes its
  * own MetricsState (observability/Metrics.ts), so servers started side by side here never share it.
@@ -42,7 +44,14 @@ export const startTestServer = async (options: StartOptions = {}): Promise<TestS
   const database = options.database ?? testDatabaseKind()
   const clock = new ShiftableClock()
   const dataDir = mkdtempSync(join(tmpdir(), "pv-test-"))
-  const scratch = options.databaseUrl === undefined && database === "postgres" ? await createScratchDatabase() : undefined
+  // A fresh database, already migrated: a copy of the migrated template (support/templates.ts).
+  const scratch = options.databaseUrl === undefined && database === "postgres" ? await createMigratedDatabase() : undefined
+  // Embedded: the data directory the server will use (a test may name its own) gets the template's copy,
+  // unless it already holds a database (a restart on the same directory).
+  const embeddedDir = options.config?.dataDir ?? dataDir
+  if (database === "pglite" && options.databaseUrl === undefined && !existsSync(join(embeddedDir, "pgdata"))) {
+    await Effect.runPromise(copyMigratedPglite(embeddedDir))
+  }
   const databaseUrl = options.databaseUrl ?? scratch?.url
   const env = {
     ...testEnvironment(),

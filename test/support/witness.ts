@@ -7,8 +7,9 @@ import { HttpServer } from "effect/http"
 import { AppConfig, baseAppConfig } from "../../src/platform/Config.js"
 import { Witness } from "../../src/witness/Witness.js"
 import { WitnessServerLive } from "../../src/witness/WitnessServer.js"
-import { createScratchDatabase, testDatabaseKind, type TestDatabaseKind } from "./databases.js"
+import { testDatabaseKind, type TestDatabaseKind } from "./databases.js"
 import { ShiftableClock } from "./ShiftableClock.js"
+import { copyMigratedPglite, createMigratedDatabase } from "./templates.js"
 import { testConfigProvider, testEnvironment } from "./testConfig.js"
 
 export interface TestWitness {
@@ -21,13 +22,14 @@ export interface TestWitness {
 
 /**
  * `pv witness serve`'s real layers (front door, routes, witness, migrations, database) on a random
- * loopback port, on PGlite in a temporary directory or a fresh PostgreSQL database, trusting `logs`
- * (note verifier keys). `env` adds or overrides settings (PV_WITNESS_NAME, PV_WITNESS_SIGNING_KEY, …).
+ * loopback port, on PGlite in a temporary directory or a fresh PostgreSQL database (copies of the migrated
+ * template, support/templates.ts), trusting `logs` (note verifier keys). `env` adds or overrides settings (PV_WITNESS_NAME, PV_WITNESS_SIGNING_KEY, …).
  */
 export const startTestWitness = async (logs: ReadonlyArray<string>, env: Record<string, string> = {}, database: TestDatabaseKind = testDatabaseKind()): Promise<TestWitness> => {
   const clock = new ShiftableClock()
   const dataDir = mkdtempSync(join(tmpdir(), "pv-witness-"))
-  const scratch = database === "postgres" ? await createScratchDatabase() : undefined
+  const scratch = database === "postgres" ? await createMigratedDatabase() : undefined
+  if (scratch === undefined) await Effect.runPromise(copyMigratedPglite(dataDir))
   const { PV_EVENT_SIGNING_KEY: _e, PV_LOG_SIGNING_KEY: _l, ...base } = testEnvironment()
   const full = {
     ...base,
