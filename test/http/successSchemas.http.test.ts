@@ -83,7 +83,7 @@ const settledTreeSize = async (): Promise<number> => {
   }
 }
 
-const cases: Readonly<Record<string, Case>> = {
+const apiCases: Readonly<Record<string, Case>> = {
   "GET /healthz": { calls: async () => [{ path: "/healthz", status: 200 }] },
   "GET /readyz": { calls: async () => [{ path: "/readyz", status: 200 }] },
   "GET /api/v1/trust/{}/machine": {
@@ -149,6 +149,18 @@ const cases: Readonly<Record<string, Case>> = {
     calls: async () => [{ path: `/api/v1/log/proof/consistency?first=1&second=${await settledTreeSize()}`, status: 200 }]
   }
 }
+
+/** The root /log alias serves the log's own definitions again at /log/…: each log case, called there. */
+const rootLogCases = Object.fromEntries(
+  Object.entries(apiCases).flatMap(([key, test]): Array<[string, Case]> =>
+    key.startsWith("GET /api/v1/log/") && "calls" in test
+      ? [[key.replace("/api/v1/log/", "/log/"), {
+        calls: async () => (await test.calls()).map((call) => ({ ...call, path: call.path.replace("/api/v1/log/", "/log/") }))
+      }]]
+      : []
+  )
+)
+const cases: Readonly<Record<string, Case>> = { ...apiCases, ...rootLogCases }
 
 /** The body as the declared schema's encoded side: JSON parsed, text as text, anything else as bytes. */
 const bodyOf = async (response: Response): Promise<unknown> => {
