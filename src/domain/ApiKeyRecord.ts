@@ -45,17 +45,12 @@ export const CreateApiKeyRequest = Schema.Struct({
 })
 export type CreateApiKeyRequest = typeof CreateApiKeyRequest.Type
 
+/** What a key's creation answers: the view's members without revocation and use, and the key itself, once. */
+const { key_id, revoked_at: _revoked, last_used_at: _used, ...createdMembers } = ApiKeyView.fields
 export const CreatedApiKey = Schema.Struct({
-  key_id: Schema.String,
+  key_id,
   api_key: Schema.String.annotate({ description: "The plaintext key. Shown once: only its SHA-256 is stored." }),
-  key_prefix: Schema.String,
-  tenant_id: Schema.String,
-  name: Schema.String,
-  scopes: Schema.Array(Scope),
-  rate_limit_per_minute: Schema.Int,
-  daily_quota: Schema.Int,
-  created_at: Schema.String,
-  expires_at: Schema.NullOr(Schema.String)
+  ...createdMembers
 }).annotate({ identifier: "CreatedApiKey" })
 export type CreatedApiKey = typeof CreatedApiKey.Type
 
