@@ -17,7 +17,7 @@ import {
 } from "../domain/Problem.js"
 import { makeRequestRecord, problemInstance, RequestIdHeader, requestIdFrom } from "../observability/RequestRecord.js"
 import { admissionState } from "../observability/Metrics.js"
-import { Telemetry, TelemetryLive } from "../observability/Telemetry.js"
+import { Telemetry } from "../observability/Telemetry.js"
 import { ConnectionMessage, DrainMessage, isClusterWorker, ReadyMessage, sendToPrimary } from "../platform/Cluster.js"
 import { AppConfig, type AppConfigShape } from "../platform/Config.js"
 import { fixedLimit, gradientLimit } from "./ConcurrencyLimit.js"
@@ -415,4 +415,4 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
  * The front door with Telemetry (also the edge's and the /metrics route's: one instance per server) and the
  * platform services HttpApi expects next to a server (file system, ETags, …).
  */
-export const FrontDoorLive = Layer.merge(FrontDoorServer.pipe(Layer.provideMerge(TelemetryLive)), NodeHttpServer.layerHttpServices)
+export const FrontDoorLive = Layer.merge(FrontDoorServer.pipe(Layer.provideMerge(Telemetry.layer)), NodeHttpServer.layerHttpServices)

@@ -186,4 +186,3 @@ export class Telemetry extends Context.Service<Telemetry, TelemetryShape>()("pv/
   static readonly layer: Layer.Layer<Telemetry, never, AppConfig> = this.layerNoDeps.pipe(Layer.provide(MetricsState.layer))
 }
 
-export const TelemetryLive: Layer.Layer<Telemetry, never, AppConfig> = Telemetry.layer
