@@ -197,6 +197,28 @@ const receiptBody = (subject: string, principal: string) => JSON.stringify({
   purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"]
 })
 
+/**
+ * What the service's gauges and counters said during a sampled segment (read from /metrics every 250 ms):
+ * the worst integration lag and witness lag, and the witnesses' answers, so a slow W3 says where the time went.
+ */
+const watchLog = async (baseUrl: string, running: () => boolean) => {
+  const gauge = (text: string, name: string) =>
+    [...text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+-]+)$`, "gm"))].reduce((max, m) => Math.max(max, Number(m[1])), 0)
+  let integrationLag = 0, witnessLag = 0, reads = 0, last = ""
+  while (running()) {
+    const text = await fetch(`${baseUrl}/metrics`).then((r) => r.text(), () => "")
+    if (text !== "") {
+      reads++
+      last = text
+      integrationLag = Math.max(integrationLag, gauge(text, "pv_log_integration_lag_seconds"))
+      witnessLag = Math.max(witnessLag, gauge(text, "pv_log_witness_lag_entries"))
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250))
+  }
+  const answers = [...last.matchAll(/^pv_log_witness_submissions_total\{([^}]*)\} ([0-9]+)$/gm)].map((m) => `${m[1]!.replace(/"/g, "")}: ${m[2]}`)
+  return `${reads} scrapes: integration lag ≤ ${integrationLag.toFixed(2)} s, witness lag ≤ ${witnessLag} entries; submissions ${answers.join(", ") || "none"}`
+}
+
 /** Samples receipts while `running`, one every 100 ms: acknowledgment → proof bundle 200, in ms. */
 const sampleCoverage = async (baseUrl: string, headers: Record<string, string>, subject: string, tag: string, running: () => boolean) => {
   const samples: Array<Promise<number>> = []
@@ -282,6 +304,7 @@ export const witnessedReceipts = async (options: {
           const serviceCpu0 = cpuSeconds(service.child.pid!)
           const witnessCpu0 = witnesses.reduce((t, w) => t + cpuSeconds(w.child.pid!), 0)
           const sampled = sampling ? sampleCoverage(service.baseUrl, headers, options.subject, name, () => running) : Promise.resolve({ sampled: 0, covered: [] })
+          const watched = sampling ? watchLog(service.baseUrl, () => running) : Promise.resolve("")
           const result = await load({
             connections: options.connections, seconds: options.seconds, url, method: "POST", headers,
             body: receiptBody(options.subject, `w-${name}-[<id>]`), idReplacement: true, ...(rate === undefined ? {} : { rate })
@@ -306,6 +329,11 @@ export const witnessedReceipts = async (options: {
           log(`${name} (${witnessed ? "2 witnesses, quorum 2" : "no witnesses"}): ${result.requestsPerSecond.toFixed(0)} receipts/s, ` +
             `service ${segment.serviceCpuMicros.toFixed(0)} µs CPU/receipt${witnessed ? `, witnesses ${segment.witnessCpuMicros.toFixed(0)} µs` : ""}; ` +
             `covered p50 ${quantile(segment.covered, 0.5).toFixed(0)} ms, p99 ${quantile(segment.covered, 0.99).toFixed(0)} ms (${covered.length} samples)`)
+          if (sampling) {
+            log(`${name}: ${await watched}`)
+            const warnings = service.output().split("\n").filter((line) => /witness|integration/i.test(line) && /warn|fail|refused/i.test(line))
+            if (warnings.length > 0) log(`${name}: ${warnings.length} warning lines, the first: ${warnings.slice(0, 3).join(" | ").slice(0, 600)}`)
+          }
         } finally {
           await service.stop()
         }
