@@ -51,6 +51,11 @@ export interface WitnessRepoShape {
   readonly lease: (witness: string, token: string, witnesses: ReadonlyArray<string>, atMost: number) => Effect.Effect<Option.Option<WitnessLease>, SqlError>
   /** Gives the lease back, kept until the interval from the submission's start has passed. */
   readonly release: (witness: string, token: string, intervalMs?: number) => Effect.Effect<void, SqlError>
+  /**
+   * On stop: every lease this instance (`token`) still holds ends within `intervalMs` (the cadence kept, the
+   * 15 s meant for a holder that died mid-turn not waited out by the next instance).
+   */
+  readonly releaseAll: (token: string, intervalMs: number) => Effect.Effect<void, SqlError>
   readonly recordAnswer: (witness: string, token: string, answer: { readonly status: number; readonly text: string; readonly cosignedSize?: number }) => Effect.Effect<void, SqlError>
   /** The cosignature, the witness's new size, its answer and the release, in one statement. */
   readonly storeCosignature: (witness: string, token: string, size: number, line: string, cosignedAt: Date, intervalMs: number) => Effect.Effect<void, SqlError>
@@ -115,6 +120,11 @@ const makeWitnessRepo = Effect.gen(function*() {
       : sql`UPDATE log_witnesses SET lease_until = ${heldAfterSubmission(intervalMs)} WHERE witness = ${witness} AND lease_token = ${token}`).pipe(
       Effect.asVoid
     )
+
+  const releaseAll = (token: string, intervalMs: number) =>
+    sql`
+      UPDATE log_witnesses SET lease_until = LEAST(lease_until, now() + make_interval(secs => ${intervalMs / 1000}))
+      WHERE lease_token = ${token}`.pipe(Effect.asVoid)
 
   /** Under our lease: the witness's answer, and the size it holds when the answer told it. */
   const recordAnswer = (witness: string, token: string, answer: { readonly status: number; readonly text: string; readonly cosignedSize?: number }) =>
@@ -186,7 +196,7 @@ const makeWitnessRepo = Effect.gen(function*() {
       })
     )
 
-  return { lease, release, recordAnswer, storeCosignature, joinableAbove, hasCosignature, newestWitnessed } satisfies WitnessRepoShape
+  return { lease, release, releaseAll, recordAnswer, storeCosignature, joinableAbove, hasCosignature, newestWitnessed } satisfies WitnessRepoShape
 })
 
 /**

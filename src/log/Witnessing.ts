@@ -64,6 +64,11 @@ export interface LogWitnessingShape {
   readonly turn: (witness: ConfiguredWitness) => Effect.Effect<Turn, unknown>
   /** Turns forever, at most one submission per PV_LOG_WITNESS_INTERVAL_MS. */
   readonly loop: (witness: ConfiguredWitness) => Effect.Effect<never>
+  /**
+   * After the loops stopped: any lease this instance still holds (a turn stopped between taking it and its
+   * end) ends within the interval, so the next instance does not wait out the lease's 15 s.
+   */
+  readonly releaseLeases: Effect.Effect<void>
 }
 
 const makeLogWitnessing = Effect.gen(function*() {
@@ -238,7 +243,11 @@ const makeLogWitnessing = Effect.gen(function*() {
       }
     })
 
-  return { witnesses, turn, loop } satisfies LogWitnessingShape
+  const releaseLeases = witnesses.length === 0
+    ? Effect.void
+    : Effect.ignore(repo.releaseAll(token, interval)).pipe(Effect.withSpan("LogWitnessing.releaseLeases"))
+
+  return { witnesses, turn, loop, releaseLeases } satisfies LogWitnessingShape
 })
 
 /**
@@ -258,6 +267,8 @@ export class LogWitnessing extends Context.Service<LogWitnessing, LogWitnessingS
 export const LogWitnessingLive = Layer.effectDiscard(
   Effect.gen(function*() {
     const witnessing = yield* LogWitnessing
+    // Added before the loops are forked, so it runs after they are interrupted (finalizers run in reverse).
+    yield* Effect.addFinalizer(() => witnessing.releaseLeases)
     for (const witness of witnessing.witnesses) yield* Effect.forkScoped(witnessing.loop(witness))
   })
 )

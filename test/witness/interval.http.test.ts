@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
-import { Clock, Context, Duration, Effect, Layer } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -181,4 +181,28 @@ describe("PV_LOG_WITNESS_INTERVAL_MS", () => {
       expect(rows.map((row) => [Number(row.cosigned_size), row.last_status])).toEqual([[yield* Effect.promise(logSize), 200]])
     })))
   }, 120_000)
+
+  it("on stop, an instance's leases end within the interval: the next instance does not wait out the 15 s of a holder that died mid-turn", async () => {
+    await server.run(Effect.gen(function*() {
+      const repo = yield* WitnessRepo
+      const sql = yield* SqlClient.SqlClient
+      // (The server has no witnesses, so it built no WitnessRepo: one over its database.)
+      const left = (witness: string) =>
+        Effect.map(
+          sql<{ left: number | null }>`SELECT extract(epoch FROM lease_until - now())::float8 AS left FROM log_witnesses WHERE witness = ${witness}`,
+          (rows) => rows[0]?.left ?? null
+        )
+      // Two leases of a stopping instance (one just taken, as a turn would hold it mid-submission), one of another.
+      for (const witness of ["stop-a", "stop-b"]) expect(Option.isSome(yield* repo.lease(witness, "stopping", [witness], 0))).toBe(true)
+      expect(Option.isSome(yield* repo.lease("stop-other", "alive", ["stop-other"], 0))).toBe(true)
+      expect(yield* left("stop-a")).toBeGreaterThan(14)
+      // A lease already ending sooner than the interval is not lengthened.
+      yield* sql`UPDATE log_witnesses SET lease_until = now() + interval '200 milliseconds' WHERE witness = 'stop-b'`
+      yield* repo.releaseAll("stopping", interval)
+      expect(yield* left("stop-a")).toBeLessThanOrEqual(interval / 1000)
+      expect(yield* left("stop-b")).toBeLessThanOrEqual(0.2)
+      expect(yield* left("stop-other")).toBeGreaterThan(14)
+      yield* sql`DELETE FROM log_witnesses WHERE witness IN ('stop-a', 'stop-b', 'stop-other')`
+    }).pipe(Effect.provide(WitnessRepo.layer)))
+  })
 })
