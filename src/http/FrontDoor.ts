@@ -32,6 +32,17 @@ import { fixedLimit, gradientLimit } from "./ConcurrencyLimit.js"
  * everything else per request (request id, origins, /metrics, the /log alias, problems) is the router's
  * (http/Edge.ts, http/HttpLive.ts).
  */
+/**
+ * The context every request starts from. `makeHandler` hands each request the context the server was
+ * built in (every service of the app, about a hundred), and each HttpApi group provides its own context
+ * on top: a merge, which copies the request's whole context (twice: flattened, then merged) on every
+ * request. The app's own services ("pv/…") are taken by the handlers and middlewares when their layers
+ * are built, never per request, so the requests start without them; a request that did read one would
+ * fail loudly ("Service not found"), never quietly. Effect's references and platform services stay.
+ */
+const requestContext = <R>(context: Context.Context<R>): Context.Context<R> =>
+  Context.makeUnsafe<R>(new Map([...context.mapUnsafe].filter(([key]) => !key.startsWith("pv/"))))
+
 export interface FrontDoorShape {
   /** True from the moment a drain starts: `/readyz` answers 503 from then on. */
   readonly draining: () => boolean
@@ -388,7 +399,9 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
           // so on stop the drain runs first and requests in flight finish; only stragglers past the grace
           // are interrupted, when the child scope closes after it.
           const requests = yield* Scope.fork(yield* Scope.Scope, "parallel")
-          handler = yield* NodeHttpServer.makeHandler(app, middleware === undefined ? { scope: requests } : { scope: requests, middleware })
+          handler = yield* NodeHttpServer.makeHandler(app, middleware === undefined ? { scope: requests } : { scope: requests, middleware }).pipe(
+            (make) => Effect.updateContext(make, (context: Context.Context<Effect.Services<typeof make>>) => requestContext(context))
+          )
           if (isClusterWorker()) yield* Effect.addFinalizer(() => leaveCluster)
           yield* Effect.addFinalizer(() => drain)
           yield* listen
