@@ -1,11 +1,11 @@
 import { Effect, Layer, Option } from "effect"
-import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.js"
 import { MaxBodyBytes, problemAnswer } from "../api/Problems.js"
 import { MethodNotAllowed, type NotAcceptable, PayloadTooLarge, type UnsupportedMediaType } from "../domain/Problem.js"
 import { withMiddlewaresOnly } from "../http/GroupContext.js"
-import { readBoundedBytes } from "../http/RequestGuard.js"
+import { readBoundedBytesThen } from "../http/RequestGuard.js"
 import type * as JsonRpc from "./JsonRpc.js"
 import { Mcp } from "./Mcp.js"
 
@@ -21,14 +21,13 @@ const tooLarge = () => new PayloadTooLarge({ detail: `Request bodies are limited
  * not UTF-8 are not JSON: they become text that JSON-RPC answers with its parse error (-32700), never
  * silently replaced characters.
  */
-const readBody = (request: HttpServerRequest.HttpServerRequest) =>
-  Effect.map(readBoundedBytes(request, tooLarge), (bytes) => {
-    try {
-      return strictUtf8.decode(bytes)
-    } catch {
-      return notJson
-    }
-  })
+const bodyText = (bytes: Buffer): string => {
+  try {
+    return strictUtf8.decode(bytes)
+  } catch {
+    return notJson
+  }
+}
 
 const methodNotAllowed = Effect.map(
   problemAnswer(new MethodNotAllowed({ detail: "This MCP endpoint takes POST only: it offers no SSE stream and no sessions." })),
@@ -61,7 +60,7 @@ export const McpHttpLive = Layer.unwrap(Effect.gen(function*() {
       .handleRaw("call", ({ request }) => {
         const refused: NotAcceptable | UnsupportedMediaType | undefined = Option.getOrUndefined(mcp.transportProblem(request.headers))
         if (refused !== undefined) return Effect.fail(refused)
-        return Effect.flatMap(readBody(request), (body) => Effect.map(mcp.answer(body, request.headers), responseOf))
+        return readBoundedBytesThen(request, tooLarge, (bytes) => Effect.map(mcp.answer(bodyText(bytes), request.headers), responseOf))
       })
       .handle("stream", () => methodNotAllowed)
       .handle("endSession", () => methodNotAllowed)))
