@@ -1,7 +1,7 @@
 import { Clock, Context, Effect, Layer, Option, Result, Schema } from "effect"
 import { Caller } from "../access/ApiKeys.js"
 import { nextFreshnessBoundary } from "../domain/Freshness.js"
-import { exceedsDepth, MaxJsonDepth } from "../domain/Json.js"
+import { exceedsDepth, MaxJsonDepth, opensAtMost } from "../domain/Json.js"
 import { memoByText } from "../domain/Memo.js"
 import {
   NotAcceptable,
@@ -177,6 +177,11 @@ const toolFailure = (error: ProblemError) => {
 const messageLimits: JsonRpc.Limits = {
   refuse: (message) => (exceedsDepth(message, MaxJsonDepth) ? `nesting deeper than ${MaxJsonDepth} levels is not accepted.` : undefined)
 }
+
+const noLimits: JsonRpc.Limits = {}
+
+/** The limits for a body: a body that opens at most MaxJsonDepth arrays and objects cannot break the nesting limit, so its messages skip the walk. */
+const limitsFor = (body: string): JsonRpc.Limits => (opensAtMost(body, MaxJsonDepth) ? noLimits : messageLimits)
 
 const describeTool = (tool: Tool) => ({
   name: tool.name,
@@ -509,7 +514,7 @@ const make = Effect.gen(function*() {
    * before this server spoke 2026-07-28. `Mcp-Session-Id` and `Last-Event-ID` are never read.
    */
   const answer = (body: string, headers: Era.Headers = {}): Effect.Effect<JsonRpc.Reply, never, Caller> => {
-    const envelope = JsonRpc.parse(body, messageLimits)
+    const envelope = JsonRpc.parse(body, limitsFor(body))
     const routed = Era.route(envelope, headers)
     switch (routed._tag) {
       case "Legacy":
