@@ -50,12 +50,23 @@ const closeAfterAnswer = HttpEffect.appendPreResponseHandler((_req, response) =>
  * mid-body) becomes. The one body reader of the service: REST bodies (below) and the MCP endpoint's raw
  * JSON-RPC text (mcp/Http.ts) both come through here.
  */
-export const readBoundedBytes = <E>(request: HttpServerRequest.HttpServerRequest, unreadable: () => E) =>
-  Effect.callback<Buffer, PayloadTooLarge | E>((resume) => {
+export const readBoundedBytes = <E>(request: HttpServerRequest.HttpServerRequest, unreadable: () => E): Effect.Effect<Buffer, PayloadTooLarge | E> =>
+  readBoundedBytesThen(request, unreadable, Effect.succeed)
+
+/**
+ * `readBoundedBytes` followed by `then` (the fiber resumes with `then(bytes)` itself: no step in between),
+ * for a handler that answers from the body in one step (mcp/Http.ts).
+ */
+export const readBoundedBytesThen = <E, A, E2, R>(
+  request: HttpServerRequest.HttpServerRequest,
+  unreadable: () => E,
+  then: (bytes: Buffer) => Effect.Effect<A, E2, R>
+): Effect.Effect<A, PayloadTooLarge | E | E2, R> =>
+  Effect.callback<A, PayloadTooLarge | E | E2, R>((resume) => {
     readBoundedMessage(NodeHttpServerRequest.toIncomingMessage(request), (read) => {
       if (read === "tooLarge") resume(Effect.fail(tooLarge()))
       else if (read === "unreadable") resume(Effect.fail(unreadable()))
-      else resume(Effect.succeed(read))
+      else resume(then(read))
     })
   })
 

@@ -69,10 +69,20 @@ export type Route =
 
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
-/** RFC 9110 optional whitespace around a field value is not part of it. */
+const isOws = (code: number) => code === 0x20 || code === 0x09
+
+/**
+ * RFC 9110 optional whitespace (spaces, tabs) around a field value is not part of it. Node's parser strips
+ * it already, so a value is nearly always returned as it is, after looking at its two ends.
+ */
+export const withoutOws = (value: string): string =>
+  value.length === 0 || (!isOws(value.charCodeAt(0)) && !isOws(value.charCodeAt(value.length - 1)))
+    ? value
+    : value.replace(/^[ \t]+|[ \t]+$/g, "")
+
 const headerValue = (headers: Headers, name: string): string | undefined => {
   const value = headers[name]
-  return value === undefined ? undefined : value.replace(/^[ \t]+|[ \t]+$/g, "")
+  return value === undefined ? undefined : withoutOws(value)
 }
 
 const refuse = (status: 400 | 404, id: JsonRpc.RequestId | null, error: JsonRpc.ErrorObject): Route =>
@@ -142,9 +152,8 @@ const claimOf = (message: JsonRpc.Message): { readonly version: unknown } | unde
  * `Mcp-Method` and `Mcp-Name` headers (-32020). All of these answer HTTP 400; an unknown method answers
  * -32601 with HTTP 404, from the dispatcher.
  */
-const routeRequest = (request: Extract<JsonRpc.Message, { _tag: "Request" }>, headers: Headers): Route => {
+const routeRequest = (request: Extract<JsonRpc.Message, { _tag: "Request" }>, headers: Headers, headerVersion: string | undefined): Route => {
   const { id, method, params } = request
-  const headerVersion = headerValue(headers, "mcp-protocol-version")
   const meta = metaOf(params)
   if (meta === undefined || !Object.hasOwn(meta, MetaKeys.protocolVersion)) {
     // No claim in the body: a 2025 request, unless the header names a stateless revision.
@@ -236,7 +245,7 @@ export const route = (envelope: JsonRpc.Envelope, headers: Headers): Route => {
       const message = envelope.message
       switch (message._tag) {
         case "Request":
-          return routeRequest(message, headers)
+          return routeRequest(message, headers, headerVersion)
         case "Invalid":
           return { _tag: "Legacy" }
         case "Notification":

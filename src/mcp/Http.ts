@@ -1,11 +1,12 @@
 import { Effect, Layer, Option } from "effect"
-import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.js"
 import { MaxBodyBytes, problemAnswer } from "../api/Problems.js"
 import { MethodNotAllowed, type NotAcceptable, PayloadTooLarge, type UnsupportedMediaType } from "../domain/Problem.js"
 import { withMiddlewaresOnly } from "../http/GroupContext.js"
-import { readBoundedBytes } from "../http/RequestGuard.js"
+import { readBoundedBytesThen } from "../http/RequestGuard.js"
+import type * as JsonRpc from "./JsonRpc.js"
 import { Mcp } from "./Mcp.js"
 
 /** Text that is certainly not JSON, standing in for a body that could not be decoded at all. */
@@ -20,34 +21,46 @@ const tooLarge = () => new PayloadTooLarge({ detail: `Request bodies are limited
  * not UTF-8 are not JSON: they become text that JSON-RPC answers with its parse error (-32700), never
  * silently replaced characters.
  */
-const readBody = (request: HttpServerRequest.HttpServerRequest) =>
-  Effect.map(readBoundedBytes(request, tooLarge), (bytes) => {
-    try {
-      return strictUtf8.decode(bytes)
-    } catch {
-      return notJson
-    }
-  })
+const bodyText = (bytes: Buffer): string => {
+  try {
+    return strictUtf8.decode(bytes)
+  } catch {
+    return notJson
+  }
+}
 
 const methodNotAllowed = Effect.map(
   problemAnswer(new MethodNotAllowed({ detail: "This MCP endpoint takes POST only: it offers no SSE stream and no sessions." })),
   (response) => HttpServerResponse.setHeader(response, "allow", "POST")
 )
 
+const accepted = HttpServerResponse.empty({ status: 202 })
+
 /** Raw handler (built with its middlewares only: see http/GroupContext.ts): the body is read as text so the JSON-RPC codec, not HttpApi, answers malformed JSON. */
 export const McpHttpLive = Layer.unwrap(Effect.gen(function*() {
   const mcp = yield* Mcp
+  // Responses are immutable values: when the Mcp service hands over the very reply it gave last time (a tool
+  // result's kept reply, ResultText in Mcp.ts), the response built for it then is answered again, as GET
+  // /machine answers its cached document's; the per-request headers (request id, RateLimit, CORS) go on the
+  // copy each request's middlewares make of it.
+  let lastReply: JsonRpc.Reply = { _tag: "Accepted" }
+  let lastResponse = accepted
+  const responseOf = (reply: JsonRpc.Reply): HttpServerResponse.HttpServerResponse => {
+    if (reply === lastReply) return lastResponse
+    const response = reply._tag === "Accepted"
+      ? accepted
+      : HttpServerResponse.text(reply.body, { status: reply.status, contentType: "application/json" })
+    lastReply = reply
+    lastResponse = response
+    return response
+  }
   return withMiddlewaresOnly(HttpApiBuilder.group(Api, "mcp", (handlers) =>
     handlers
       // mcp:call was checked by ApiKeyAuth (the endpoint's RequiredScope), before the transport rules here.
       .handleRaw("call", ({ request }) => {
         const refused: NotAcceptable | UnsupportedMediaType | undefined = Option.getOrUndefined(mcp.transportProblem(request.headers))
         if (refused !== undefined) return Effect.fail(refused)
-        return Effect.flatMap(readBody(request), (body) =>
-          Effect.map(mcp.answer(body, request.headers), (reply) =>
-            reply._tag === "Accepted"
-              ? HttpServerResponse.empty({ status: 202 })
-              : HttpServerResponse.text(reply.body, { status: reply.status, contentType: "application/json" })))
+        return readBoundedBytesThen(request, tooLarge, (bytes) => Effect.map(mcp.answer(bodyText(bytes), request.headers), responseOf))
       })
       .handle("stream", () => methodNotAllowed)
       .handle("endSession", () => methodNotAllowed)))

@@ -1,7 +1,7 @@
-import { Context, Effect, Layer, Option, Result, Schema } from "effect"
+import { Clock, Context, Effect, Layer, Option, Result, Schema } from "effect"
 import { Caller } from "../access/ApiKeys.js"
 import { nextFreshnessBoundary } from "../domain/Freshness.js"
-import { exceedsDepth, MaxJsonDepth } from "../domain/Json.js"
+import { exceedsDepth, MaxJsonDepth, opensAtMost } from "../domain/Json.js"
 import { memoByText } from "../domain/Memo.js"
 import {
   NotAcceptable,
@@ -178,6 +178,11 @@ const messageLimits: JsonRpc.Limits = {
   refuse: (message) => (exceedsDepth(message, MaxJsonDepth) ? `nesting deeper than ${MaxJsonDepth} levels is not accepted.` : undefined)
 }
 
+const noLimits: JsonRpc.Limits = {}
+
+/** The limits for a body: a body that opens at most MaxJsonDepth arrays and objects cannot break the nesting limit, so its messages skip the walk. */
+const limitsFor = (body: string): JsonRpc.Limits => (opensAtMost(body, MaxJsonDepth) ? noLimits : messageLimits)
+
 const describeTool = (tool: Tool) => ({
   name: tool.name,
   title: tool.title,
@@ -206,10 +211,13 @@ const freshnessWindow = (value: unknown): { readonly asOfMs: number; readonly va
   return { asOfMs: Date.parse(as_of), validUntilMs: Date.parse(valid_until) }
 }
 
-const cacheHintText = (boundary: number | null, nowMs: number) => {
-  const ttlMs = boundary === null || !Number.isFinite(boundary) ? 0 : Math.max(0, boundary - nowMs)
-  return `,"ttlMs":${ttlMs},"cacheScope":"private"`
-}
+/** The cache hint's ttlMs at `nowMs` for the next freshness boundary `boundary` (none: 0). */
+const ttlAt = (boundary: number | null, nowMs: number) =>
+  boundary === null || !Number.isFinite(boundary) ? 0 : Math.max(0, boundary - nowMs)
+
+const hintText = (ttlMs: number) => `,"ttlMs":${ttlMs},"cacheScope":"private"`
+
+const cacheHintText = (boundary: number | null, nowMs: number) => hintText(ttlAt(boundary, nowMs))
 
 /**
  * The cache hint of a tool result that carries a trust document's freshness (resolve_trust,
@@ -225,12 +233,22 @@ export const trustCacheHint = (value: unknown, nowMs: number): string => {
 const modernResultHead = `{"resultType":"complete",`
 const modernResultTail = `,"_meta":${modernMetaJson}}`
 
+/** A success reply kept with what it was written for: the request id and, in 2026-07-28, the hint's ttlMs. */
+interface KeptReply {
+  readonly id: JsonRpc.RequestId
+  readonly ttlMs: number
+  readonly reply: JsonRpc.Reply
+}
+
 /**
  * One tool result's `tools/call` result text, per era, made on first use and kept as long as the result is
  * (tool results are immutable: a cached trust document is the same object until its state changes). Only
  * the id and, in 2026-07-28, the cache hint's `ttlMs` differ from call to call: a reply joins the kept text
  * with them (JavaScript strings join without copying; Node encodes the reply once, straight into the
- * socket's write) instead of building and encoding the result again.
+ * socket's write) instead of building and encoding the result again. The last reply of each era is kept
+ * too, as GET /machine keeps its document's answer: a call with the same id (and, in 2026-07-28, at the
+ * same ttlMs) gets that very reply, the same text object, so nothing of its ~5 KB is joined, measured or
+ * allocated again; any other call writes a new one, through the same writer.
  */
 export class ResultText {
   private modernHead: string | undefined
@@ -239,6 +257,8 @@ export class ResultText {
   private boundary: number | null = null
   private boundaryFromMs = Number.POSITIVE_INFINITY
   private boundaryUntilMs = Number.NEGATIVE_INFINITY
+  private lastLegacy: KeptReply | undefined
+  private lastModern: KeptReply | undefined
 
   constructor(private readonly result: EncodedResult) {
     this.window = freshnessWindow(result.value)
@@ -251,20 +271,47 @@ export class ResultText {
 
   /** 2026-07-28: resultType, the tool's members, the cache hint at `nowMs`, `_meta`. */
   modern(nowMs: number): string {
-    this.modernHead ??= modernResultHead + this.result.callResultJson.slice(1, -1)
-    return this.modernHead + this.hint(nowMs) + modernResultTail
+    return this.modernText(this.ttlMs(nowMs))
   }
 
-  private hint(nowMs: number): string {
+  /**
+   * The 200 reply to a `tools/call` with request id `id` answered by this result at `nowMs`: the success
+   * envelope (`JsonRpc.successText`) around `legacy` or `modern(nowMs)`, the kept one when the last reply
+   * of the era was written for the same id and ttlMs.
+   */
+  reply(id: JsonRpc.RequestId, modern: boolean, nowMs: number): JsonRpc.Reply {
+    if (!modern) {
+      const last = this.lastLegacy
+      if (last !== undefined && last.id === id) return last.reply
+      const reply: JsonRpc.Reply = { _tag: "Answer", status: 200, body: JsonRpc.successText(id, this.legacy) }
+      this.lastLegacy = { id, ttlMs: -1, reply }
+      return reply
+    }
+    const ttlMs = this.ttlMs(nowMs)
+    const last = this.lastModern
+    if (last !== undefined && last.id === id && last.ttlMs === ttlMs) return last.reply
+    const reply: JsonRpc.Reply = { _tag: "Answer", status: 200, body: JsonRpc.successText(id, this.modernText(ttlMs)) }
+    this.lastModern = { id, ttlMs, reply }
+    return reply
+  }
+
+  /** The 2026-07-28 result with the hint for `ttlMs` (-1: a result without a freshness window, no hint). */
+  private modernText(ttlMs: number): string {
+    this.modernHead ??= modernResultHead + this.result.callResultJson.slice(1, -1)
+    return this.modernHead + (ttlMs < 0 ? "" : hintText(ttlMs)) + modernResultTail
+  }
+
+  /** The hint's ttlMs at `nowMs`, or -1 for a result that carries no hint. */
+  private ttlMs(nowMs: number): number {
     const window = this.window
-    if (window === undefined) return ""
+    if (window === undefined) return -1
     if (!(this.boundaryFromMs <= nowMs && nowMs < this.boundaryUntilMs)) {
       // Boundaries are fixed instants: the first one after nowMs stays the answer until it is reached.
       this.boundary = nextFreshnessBoundary(nowMs, window.asOfMs, window.validUntilMs)
       this.boundaryFromMs = nowMs
       this.boundaryUntilMs = this.boundary ?? Number.POSITIVE_INFINITY
     }
-    return cacheHintText(this.boundary, nowMs)
+    return ttlAt(this.boundary, nowMs)
   }
 }
 
@@ -327,9 +374,6 @@ const make = Effect.gen(function*() {
     if (text === undefined) replyTexts.set(result, text = new ResultText(result))
     return text
   }
-  const replyText200 = (id: JsonRpc.RequestId, resultJson: string): JsonRpc.Reply =>
-    ({ _tag: "Answer", status: 200, body: JsonRpc.successText(id, resultJson) })
-
   const runTool = (tool: Tool, args: Record<string, unknown> | undefined) =>
     Effect.updateContext(tool.call(args ?? {}, encoded.get(tool.name)!), withToolServices)
 
@@ -368,34 +412,42 @@ const make = Effect.gen(function*() {
     })
   }
 
+  /** A defect of a tools/call: logged, and answered -32603 with no detail. */
+  const toolsCallDefect = (id: JsonRpc.RequestId, defect: unknown) =>
+    Effect.as(Effect.logError("MCP tools/call failed", defect), reply200(JsonRpc.internalError(id)))
+
   /**
    * A single tools/call request of either era → its reply, in as few steps as the work allows: the params,
    * the tool, the scope and the arguments are checked synchronously, and the tool's result is spliced into
-   * the envelope as the text it was encoded to once. The same checks, codes and results as every other
-   * method (the generic path answers batches); a defect is logged and answered -32603.
+   * the envelope as the text it was encoded to once. A result the services hold in memory (a cached trust
+   * document) is answered in one step that reads the clock and the caller from the fiber, with no Effect to
+   * run; only a call that needs the tool's own work runs it. The same checks, codes and results as every
+   * other method (the generic path answers batches); a defect is logged and answered -32603.
    */
   const toolsCall = (id: JsonRpc.RequestId, params: JsonRpc.Params | undefined, modern: boolean): Effect.Effect<JsonRpc.Reply, never, Caller> => {
     const found = findTool(params, modern ? JsonRpc.ErrorCode.InvalidParams : JsonRpc.ErrorCode.MethodNotFound)
     if (Result.isFailure(found)) return Effect.succeed(reply200(JsonRpc.failure(id, errorObject(found.failure))))
     const { tool, args } = found.success
-    const success = (result: EncodedResult, nowMs: number) =>
-      replyText200(id, modern ? textOf(result).modern(nowMs) : textOf(result).legacy)
-    const answered = Effect.clockWith((clock) =>
-      Effect.flatMap(Caller, (caller) => {
-        // A result the services hold in memory (a cached trust document) is answered with no Effect to run.
+    return Effect.withFiber((fiber) => {
+      const clock = fiber.getRef(Clock.Clock)
+      try {
         const nowMs = clock.currentTimeMillisUnsafe()
-        const held = peekers.get(tool.name)!(args ?? {}, caller, trustResolver, nowMs, encoded.get(tool.name)!)
-        if (held !== undefined) return Effect.succeed(success(held, nowMs))
-        return Effect.match(runTool(tool, args), {
+        const held = peekers.get(tool.name)!(args ?? {}, Context.getUnsafe(fiber.context, Caller), trustResolver, nowMs, encoded.get(tool.name)!)
+        if (held !== undefined) return Effect.succeed(textOf(held).reply(id, modern, nowMs))
+      } catch (defect) {
+        return toolsCallDefect(id, defect)
+      }
+      return Effect.catchDefect(
+        Effect.match(runTool(tool, args), {
           onFailure: (error) =>
             modern
               ? reply200(JsonRpc.success(id, toolErrorResult(toProblemDocument(error._tag === "InvalidArguments" ? error.problem : error))))
               : reply200(JsonRpc.failure(id, errorObject(legacyToolError(tool.name, error)))),
-          onSuccess: (result) => success(result, clock.currentTimeMillisUnsafe())
-        })
-      }))
-    return Effect.catchDefect(answered, (defect) =>
-      Effect.as(Effect.logError("MCP tools/call failed", defect), reply200(JsonRpc.internalError(id))))
+          onSuccess: (result) => textOf(result).reply(id, modern, clock.currentTimeMillisUnsafe())
+        }),
+        (defect) => toolsCallDefect(id, defect)
+      )
+    })
   }
 
   const request = (method: string, params: JsonRpc.Params | undefined): Effect.Effect<unknown, JsonRpc.RpcFailure, Caller> => {
@@ -462,7 +514,7 @@ const make = Effect.gen(function*() {
    * before this server spoke 2026-07-28. `Mcp-Session-Id` and `Last-Event-ID` are never read.
    */
   const answer = (body: string, headers: Era.Headers = {}): Effect.Effect<JsonRpc.Reply, never, Caller> => {
-    const envelope = JsonRpc.parse(body, messageLimits)
+    const envelope = JsonRpc.parse(body, limitsFor(body))
     const routed = Era.route(envelope, headers)
     switch (routed._tag) {
       case "Legacy":

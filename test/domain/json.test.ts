@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as fc from "fast-check"
-import { duplicateMemberOf, exceedsDepth, findDuplicateMember, findUnstorable, toPointer, unstorableReason } from "../../src/domain/Json.js"
+import { duplicateMemberOf, exceedsDepth, findDuplicateMember, findUnstorable, opensAtMost, toPointer, unstorableReason } from "../../src/domain/Json.js"
 
 /** A JSON document whose objects are entry lists, so a test can write one with a repeated name. */
 type Doc = string | number | boolean | null | { readonly arr: ReadonlyArray<Doc> } | { readonly obj: ReadonlyArray<readonly [string, Doc]> }
@@ -150,6 +150,15 @@ describe("the body walkers (storability, depth, members) agree with their refere
     fc.assert(fc.property(value, fc.integer({ min: 1, max: 6 }), (v, limit) => {
       expect(exceedsDepth(v, limit)).toBe(referenceExceedsDepth(v, limit))
     }), { seed: 2026, numRuns: 1000 })
+  })
+
+  it("opensAtMost is a bound: a text it admits never parses to a value deeper than the limit, and it counts exactly", () => {
+    fc.assert(fc.property(value, fc.integer({ min: 0, max: 8 }), (v, limit) => {
+      const text = JSON.stringify(v)
+      const opened = [...text].filter((c) => c === "{" || c === "[").length
+      expect(opensAtMost(text, limit)).toBe(opened <= limit)
+      if (opensAtMost(text, limit)) expect(exceedsDepth(v, limit)).toBe(false)
+    }), { seed: 2027, numRuns: 1000 })
   })
 
   it("a body nested far deeper than any limit is counted without exhausting the stack", () => {

@@ -54,6 +54,36 @@ describe("MCP 2026-07-28 cache hints", () => {
     }
   )))
 
+  it("a result's kept reply is, for any sequence of ids and instants, the envelope written afresh around the era's text", () => fc.assert(fc.property(
+    instant,
+    fc.integer({ min: -400 * 86_400_000, max: 400 * 86_400_000 }),
+    fc.boolean(),
+    fc.array(fc.tuple(
+      fc.oneof(fc.constantFrom<JsonRpc.RequestId>(1, "1", 0, -0, "a"), fc.string(), fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true })),
+      fc.integer({ min: -10 * 86_400_000, max: 900 * 86_400_000 }),
+      fc.boolean()
+    ), { minLength: 1, maxLength: 16 }),
+    (asOf, window, withFreshness, calls) => {
+      const value = withFreshness ? { freshness: { as_of: new Date(asOf).toISOString(), valid_until: new Date(asOf + window).toISOString() } } : { changed: false }
+      const text = JSON.stringify(value)
+      const callResultJson = `{"content":[{"type":"text","text":${JSON.stringify(text)}}],"structuredContent":${text}}`
+      const kept = new ResultText({ value, text, callResultJson })
+      const fresh = new ResultText({ value, text, callResultJson })
+      let previous: { readonly id: JsonRpc.RequestId; readonly modern: boolean; readonly body: string; readonly reply: JsonRpc.Reply } | undefined
+      for (const [id, offset, modern] of calls) {
+        const now = asOf + offset
+        const reply = kept.reply(id, modern, now)
+        const body = JsonRpc.successText(id, modern ? fresh.modern(now) : fresh.legacy)
+        expect(reply).toEqual({ _tag: "Answer", status: 200, body })
+        // Kept only for the same era, id and text: then it is the same reply object.
+        if (previous !== undefined && previous.modern === modern && previous.id === id && previous.body === body) {
+          expect(reply).toBe(previous.reply)
+        }
+        previous = { id, modern, body, reply }
+      }
+    }
+  )))
+
   it("adds nothing to a result without a trust document's freshness", () => {
     for (const value of [null, 1, "x", [], {}, { freshness: {} }, { freshness: { as_of: 1, valid_until: 2 } }, { changed: false }]) {
       expect(trustCacheHint(value, Date.now())).toBe("")

@@ -78,6 +78,17 @@ describe("MCP eras: routing", () => {
     }
   })
 
+  it("drops a header value's surrounding spaces and tabs exactly as the RFC 9110 trim does, for any value", () =>
+    fc.assert(fc.property(
+      fc.string({ unit: fc.constantFrom(" ", "\t", "a", "=", "/", "é", "\n") }),
+      fc.string(),
+      (ows, value) => {
+        for (const candidate of [value, ows + value, value + ows, ows + value + ows, ows]) {
+          expect(Era.withoutOws(candidate)).toBe(candidate.replace(/^[ \t]+|[ \t]+$/g, ""))
+        }
+      }
+    )))
+
   it("checks the 2026-07-28 metadata: clientCapabilities required, an object; clientInfo, when sent, names a version (-32602)", () => {
     const withMeta = (m: Record<string, unknown>) => routeOf({ jsonrpc: "2.0", id: 1, method: "tools/list", params: { _meta: m } }, headersFor("tools/list"))
     expect(refusal(withMeta({ "io.modelcontextprotocol/protocolVersion": Modern }))).toEqual({ status: 400, code: -32602 })
