@@ -6,7 +6,7 @@
 // all rounds. On a shared machine this is the before/after to trust; `npm run bench:cpu` gives the targets.
 import { generateKeyPairSync, randomBytes } from "node:crypto"
 import { join } from "node:path"
-import { mcp2026Body, mcp2026Headers } from "./data.js"
+import { mcp2025Body, mcp2026Body, mcp2026Headers } from "./data.js"
 import { adminQuery, benchAdminUrl, cpuSeconds, load, type LoadOptions, type Process, putProfileDetermination, serviceNodeFlags, startProcess } from "./lib.js"
 
 interface Setup {
@@ -44,8 +44,8 @@ try {
     const options: Setup["options"] = {
       machine: { url: `${base}/api/v1/trust/${publicId}/machine`, headers: auth },
       mcp: { url: `${base}/api/v1/mcp`, method: "POST", headers: { ...json, accept: "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18" },
-        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "resolve_trust", arguments: { public_id: publicId } } }) },
-      mcp2026: { url: `${base}/api/v1/mcp`, method: "POST", headers: { ...json, accept: "application/json, text/event-stream", ...mcp2026Headers }, body: mcp2026Body(publicId) },
+        body: mcp2025Body(publicId), idReplacement: true },
+      mcp2026: { url: `${base}/api/v1/mcp`, method: "POST", headers: { ...json, accept: "application/json, text/event-stream", ...mcp2026Headers }, body: mcp2026Body(publicId), idReplacement: true },
       replay: { url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, body: JSON.stringify({ tenant_id: "bench", organization: "Bench Org", principal: "replay",
         subject_public_id: publicId, purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"] }) },
       created: { url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, idReplacement: true, body: JSON.stringify({ tenant_id: "bench", organization: "Bench Org",

@@ -14,7 +14,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
-import { mcp2026Body, mcp2026Headers } from "./data.js"
+import { mcp2025Body, mcp2026Body, mcp2026Headers } from "./data.js"
 import { adminQuery, benchAdminUrl, cpuSeconds, load, type LoadOptions, type Process, serviceNodeFlags, startProcess } from "./lib.js"
 
 const { values } = parseArgs({
@@ -126,11 +126,11 @@ try {
     ["machine", "GET /machine", service, { url: base + machinePath, headers: auth }],
     ["mcp", "MCP tools/call resolve_trust (2025-06-18)", service, {
       url: `${base}/api/v1/mcp`, method: "POST", headers: { ...json, accept: "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18" },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "resolve_trust", arguments: { public_id: publicId } } })
+      body: mcp2025Body(publicId), idReplacement: true
     }],
     ["mcp2026", "MCP tools/call resolve_trust (2026-07-28)", service, {
       url: `${base}/api/v1/mcp`, method: "POST", headers: { ...json, accept: "application/json, text/event-stream", ...mcp2026Headers },
-      body: mcp2026Body(publicId)
+      body: mcp2026Body(publicId), idReplacement: true
     }],
     ["events", "GET /events, a page of 30", service, { url: `${base}/api/v1/events?public_id=${publicId}&after=0&limit=30`, headers: auth }],
     ["created", "POST receipt, new", service, {

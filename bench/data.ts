@@ -42,10 +42,21 @@ export const benchBody = (i: number, nowMs: number, variant = 0): DeterminationB
 /** The headers an MCP 2026-07-28 client sends with a `tools/call` of resolve_trust (the server checks them against the body). */
 export const mcp2026Headers = { "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "resolve_trust" }
 
-/** An MCP 2026-07-28 `tools/call` of resolve_trust, with the per-request `_meta` an SDK client sends. */
+/**
+ * The JSON-RPC id of a benchmark's MCP call: `[<id>]`, which the load generator replaces with a fresh value per
+ * request (load with `idReplacement: true`), as an SDK client numbers its requests; a fixed id would measure a
+ * server that answers a repeated call from what it kept.
+ */
+export const McpRequestId = "[<id>]"
+
+/** An MCP 2025-06-18 `tools/call` of resolve_trust (load it with `idReplacement: true`). */
+export const mcp2025Body = (publicId: string) =>
+  JSON.stringify({ jsonrpc: "2.0", id: McpRequestId, method: "tools/call", params: { name: "resolve_trust", arguments: { public_id: publicId } } })
+
+/** An MCP 2026-07-28 `tools/call` of resolve_trust, with the per-request `_meta` an SDK client sends (load it with `idReplacement: true`). */
 export const mcp2026Body = (publicId: string) => JSON.stringify({
   jsonrpc: "2.0",
-  id: 1,
+  id: McpRequestId,
   method: "tools/call",
   params: {
     name: "resolve_trust",

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { generateKeyPairSync, randomBytes } from "node:crypto"
 import pg from "pg"
-import { benchPublicId, chainPublicId, mcp2026Body, mcp2026Headers } from "./data.js"
+import { benchPublicId, chainPublicId, mcp2025Body, mcp2026Body, mcp2026Headers } from "./data.js"
 import { load, runScript, startProcess } from "./lib.js"
 import { summarise } from "./profileSummary.js"
 
@@ -50,12 +50,12 @@ const main = async () => {
       machine: { url: `${service.baseUrl}/api/v1/trust/${id}/machine`, headers: auth },
       mcp: {
         url: `${service.baseUrl}/api/v1/mcp`, method: "POST", headers: { ...json, accept: "application/json, text/event-stream" },
-        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "resolve_trust", arguments: { public_id: id } } })
+        body: mcp2025Body(id), idReplacement: true
       },
       mcp2026: {
         url: `${service.baseUrl}/api/v1/mcp`, method: "POST",
         headers: { ...json, accept: "application/json, text/event-stream", ...mcp2026Headers },
-        body: mcp2026Body(id)
+        body: mcp2026Body(id), idReplacement: true
       },
       receipts: {
         url: `${service.baseUrl}/api/v1/reliance-receipts`, method: "POST", headers: json, idReplacement: true,

@@ -4,7 +4,7 @@ import { generateKeyPairSync, randomBytes } from "node:crypto"
 import { copyFileSync, mkdtempSync, readdirSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { mcp2026Body, mcp2026Headers } from "./data.js"
+import { mcp2025Body, mcp2026Body, mcp2026Headers } from "./data.js"
 import { adminQuery, benchAdminUrl, databaseCommits, load, putProfileDetermination, serviceNodeFlags, startProcess } from "./lib.js"
 import { summarise } from "./profileSummary.js"
 
@@ -40,11 +40,11 @@ try {
     machine: { url: `${base}/api/v1/trust/${publicId}/machine`, headers: auth },
     mcp: {
       url: `${base}/api/v1/mcp`, method: "POST", headers: { ...json, accept: "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18" },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "resolve_trust", arguments: { public_id: publicId } } })
+      body: mcp2025Body(publicId), idReplacement: true
     },
     mcp2026: {
       url: `${base}/api/v1/mcp`, method: "POST", headers: { ...json, accept: "application/json, text/event-stream", ...mcp2026Headers },
-      body: mcp2026Body(publicId)
+      body: mcp2026Body(publicId), idReplacement: true
     },
     replay: {
       url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, body: JSON.stringify({

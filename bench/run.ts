@@ -15,7 +15,7 @@ import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { generateKeyPairSync, randomBytes } from "node:crypto"
 import pg from "pg"
-import { benchPublicId, chainPublicId, mcp2026Body, mcp2026Headers } from "./data.js"
+import { benchPublicId, chainPublicId, mcp2025Body, mcp2026Body, mcp2026Headers } from "./data.js"
 import { verifyEventChain } from "../src/domain/EventVerify.js"
 import { encodeTileIndex } from "../src/log/Tiles.js"
 import { execFileSync } from "node:child_process"
@@ -290,13 +290,13 @@ const main = async () => {
     const mcp = await run("MCP tools/call resolve_trust", {
       url: `${base}/api/v1/mcp`, method: "POST",
       headers: { ...json, accept: "application/json, text/event-stream" },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "resolve_trust", arguments: { public_id: id } } })
+      body: mcp2025Body(id), idReplacement: true
     })
     // The same call in MCP 2026-07-28: per-request _meta and the three headers the server checks against it.
     const mcp2026 = await run("MCP 2026-07-28 tools/call resolve_trust", {
       url: `${base}/api/v1/mcp`, method: "POST",
       headers: { ...json, accept: "application/json, text/event-stream", ...mcp2026Headers },
-      body: mcp2026Body(id)
+      body: mcp2026Body(id), idReplacement: true
     })
     const events = await run("GET /events page of 100", { url: `${base}/api/v1/events?public_id=${pageChain}&after=0&limit=100`, headers: auth(key) })
     const created = await run("POST receipts (new)", { url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, body: receiptBody("p-[<id>]"), idReplacement: true })
