@@ -1,5 +1,6 @@
 import { connect } from "node:net"
 import { defineConfig, type TestProjectConfiguration } from "vitest/config"
+import LongestFirstSequencer from "./test/support/LongestFirstSequencer.js"
 
 const postgresUrl = process.env.PV_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
 
@@ -38,37 +39,64 @@ export default defineConfig(async () => {
   const faults = ["test/faults/**/*.test.ts"]
   const browser = ["test/web/**/*.browser.test.ts"]
   const projects: Array<TestProjectConfiguration> = [
-    { extends: true, test: { name: "unit", include: ["test/**/*.test.ts"], exclude: [...http, ...faults, ...browser] } },
+    // isolate: false: a worker runs one unit file after the other in one module graph, so each file does not
+    // import effect and the sources again (the files keep no state between them: no mocks left, no globals).
+    { extends: true, test: { name: "unit", include: ["test/**/*.test.ts"], exclude: [...http, ...faults, ...browser], isolate: false } },
     // The page at `/` in Debian's chromium (playwright-core), against a real server on embedded PGlite.
     { extends: true, test: { name: "browser", include: browser, env: { PV_TEST_DB: "pglite" } } },
     { extends: true, test: { name: "pglite", include: http, env: { PV_TEST_DB: "pglite" } } }
   ]
   // The fault rules of docs/API.md §13 against the compiled server (`npm run build` once, then `node dist/src/main.js`
-  // child processes): one file at a time, since each starts, signals and kills whole processes.
-  projects.push({
+  // child processes), in groups of their own after the other projects (sequence.groupOrder), so they never run
+  // beside the HTTP suites. Each fault file's processes have their own data directory or scratch database, port
+  // (PORT=0 or a free one), receivers and proxies. The long files that mostly wait (webhook deliveries, kill -9
+  // rounds) run two at a time ("faults"); the files with a wall-clock bound or a drain under load, which a second
+  // file's processes could make late, run one by one after them ("faults-alone").
+  const faultsAlone = ["drain", "clusterDrain", "outage", "slowClients", "start", "flood", "overload", "clusterMetrics"]
+    .map((name) => `test/faults/${name}.test.ts`)
+  const faultProject = (name: string, include: Array<string>, exclude: Array<string>, maxWorkers: number, groupOrder: number): TestProjectConfiguration => ({
     extends: true,
     test: {
-      name: "faults",
-      include: faults,
+      name,
+      include,
+      exclude,
+      // Builds dist/ once per run, whichever fault projects run (globalSetup.ts).
       globalSetup: ["test/faults/globalSetup.ts"],
       testTimeout: 120_000,
-      // vitest 5 has no poolOptions/singleFork: one worker makes vitest run the project's files one by one,
-      // in a group of their own after the other projects.
       pool: "forks",
-      maxWorkers: 1,
+      maxWorkers,
+      sequence: { groupOrder },
       env: { PV_TEST_POSTGRES_URL: postgresUrl, PV_FAULTS_POSTGRES: postgres ? "1" : "0" }
     }
   })
+  projects.push(faultProject("faults", faults, faultsAlone, 2, 2), faultProject("faults-alone", faultsAlone, [], 1, 3))
   if (postgres) {
-    projects.push({ extends: true, test: { name: "postgres", include: http, exclude: databaseFree, env: { PV_TEST_DB: "postgres", PV_TEST_POSTGRES_URL: postgresUrl } } })
+    // Two files at a time, in a group of their own after the projects above: a test server holds up to 16
+    // PostgreSQL connections (two in the two-instance suites), and the shared server allows 100 in all, so
+    // four PostgreSQL files at once ran out of connections ("sorry, too many clients already").
+    projects.push({
+      extends: true,
+      test: {
+        name: "postgres",
+        include: http,
+        exclude: databaseFree,
+        maxWorkers: 2,
+        sequence: { groupOrder: 1 },
+        env: { PV_TEST_DB: "postgres", PV_TEST_POSTGRES_URL: postgresUrl }
+      }
+    })
   }
   return {
     test: {
       testTimeout: 60_000,
       hookTimeout: 120_000,
       // Vitest's default on a 2-core machine is one worker (cores − 1), so every file would wait on the
-      // database and on its own server in turn; two overlap those waits. The faults project stays serial.
-      maxWorkers: 2,
+      // database, on its own server and on its sleeps in turn. The HTTP suites mostly wait (with two workers a
+      // whole run kept about one of two cores busy), so four overlap those waits: the unit, browser and PGlite
+      // files run first, four at a time; then the PostgreSQL files and the fault projects, in groups of their own.
+      maxWorkers: 4,
+      // Within a group, the longest files first whatever their project (test/support/LongestFirstSequencer.ts).
+      sequence: { sequencer: LongestFirstSequencer },
       reporters: ["default", "./test/support/SummaryReporter.ts"],
       projects
     }

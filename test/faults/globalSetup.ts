@@ -8,6 +8,9 @@ import { compiledMain, prebuiltMain, projectRoot } from "../support/childServer.
  * every fault test exercises the compiled JavaScript a deployment runs, not the TypeScript sources.
  */
 export default function setup(): void {
+  // Both fault projects (vitest.config.ts) name this setup; vitest runs the projects' setups one after the
+  // other in its own process, so the second finds the first one's mark and builds nothing.
+  if (process.env.PV_FAULTS_BUILT === compiledMain) return
   if (prebuiltMain !== undefined) {
     if (!existsSync(compiledMain)) throw new Error(`PV_FAULTS_MAIN: ${compiledMain} does not exist`)
     console.log(`faults: using the prebuilt ${compiledMain} (no build)`)
@@ -22,5 +25,6 @@ export default function setup(): void {
   if (!existsSync(compiledMain) || !existsSync(join(projectRoot, "dist", "policy"))) {
     throw new Error(`the build did not produce ${compiledMain} and dist/policy`)
   }
+  process.env.PV_FAULTS_BUILT = compiledMain
   console.log(`faults: built dist/ in ${Date.now() - started} ms`)
 }
