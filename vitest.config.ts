@@ -50,7 +50,7 @@ export default defineConfig(async () => {
   // child processes), in groups of their own after the other projects (sequence.groupOrder), so they never run
   // beside the HTTP suites. Each fault file's processes have their own data directory or scratch database, port
   // (PORT=0 or a free one), receivers and proxies. The long files that mostly wait (webhook deliveries, kill -9
-  // rounds) run two at a time ("faults"); the files with a wall-clock bound or a drain under load, which a second
+  // rounds) run three at a time ("faults"); the files with a wall-clock bound or a drain under load, which a second
   // file's processes could make late, run one by one after them ("faults-alone").
   const faultsAlone = ["drain", "clusterDrain", "outage", "slowClients", "start", "flood", "overload", "clusterMetrics"]
     .map((name) => `test/faults/${name}.test.ts`)
@@ -69,18 +69,19 @@ export default defineConfig(async () => {
       env: { PV_TEST_POSTGRES_URL: postgresUrl, PV_FAULTS_POSTGRES: postgres ? "1" : "0" }
     }
   })
-  projects.push(faultProject("faults", faults, faultsAlone, 2, 2), faultProject("faults-alone", faultsAlone, [], 1, 3))
+  projects.push(faultProject("faults", faults, faultsAlone, 3, 2), faultProject("faults-alone", faultsAlone, [], 1, 3))
   if (postgres) {
-    // Two files at a time, in a group of their own after the projects above: a test server holds up to 16
+    // Three files at a time, in a group of their own after the projects above: a test server holds up to 16
     // PostgreSQL connections (two in the two-instance suites), and the shared server allows 100 in all, so
-    // four PostgreSQL files at once ran out of connections ("sorry, too many clients already").
+    // four PostgreSQL files at once ran out of connections ("sorry, too many clients already"); three peaked at
+    // 53 client connections (two: 38).
     projects.push({
       extends: true,
       test: {
         name: "postgres",
         include: http,
         exclude: databaseFree,
-        maxWorkers: 2,
+        maxWorkers: 3,
         sequence: { groupOrder: 1 },
         env: { PV_TEST_DB: "postgres", PV_TEST_POSTGRES_URL: postgresUrl }
       }
