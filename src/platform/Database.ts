@@ -66,7 +66,12 @@ const embeddedPostgres = (dataDir: string, observePool: MetricsStateShape["obser
       Effect.promise(() => PGlite.create(pgdata, { postgresqlconf: embeddedSettings })),
       (db) => Effect.promise(() => db.close()).pipe(Effect.ignore)
     )
-    const server = new PGLiteSocketServer({ db, host: "127.0.0.1", port: 0, maxConnections: 1 })
+    // The pool below holds one connection. The server accepts a second one so that the pool's replacement of a
+    // discarded connection (after an interrupted statement) is not refused ("Too many connections", seen by the
+    // driver as "Connection closed during startup", a 503) while the server has not yet processed the old
+    // one's close, which it does a tick later. Two connections never run at once: the server's query queue runs
+    // one statement at a time and keeps an open transaction's connection alone until it ends or is rolled back.
+    const server = new PGLiteSocketServer({ db, host: "127.0.0.1", port: 0, maxConnections: 2 })
     yield* Effect.acquireRelease(
       Effect.promise(() => server.start()),
       () => Effect.promise(() => server.stop())
