@@ -23,6 +23,17 @@ import { AppConfig, type AppConfigShape } from "../platform/Config.js"
 import { fixedLimit, gradientLimit } from "./ConcurrencyLimit.js"
 
 /**
+ * The context every request starts from. `makeHandler` hands each request the context the server was
+ * built in (every service of the app: 33 entries), and each HttpApi group provides its own context
+ * on top: a merge, which copies the request's whole context (twice: flattened, then merged) on every
+ * request. The app's own services ("pv/…") are taken by the handlers and middlewares when their layers
+ * are built, never per request, so the requests start without them; a request that did read one would
+ * fail loudly ("Service not found"), never quietly. Effect's references and platform services stay.
+ */
+const requestContext = <R>(context: Context.Context<R>): Context.Context<R> =>
+  Context.makeUnsafe<R>(new Map([...context.mapUnsafe].filter(([key]) => !key.startsWith("pv/"))))
+
+/**
  * The service's own `node:http` server, in front of the Effect app. It owns only what Effect's server
  * cannot do, what must hold before any Effect code runs and even when none can: the port opens only once
  * the handler is installed; client time-outs, header size and connection count are bounded; at most the
@@ -32,17 +43,6 @@ import { fixedLimit, gradientLimit } from "./ConcurrencyLimit.js"
  * everything else per request (request id, origins, /metrics, the /log alias, problems) is the router's
  * (http/Edge.ts, http/HttpLive.ts).
  */
-/**
- * The context every request starts from. `makeHandler` hands each request the context the server was
- * built in (every service of the app, about a hundred), and each HttpApi group provides its own context
- * on top: a merge, which copies the request's whole context (twice: flattened, then merged) on every
- * request. The app's own services ("pv/…") are taken by the handlers and middlewares when their layers
- * are built, never per request, so the requests start without them; a request that did read one would
- * fail loudly ("Service not found"), never quietly. Effect's references and platform services stay.
- */
-const requestContext = <R>(context: Context.Context<R>): Context.Context<R> =>
-  Context.makeUnsafe<R>(new Map([...context.mapUnsafe].filter(([key]) => !key.startsWith("pv/"))))
-
 export interface FrontDoorShape {
   /** True from the moment a drain starts: `/readyz` answers 503 from then on. */
   readonly draining: () => boolean
