@@ -1,66 +1,25 @@
-import { Effect, Layer, SchemaAST } from "effect"
-import { HttpServerResponse } from "effect/http"
-import { HttpApi, HttpApiBuilder } from "effect/http-api"
+import { Effect, Layer } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
 import { Caller } from "../access/Auth.js"
 import { Api } from "../api/Api.js"
 import { checkedJsonOf } from "../api/Problems.js"
-import { type CreatedRelianceReceipt, decodeRelianceRequest } from "../domain/Receipt.js"
+import { decodeRelianceRequest } from "../domain/Receipt.js"
 import { withMiddlewaresOnly } from "../http/GroupContext.js"
+import { receiptAnswers } from "./ReceiptBodies.js"
 import { Receipts } from "./Receipts.js"
 
 /** The edge decodes: prohibited fields first (one error each), then the 7-field schema with pointers. */
 const decodeRequest = (payload: unknown) => Effect.fromResult(decodeRelianceRequest(payload))
 
 /**
- * The status of each POST answer by its `idempotent`, as the endpoint's success schemas declare it
- * (src/receipts/Api.ts: NewRelianceReceipt 201, ReplayedRelianceReceipt 200), read once when the layer is built.
- */
-export const createdStatuses = (): { readonly stored: number; readonly replayed: number } => {
-  const byIdempotent = new Map<unknown, number>()
-  HttpApi.reflect(Api, {
-    predicate: ({ endpoint, group }) => group.identifier === "receipts" && endpoint.identifier === "create",
-    onGroup: () => {},
-    onEndpoint: ({ successes }) => {
-      for (const [status, schemas] of successes) {
-        for (const schema of schemas) {
-          const ast = SchemaAST.toType(schema.ast)
-          const member = ast._tag === "Objects" ? ast.propertySignatures.find((p) => p.name === "idempotent") : undefined
-          if (member?.type._tag === "Literal") byIdempotent.set(member.type.literal, status)
-        }
-      }
-    }
-  })
-  const stored = byIdempotent.get(false)
-  const replayed = byIdempotent.get(true)
-  if (stored === undefined || replayed === undefined) {
-    throw new Error("POST /reliance-receipts must declare a success schema for `idempotent: false` and one for `idempotent: true`")
-  }
-  return { stored, replayed }
-}
-
-/**
- * Every receipt body is encoded through its endpoint's success schema in Receipts (jsonOf, createdJsonOf once
- * per receipt, proofJsonOf per bundle), which also decides what a stored receipt that no longer fits is sent
- * as. POST sends those bytes itself, with the status its declared schemas give the receipt's `idempotent`
- * (HttpApi would encode the receipt again on every request to find it; see docs/EFFECT4-PORT.md).
+ * The Receipts service returns values; their bodies are written here, at the edge, by each endpoint's
+ * declared success schema (ReceiptBodies.ts: POST's status and encoder by the answer's `idempotent`, a held
+ * receipt's answer built once per receipt object). A stored receipt that no longer fits is sent as stored.
  * The scope of each endpoint is checked by ApiKeyAuth (its RequiredScope); handlers act for the `Caller`'s tenant.
  */
 export const ReceiptsHttpLive = Layer.unwrap(Effect.gen(function*() {
   const receipts = yield* Receipts
-  const statuses = createdStatuses()
-  const respond = (status: number) => (json: string) => HttpServerResponse.text(json, { status, contentType: "application/json" })
-  // A replay's answer object is shared by every replay of its receipt (Receipts.create), so its response is
-  // too (responses are immutable; each request's headers are added to its own copy).
-  const replays = new WeakMap<CreatedRelianceReceipt, HttpServerResponse.HttpServerResponse>()
-  const respondCreated = (receipt: CreatedRelianceReceipt): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
-    if (!receipt.idempotent) return Effect.map(receipts.createdJsonOf(receipt), respond(statuses.stored))
-    const known = replays.get(receipt)
-    return known !== undefined ? Effect.succeed(known) : Effect.map(receipts.createdJsonOf(receipt), (json) => {
-      const response = respond(statuses.replayed)(json)
-      replays.set(receipt, response)
-      return response
-    })
-  }
+  const answers = receiptAnswers()
   // Built with its middlewares only: see http/GroupContext.ts.
   return withMiddlewaresOnly(HttpApiBuilder.group(Api, "receipts", (handlers) =>
     handlers
@@ -69,13 +28,13 @@ export const ReceiptsHttpLive = Layer.unwrap(Effect.gen(function*() {
       .handleRaw("create", ({ request }) =>
         Effect.flatMap(checkedJsonOf(request), (payload) =>
           Effect.flatMap(Caller, (key) =>
-            Effect.flatMap(decodeRequest(payload), (decoded) => Effect.flatMap(receipts.create(key.tenant_id, decoded), respondCreated)))))
+            Effect.flatMap(decodeRequest(payload), (decoded) => Effect.flatMap(receipts.create(key.tenant_id, decoded), answers.created)))))
       .handle("get", ({ params }) =>
         Effect.flatMap(Caller, (key) =>
-          Effect.flatMap(receipts.get(key.tenant_id, params.receiptId), (receipt) => Effect.map(receipts.jsonOf(receipt), respond(200)))))
+          Effect.flatMap(receipts.get(key.tenant_id, params.receiptId), answers.read)))
       .handle("proof", ({ params }) =>
         Effect.flatMap(Caller, (key) =>
-          Effect.flatMap(receipts.proof(key.tenant_id, params.receiptId), (bundle) => Effect.map(receipts.proofJsonOf(bundle), respond(200)))))
+          Effect.flatMap(receipts.proof(key.tenant_id, params.receiptId), answers.proof)))
       .handle("evaluate", ({ payload }) =>
         Effect.flatMap(Caller, (key) => Effect.flatMap(decodeRequest(payload), (request) => receipts.evaluate(key.tenant_id, request))))
       .handle("policy", () => Effect.succeed(receipts.policy))))

@@ -1,19 +1,14 @@
-import { Effect } from "effect"
+import { Effect, SchemaAST } from "effect"
+import { HttpServerResponse } from "effect/http"
+import { HttpApi } from "effect/http-api"
+import { Api } from "../api/Api.js"
 import { jsonTextEncoder } from "../domain/Json.js"
-import { CreatedRelianceReceipt, RelianceReceipt } from "../domain/Receipt.js"
-import { ReceiptProofBundle as ReceiptProofBundleSchema } from "../log/Api.js"
+import { type CreatedRelianceReceipt, RelianceReceipt } from "../domain/Receipt.js"
+import { ReceiptProofBundle } from "../log/Api.js"
+import type { ReceiptProofBundle as ReceiptProofBundleValue } from "../log/ReceiptProof.js"
 
-// The receipts' wire JSON: each body written by its endpoint's success schema, and kept per receipt object.
-
-/**
- * The success schemas of GET (RelianceReceipt), POST (CreatedRelianceReceipt) and GET …/proof
- * (ReceiptProofBundle) write their bodies. A stored receipt was written from these fields in this order, so
- * the bytes are the stored JSON's, and a stored member the schema does not know is never dropped
- * (receipt_digest covers snapshot_payload).
- */
-export const encodeReceipt = jsonTextEncoder(RelianceReceipt)
-export const encodeCreated = jsonTextEncoder(CreatedRelianceReceipt)
-export const encodeBundle = jsonTextEncoder(ReceiptProofBundleSchema)
+// The receipts' bodies at the HTTP edge: the Receipts service returns values, and each body is written here
+// by its endpoint's declared success schema (src/receipts/Api.ts), kept per receipt object where that pays.
 
 /**
  * The body through its schema. A stored receipt that does not fit was edited in the database after it was
@@ -26,26 +21,69 @@ export const bodyOf = <A extends object>(encode: (value: A) => string, value: A)
       Effect.as(Effect.logWarning("a stored receipt does not fit its schema: sent as stored", error), JSON.stringify(value)))
   )
 
-/**
- * Each receipt object's body, built on first use (one map per schema, so an object is only ever one kind).
- * `know` records a body the caller already holds for an object (see `create`), so it is never built again.
- */
-export const memoBody = <A extends object>(encode: (value: A) => string) => {
-  const serialised = new WeakMap<A, string>()
-  const of = (value: A): Effect.Effect<string> => {
-    const known = serialised.get(value)
-    return known !== undefined
-      ? Effect.succeed(known)
-      : Effect.tap(bodyOf(encode, value), (text) => Effect.sync(() => serialised.set(value, text)))
-  }
-  const know = (value: A, text: string): void => void serialised.set(value, text)
-  return { of, know } as const
+/** One POST answer kind: the status and the encoder of the success schema declared for it. */
+interface CreatedAnswer {
+  readonly status: number
+  readonly encode: (value: CreatedRelianceReceipt) => string
 }
 
 /**
- * The POST body of a receipt whose stored JSON is `stored`: the stored members, then `idempotent`. This is
- * what CreatedRelianceReceipt's encoder writes for it (its fields are RelianceReceipt's, in the same order,
- * plus `idempotent`), without encoding the receipt again.
+ * The success schemas POST /reliance-receipts declares (NewRelianceReceipt 201, ReplayedRelianceReceipt 200),
+ * by the literal of their `idempotent` member, read from the API definition once: HttpApi itself would
+ * encode each answer through the union of both to find its status (a replay fails the first member first).
  */
-export const createdBodyOf = (stored: string, idempotent: boolean): string =>
-  `${stored.slice(0, -1)},"idempotent":${idempotent ? "true" : "false"}}`
+export const createdAnswers = (): { readonly stored: CreatedAnswer; readonly replayed: CreatedAnswer } => {
+  const byIdempotent = new Map<unknown, CreatedAnswer>()
+  HttpApi.reflect(Api, {
+    predicate: ({ endpoint, group }) => group.identifier === "receipts" && endpoint.identifier === "create",
+    onGroup: () => {},
+    onEndpoint: ({ successes }) => {
+      for (const [status, schemas] of successes) {
+        for (const schema of schemas) {
+          const ast = SchemaAST.toType(schema.ast)
+          const member = ast._tag === "Objects" ? ast.propertySignatures.find((p) => p.name === "idempotent") : undefined
+          if (member?.type._tag === "Literal") {
+            byIdempotent.set(member.type.literal, { status, encode: jsonTextEncoder(schema as never) as (value: CreatedRelianceReceipt) => string })
+          }
+        }
+      }
+    }
+  })
+  const stored = byIdempotent.get(false)
+  const replayed = byIdempotent.get(true)
+  if (stored === undefined || replayed === undefined) {
+    throw new Error("POST /reliance-receipts must declare a success schema for `idempotent: false` and one for `idempotent: true`")
+  }
+  return { stored, replayed }
+}
+
+const json = (status: number) => (text: string) => HttpServerResponse.text(text, { status, contentType: "application/json" })
+
+/**
+ * The receipt endpoints' answers, made once per receipts layer. Receipts never change, and the service hands
+ * out one object per held receipt (a read's receipt, a replay's shared answer), so the answer to such an
+ * object is built once and kept with it (a WeakMap: it goes with the object); responses are immutable, each
+ * request's headers go on its own copy. A new receipt's object is answered once, so it is encoded and not
+ * kept; a proof bundle is built per request (the checkpoint moves), so its body is too.
+ */
+export const receiptAnswers = () => {
+  const { stored, replayed } = createdAnswers()
+  const encodeReceipt = jsonTextEncoder(RelianceReceipt)
+  const encodeBundle = jsonTextEncoder(ReceiptProofBundle)
+  const kept = new WeakMap<object, HttpServerResponse.HttpServerResponse>()
+  const keptAnswer = <A extends object>(value: A, make: (value: A) => Effect.Effect<HttpServerResponse.HttpServerResponse>) => {
+    const known = kept.get(value)
+    return known !== undefined
+      ? Effect.succeed(known)
+      : Effect.tap(make(value), (response) => Effect.sync(() => kept.set(value, response)))
+  }
+  const created = (receipt: CreatedRelianceReceipt): Effect.Effect<HttpServerResponse.HttpServerResponse> =>
+    receipt.idempotent
+      ? keptAnswer(receipt, (r) => Effect.map(bodyOf(replayed.encode, r), json(replayed.status)))
+      : Effect.map(bodyOf(stored.encode, receipt), json(stored.status))
+  const read = (receipt: RelianceReceipt): Effect.Effect<HttpServerResponse.HttpServerResponse> =>
+    keptAnswer(receipt, (r) => Effect.map(bodyOf(encodeReceipt, r), json(200)))
+  const proof = (bundle: ReceiptProofBundleValue): Effect.Effect<HttpServerResponse.HttpServerResponse> =>
+    Effect.map(bodyOf(encodeBundle, bundle), json(200))
+  return { created, read, proof } as const
+}

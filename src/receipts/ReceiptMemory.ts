@@ -1,5 +1,4 @@
 import type { CreatedRelianceReceipt, RelianceReceipt } from "../domain/Receipt.js"
-import { createdBodyOf, encodeCreated, encodeReceipt, memoBody } from "./ReceiptBodies.js"
 
 /** Receipts kept in memory per map (see `remember`): the newest 1,000, ~2 MB per process. */
 const ReceiptCacheEntries = 1_000
@@ -15,7 +14,7 @@ export const idempotencyKeyOf = (
 ) => `${r.tenant_id}\u0000${r.principal}\u0000${r.subject_public_id}\u0000${r.purpose_id}\u0000${r.requested_action}\u0000${determinationDigest}`
 
 /**
- * The receipts this process holds in memory, and their bodies. Stored receipts never change, so a replay
+ * The receipts this process holds in memory. Stored receipts never change, so a replay
  * or a read can be answered from memory on any instance. Made by the Receipts service, gone with it.
  */
 export const receiptMemory = () => {
@@ -23,28 +22,15 @@ export const receiptMemory = () => {
   // by idempotency key (replays) and by id (reads). A receipt is ~2 KB of heap in both maps together (they
   // share its parts), so each keeps the newest 1,000 (~2 MB); older ones are read from the database again.
   // 5,000 held ~10 MB per process after a burst of new receipts (heap snapshots after 6,000 receipts).
-  // Replays get one shared answer object per receipt, so its JSON is built once (`createdJsonOf`).
+  // Replays get one shared answer object per receipt, so the edge builds its answer once (ReceiptBodies.ts).
   const byIdempotencyKey = new Map<string, CreatedRelianceReceipt>()
   const byId = new Map<string, RelianceReceipt>()
-  // Receipts never change: the JSON of a receipt object (a cached read or the shared replay answer) is
-  // encoded through the endpoint's success schema once, however often it is sent. A bundle is built per
-  // request (the checkpoint moves), so its JSON is too.
-  const receiptBodies = memoBody(encodeReceipt)
-  const createdBodies = memoBody(encodeCreated)
-  /**
-   * `stored`: the receipt's JSON as this process just wrote it (`create`), so the bodies of its GET and
-   * of its replays are that text, not a second encoding of the same members.
-   */
-  const remember = (receipt: RelianceReceipt, stored?: string) => {
+  const remember = (receipt: RelianceReceipt) => {
     const replay: CreatedRelianceReceipt = { ...receipt, idempotent: true }
-    if (stored !== undefined) {
-      receiptBodies.know(receipt, stored)
-      createdBodies.know(replay, createdBodyOf(stored, true))
-    }
     if (byIdempotencyKey.size >= ReceiptCacheEntries) byIdempotencyKey.delete(byIdempotencyKey.keys().next().value!)
     byIdempotencyKey.set(idempotencyKeyOf(receipt, receipt.determination_digest), replay)
     if (byId.size >= ReceiptCacheEntries) byId.delete(byId.keys().next().value!)
     byId.set(receipt.receipt_id, receipt)
   }
-  return { byIdempotencyKey, byId, remember, receiptBodies, createdBodies } as const
+  return { byIdempotencyKey, byId, remember } as const
 }

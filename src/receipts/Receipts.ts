@@ -9,7 +9,7 @@ import {
 } from "../domain/Problem.js"
 import {
   type ActionabilityEvaluation,
-  CreatedRelianceReceipt,
+  type CreatedRelianceReceipt,
   ReceiptSchemaId,
   RelianceReceipt,
   type RelianceRequest,
@@ -29,7 +29,6 @@ import { TrustResolver } from "../trust/TrustResolver.js"
 import { type PolicyView, policyView } from "../domain/PolicyDocument.js"
 import { Policy } from "../trust/Policy.js"
 import { evaluateActionability, requireRule } from "./Actionability.js"
-import { bodyOf, createdBodyOf, encodeBundle } from "./ReceiptBodies.js"
 import { idempotencyKeyOf, receiptMemory } from "./ReceiptMemory.js"
 import { ReceiptsRepo, type StoredReceipt } from "./Repo.js"
 
@@ -76,12 +75,6 @@ export interface ReceiptsShape {
   readonly proof: (tenantId: string, receiptId: string) => Effect.Effect<ReceiptProofBundle, ReceiptNotFound | NotYetLogged>
   /** Signs receipts stored before signatures; succeeds with how many. */
   readonly backfillSignatures: Effect.Effect<number>
-  /** A receipt's body, encoded through RelianceReceipt once per receipt. */
-  readonly jsonOf: (value: RelianceReceipt) => Effect.Effect<string>
-  /** A created (or replayed) receipt's body, through CreatedRelianceReceipt. */
-  readonly createdJsonOf: (value: CreatedRelianceReceipt) => Effect.Effect<string>
-  /** A proof bundle's body. */
-  readonly proofJsonOf: (bundle: ReceiptProofBundle) => Effect.Effect<string>
   /** The loaded policy as the API shows it. */
   readonly policy: PolicyView
 }
@@ -97,7 +90,7 @@ const make = Effect.gen(function*() {
   // The service signing key of the events (docs/API.md §9.4) also signs receipts; its kid is in /events/keys.
   const sign = (receipt: SealedReceipt): RelianceReceipt => ({ ...receipt, signature: signReceiptDigest(receipt.receipt_digest, events.signer) })
   // Stored receipts never change: replays and reads are answered from memory (ReceiptMemory.ts) when held.
-  const { byIdempotencyKey, byId, remember, receiptBodies, createdBodies } = receiptMemory()
+  const { byIdempotencyKey, byId, remember } = receiptMemory()
 
   /**
    * A receipt stored before receipts were signed gets its signature now, stored once (the backfill
@@ -153,16 +146,11 @@ const make = Effect.gen(function*() {
         created_at: createdAt,
         ...evaluation
       }))
-      // The stored text, written once: the row's json, and (stored members in the schema's order, see
-      // createdBodyOf) the 201's body and later the replays' and reads' bodies.
-      const json = JSON.stringify(receipt)
-      const stored = yield* Effect.orDie(repo.insertOrFetch(receipt, json))
+      const stored = yield* Effect.orDie(repo.insertOrFetch(receipt))
       if (stored.created) {
         yield* nudges.nudge
-        remember(receipt, json)
-        const created: CreatedRelianceReceipt = { ...receipt, idempotent: false }
-        createdBodies.know(created, createdBodyOf(json, false))
-        return created
+        remember(receipt)
+        return { ...receipt, idempotent: false }
       }
       // Another request (or instance) stored this idempotency key first: its receipt is the answer.
       const signed = yield* ensureSigned(stored.receipt)
@@ -216,11 +204,7 @@ const make = Effect.gen(function*() {
     return yield* log.receiptBundle(receipt, yield* receiptKeyOf(receipt.signature.kid))
   })
 
-  const jsonOf = receiptBodies.of
-  const createdJsonOf = createdBodies.of
-  const proofJsonOf = (bundle: ReceiptProofBundle) => bodyOf(encodeBundle, bundle)
-
-  return { evaluate, create, get, proof, backfillSignatures, jsonOf, createdJsonOf, proofJsonOf, policy: policyView(policy) } satisfies ReceiptsShape
+  return { evaluate, create, get, proof, backfillSignatures, policy: policyView(policy) } satisfies ReceiptsShape
 })
 
 /**

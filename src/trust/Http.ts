@@ -4,6 +4,8 @@ import { HttpApiBuilder } from "effect/http-api"
 import { ClientAddresses } from "../access/ClientAddress.js"
 import { RateLimits } from "../access/RateLimits.js"
 import { Api } from "../api/Api.js"
+import { jsonTextEncoder } from "../domain/Json.js"
+import { MachineTrustResponse } from "../domain/MachineTrust.js"
 import { requirePublicId } from "../domain/PublicId.js"
 import { withMiddlewaresOnly } from "../http/GroupContext.js"
 import { AppConfig } from "../platform/Config.js"
@@ -18,9 +20,12 @@ export const etagMatches = (header: string | undefined, etag: string): boolean =
     return tag === "*" || tag === etag
   })
 
+/** The trust endpoints' success schema (src/trust/Api.ts declares MachineTrustResponse) writes the body. */
+const documentJson = jsonTextEncoder(MachineTrustResponse)
+
 /**
- * The cached body is sent as-is: it was encoded through the declared success schema (MachineTrustResponse)
- * once per cached document (TrustResolver), not per request. The ETag is the digest, not a hash of the bytes.
+ * The resolver returns the document; its body is encoded here, through the declared success schema, once
+ * per cache entry (not per request), and sent as-is on every hit. The ETag is the digest, not a hash of the bytes.
  */
 interface Answers {
   readonly etag: string
@@ -40,7 +45,7 @@ const answersOf = (trust: CachedTrust): Answers => {
     const headers = { etag, "cache-control": "no-cache" }
     found = {
       etag,
-      ok: HttpServerResponse.text(trust.json, { contentType: "application/json", headers }),
+      ok: HttpServerResponse.text(documentJson(trust.document), { contentType: "application/json", headers }),
       notModified: HttpServerResponse.empty({ status: 304, headers })
     }
     answers.set(trust, found)

@@ -13,11 +13,6 @@ const capacity = 10_000
 
 export interface CachedTrust {
   readonly document: MachineTrustResponse
-  /**
-   * The document encoded through MachineTrustResponse (the trust endpoints' success schema) and serialised
-   * once, on first use; sent as-is on every hit.
-   */
-  readonly json: string
   /** When the document was built: its freshness state holds from here … */
   readonly builtAtMs: number
   /** … until the next freshness boundary (or forever once EXPIRED). */

@@ -1,15 +1,11 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import { nextFreshnessBoundary } from "../domain/Freshness.js"
-import { jsonTextEncoder } from "../domain/Json.js"
-import { buildMachineTrust, MachineTrustResponse } from "../domain/MachineTrust.js"
+import { buildMachineTrust, type MachineTrustResponse } from "../domain/MachineTrust.js"
 import type { DeterminationNotFound } from "../domain/Problem.js"
 import type { PublicId } from "../domain/PublicId.js"
 import { Determinations } from "./Determinations.js"
 import { Policy } from "./Policy.js"
 import { type CachedTrust, TrustCache } from "./TrustCache.js"
-
-/** The trust endpoints' success schema (src/trust/Api.ts declares MachineTrustResponse) writes the cached body. */
-const documentJson = jsonTextEncoder(MachineTrustResponse)
 
 /**
  * publicId → canonical trust document (the methods of `TrustResolver`). `resolveCached` and `peek` answer
@@ -19,7 +15,7 @@ const documentJson = jsonTextEncoder(MachineTrustResponse)
 export interface TrustResolverShape {
   /** The document, from the cache when it is still exact, else built (and cached). */
   readonly resolve: (publicId: PublicId) => Effect.Effect<MachineTrustResponse, DeterminationNotFound>
-  /** The document with its serialised form (encoded through the success schema on first use). */
+  /** The document with its cache entry (the trust endpoints keep their answers per entry). */
   readonly resolveCached: (publicId: PublicId) => Effect.Effect<CachedTrust, DeterminationNotFound>
   /**
    * The document `resolve` would answer at `nowMs`, when the cache holds it still exact; undefined when
@@ -33,7 +29,7 @@ const make = Effect.gen(function*() {
   const policy = yield* Policy
   const cache = yield* TrustCache
 
-  /** The document and its serialised form, from the cache when it is still exact. */
+  /** The document's cache entry, from the cache when it is still exact. */
   const resolveCached = (publicId: PublicId): Effect.Effect<CachedTrust, DeterminationNotFound> =>
     Effect.clockWith((clock) => {
       // The hit (every warm read) is answered here, with no generator; a miss builds the document below.
@@ -47,13 +43,8 @@ const make = Effect.gen(function*() {
       const document = yield* load(publicId)
       const builtAtMs = yield* Clock.currentTimeMillis
       const next = nextFreshnessBoundary(builtAtMs, Date.parse(document.freshness.as_of), Date.parse(document.freshness.valid_until))
-      // Encoded on first use, then kept: receipts and MCP read the document only, the trust endpoints its JSON.
-      let json: string | undefined
       const entry: CachedTrust = {
         document,
-        get json() {
-          return json ??= documentJson(document)
-        },
         builtAtMs,
         validUntilMs: document.lifecycle.state === "EXPIRED" || next === null ? Number.POSITIVE_INFINITY : next
       }

@@ -3,7 +3,7 @@ import { type CachedTrust, TrustCacheMaxAgeMs, trustEntries } from "../../src/tr
 import type { MachineTrustResponse } from "../../src/domain/MachineTrust.js"
 
 const entry = (builtAtMs: number, validUntilMs = Number.POSITIVE_INFINITY): CachedTrust =>
-  ({ document: {} as MachineTrustResponse, json: "{}", builtAtMs, validUntilMs })
+  ({ document: {} as MachineTrustResponse, builtAtMs, validUntilMs })
 
 describe("the trust cache's entries (trust/TrustCache.ts)", () => {
   it("keeps only what can still be served: documents built more than TrustCacheMaxAgeMs ago are dropped", () => {
