@@ -26,12 +26,26 @@ import { fixedLimit, gradientLimit } from "./ConcurrencyLimit.js"
  * The context every request starts from. `makeHandler` hands each request the context the server was
  * built in (every service of the app: 33 entries), and each HttpApi group provides its own context
  * on top: a merge, which copies the request's whole context (twice: flattened, then merged) on every
- * request. The app's own services ("pv/…") are taken by the handlers and middlewares when their layers
- * are built, never per request, so the requests start without them; a request that did read one would
- * fail loudly ("Service not found"), never quietly. Effect's references and platform services stay.
+ * request. Handlers and middlewares take the services they use (the app's own "pv/…", the SQL client,
+ * the file system, the terminal) when their layers are built, never per request, so the requests start
+ * without them: 33 entries become 6 (a trace of the handler's context), Effect's references (the clock,
+ * tracing, the memo map), the scope and the HTTP platform's services. A request that did read a removed
+ * service would fail loudly ("Service not found"), never quietly.
  */
 const requestContext = <R>(context: Context.Context<R>): Context.Context<R> =>
-  Context.makeUnsafe<R>(new Map([...context.mapUnsafe].filter(([key]) => !key.startsWith("pv/"))))
+  Context.makeUnsafe<R>(new Map([...context.mapUnsafe].filter(([key]) => !buildTimeOnly(key))))
+
+/** Services the app takes only when its layers are built (see `requestContext`). */
+const BuildTimeOnly: ReadonlySet<string> = new Set([
+  "@effect/sql-pg/PgClient",
+  "effect/sql/SqlClient",
+  "effect/FileSystem",
+  "effect/Path",
+  "~effect/Stdio",
+  "effect/Terminal",
+  "effect/process/ChildProcessSpawner"
+])
+const buildTimeOnly = (key: string): boolean => key.startsWith("pv/") || BuildTimeOnly.has(key)
 
 /**
  * The service's own `node:http` server, in front of the Effect app. It owns only what Effect's server
