@@ -1,6 +1,7 @@
 import cluster, { type Worker } from "node:cluster"
 import * as Net from "node:net"
 import {
+  closingTurn,
   ConnectionMessage,
   type ConnectionsAsk,
   DrainMessage,
@@ -227,8 +228,9 @@ export const launch = (workers: number): void => {
    * come straight back on a new connection, so the connections accepted meanwhile are held (in
    * `waiting`, unread) rather than handed over: only the requests already with the workers are answered,
    * and their clients' next connections are held too. Once every connection handed over is closed (the
-   * workers count them, platform/Cluster.ts), nothing was accepted for ListenerQuietMs, and nothing on the turn of the event loop that closes it (the queue was empty when it looked), the
-   * listener closes; after `boundMs` on the next turn that accepted nothing, after twice that anyway.
+   * workers count them, platform/Cluster.ts) and nothing was accepted for ListenerQuietMs, the listener
+   * closes; after `boundMs` without that, too; after twice that anyway. It closes only on a short turn of
+   * the event loop that accepted nothing (`closingTurn`): the queue was empty when it looked, a moment ago.
    */
   const closeListener = (boundMs: number, then: () => void) => {
     if (!listener.listening) return then()
@@ -236,17 +238,20 @@ export const launch = (workers: number): void => {
     const until = performance.now() + boundMs
     let lastAccept = performance.now()
     let lastAsked = 0
+    let lastLook = performance.now()
     const ask: ConnectionsAsk = { pv: "connections:ask" }
     const look = () => {
       const now = performance.now()
+      const turnMs = now - lastLook
+      lastLook = now
       if (acceptedThisTurn > 0) lastAccept = now
       if (now - lastAsked >= ConnectionsAskMs) {
         lastAsked = now
         for (const worker of ready) if (worker.isConnected()) worker.send(ask)
       }
       const answered = ready.every((worker) => handedOpen.get(worker.id) === 0)
-      const quiet = acceptedThisTurn === 0 && answered && now - lastAccept >= ListenerQuietMs
-      if (quiet || (now > until && acceptedThisTurn === 0) || now > until + boundMs || !listener.listening) {
+      const quiet = answered && now - lastAccept >= ListenerQuietMs
+      if ((closingTurn(acceptedThisTurn, turnMs) && (quiet || now > until)) || now > until + boundMs || !listener.listening) {
         listener.close()
         holding = false
         return then()
@@ -257,6 +262,7 @@ export const launch = (workers: number): void => {
     // The first full turn after this one.
     setImmediate(() => {
       acceptedThisTurn = 0
+      lastLook = performance.now()
       setImmediate(look)
     })
   }

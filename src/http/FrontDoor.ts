@@ -18,7 +18,7 @@ import {
 import { makeRequestRecord, problemInstance, RequestIdHeader, requestIdFrom } from "../observability/RequestRecord.js"
 import { admissionState } from "../observability/Metrics.js"
 import { Telemetry } from "../observability/Telemetry.js"
-import { ConnectionMessage, DrainMessage, isClusterWorker, ReadyMessage, sendToPrimary } from "../platform/Cluster.js"
+import { closingTurn, ConnectionMessage, DrainMessage, isClusterWorker, ReadyMessage, sendToPrimary } from "../platform/Cluster.js"
 import { AppConfig, type AppConfigShape } from "../platform/Config.js"
 import { fixedLimit, gradientLimit } from "./ConcurrencyLimit.js"
 
@@ -327,11 +327,12 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
      * Closing a listening socket resets the connections the system completed and nobody accepted yet
      * (under load, a busy process has some in its backlog), so a draining server keeps accepting until
      * nobody has a reason to connect: nothing accepted and nothing in flight for ListenerQuietMs, and
-     * nothing accepted on the turn of the event loop that closes it (the queue was empty when it looked).
+     * nothing accepted on the short turn of the event loop that closes it (the queue was empty when it
+     * looked, a moment ago: platform/Cluster.ts, `closingTurn`).
      * A client answered at once would come straight back on a new connection, so requests on the
      * connections accepted meanwhile get their 503 (with `Connection: close`) only once the listener is
      * closed (`/readyz` at once). After ListenerCloseMaxMs (within the grace; a request still in flight) it
-     * closes on the next turn that accepted nothing (as a cluster primary does, app/Launch.ts: a worker
+     * closes on the next short turn that accepted nothing (as a cluster primary does, app/Launch.ts: a worker
      * has no listener), and after twice that anyway.
      */
     const stopListening = () => {
@@ -352,13 +353,16 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
       server.on("connection", count)
       const until = performance.now() + boundMs
       let lastActive = performance.now()
+      let lastLook = performance.now()
       let inFlight = open.size
       const look = () => {
         const now = performance.now()
+        const turnMs = now - lastLook
+        lastLook = now
         if (accepted > 0 || open.size !== inFlight) lastActive = now
         inFlight = open.size
-        const quiet = accepted === 0 && inFlight === 0 && now - lastActive >= ListenerQuietMs
-        if (quiet || (now > until && accepted === 0) || now > until + boundMs || !server.listening) {
+        const quiet = inFlight === 0 && now - lastActive >= ListenerQuietMs
+        if ((closingTurn(accepted, turnMs) && (quiet || now > until)) || now > until + boundMs || !server.listening) {
           server.off("connection", count)
           stopListening()
           return then()
@@ -369,6 +373,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
       // The first full turn after this one.
       setImmediate(() => {
         accepted = 0
+        lastLook = performance.now()
         setImmediate(look)
       })
     }

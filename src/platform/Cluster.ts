@@ -57,6 +57,17 @@ export const isClusterMessage = (message: unknown): message is ClusterMessage =>
 /** How long the primary waits for the workers' expositions of one scrape. */
 export const MetricsGatherMs = 1_000
 
+/** The longest turn `closingTurn` accepts: a turn with nothing to do takes microseconds, a lost time slice milliseconds. */
+export const ClosingTurnMaxMs = 1
+/**
+ * A turn of the event loop on which a listener may close (a cluster primary's, app/Launch.ts, or a single
+ * process's, http/FrontDoor.ts): it accepted nothing, and it was short, so the queue of completed
+ * connections was empty a moment ago, not just when the turn began. A process that lost the CPU between
+ * accepting and closing (to another process, on a busy machine: tens of milliseconds) would otherwise close
+ * on the connections completed meanwhile, and reset them.
+ */
+export const closingTurn = (accepted: number, turnMs: number): boolean => accepted === 0 && turnMs <= ClosingTurnMaxMs
+
 /** True in a worker forked by `launch` (it serves connections the primary hands it). */
 export const isClusterWorker = (): boolean => cluster.isWorker && typeof process.send === "function"
 
