@@ -1,4 +1,5 @@
-import { Effect, Schema, SchemaGetter, SchemaIssue } from "effect"
+import { Effect, Schema, SchemaAST, SchemaGetter, SchemaIssue } from "effect"
+import { jsonFitOf } from "./JsonFit.js"
 
 /** `String.prototype.isWellFormed` (ES2024, Node 20+): false when `s` holds a lone UTF-16 surrogate. */
 type WellFormedCheck = string & { isWellFormed(): boolean }
@@ -149,8 +150,23 @@ export const OneOf = <const L extends ReadonlyArray<string>>(identifier: string,
  * a SchemaError when the value does not fit.
  */
 export const jsonTextEncoder = <S extends Schema.Top & { readonly EncodingServices: never }>(schema: S) => {
-  const encode = Schema.encodeSync(Schema.toCodecJson(schema), { onExcessProperty: "error" })
-  return (value: S["Type"]): string => JSON.stringify(encode(value))
+  const codec = Schema.toCodecJson(schema)
+  const encode = Schema.encodeSync(codec, { onExcessProperty: "error" })
+  const encodeText = (value: S["Type"]): string => JSON.stringify(encode(value))
+  // The same text, cheaper: where the schema's JSON encoding is the identity, a value that fits and is laid
+  // out as the encoder would lay out its copy is its own text (JsonFit.ts). Otherwise the encoder runs (and
+  // throws its own error for a value that does not fit).
+  const fit = jsonFitOf(SchemaAST.flip(codec.ast))
+  if (fit === undefined) return encodeText
+  return (value: S["Type"]): string => {
+    let plain: boolean
+    try {
+      plain = fit(value)
+    } catch {
+      return encodeText(value)
+    }
+    return plain ? JSON.stringify(value) : encodeText(value)
+  }
 }
 
 interface Frame {
