@@ -29,24 +29,59 @@ const LengthChecks = new Set(["effect/schema/isMinLength", "effect/schema/isMaxL
 const filtersOf = (checks: ReadonlyArray<SchemaAST.Check<unknown>>): Array<SchemaAST.Filter<unknown>> =>
   checks.flatMap((check) => check._tag === "FilterGroup" ? filtersOf(check.checks) : [check])
 
-/**
- * `fit` then the node's checks (its own and, after flipping, its encoding checks): the encoder runs them
- * once the value parsed, on the value (a leaf) or on its copy (an array: length checks only), and fails
- * on the first issue. Undefined when an array's check reads more than the length.
- */
-const withChecks = (ast: SchemaAST.AST, fit: JsonFit, leaf: boolean): JsonFit | undefined => {
-  const filters = filtersOf([...ast.checks ?? [], ...("encodingChecks" in ast ? ast.encodingChecks ?? [] : [])])
-  if (filters.length === 0) return fit
-  if (!leaf && !filters.every((filter) => LengthChecks.has(String(filter.annotations?.representation?.id)))) return undefined
-  return (value) => {
-    const plain = fit(value)
-    for (const filter of filters) if (filter.run(value, ast, EncodeOptions) !== undefined) doesNotFit()
-    return plain
-  }
-}
+/** The node's checks: its own and, after flipping, its encoding checks. */
+const checksOf = (ast: SchemaAST.AST): Array<SchemaAST.Filter<unknown>> =>
+  filtersOf([...ast.checks ?? [], ...("encodingChecks" in ast ? ast.encodingChecks ?? [] : [])])
 
-const isLeaf = (ast: SchemaAST.AST): boolean =>
-  ast._tag === "String" || ast._tag === "Number" || ast._tag === "Boolean" || ast._tag === "Null" || ast._tag === "Literal"
+/**
+ * Whether the encoder keeps a leaf value as it is: its type, then the node's checks, run on the value once it
+ * parsed; the first issue fails it (a check that throws ends the encoding: the throw goes through). No throw
+ * for a value that does not fit: a union asks its members in turn.
+ */
+const leafTestOf = (ast: SchemaAST.AST): ((value: unknown) => boolean) | undefined => {
+  if (ast.encoding !== undefined) return undefined
+  let test: (value: unknown) => boolean
+  switch (ast._tag) {
+    // By typeof, as the encoder; a number here is finite or integral by its checks (else its JSON codec
+    // transforms it).
+    case "String":
+      test = (value) => typeof value === "string"
+      break
+    case "Number":
+      test = (value) => typeof value === "number"
+      break
+    case "Boolean":
+      test = (value) => typeof value === "boolean"
+      break
+    case "Null":
+      test = (value) => value === null
+      break
+    case "Literal": {
+      // `===` the literal (so -0 fits 0; JSON.stringify writes both 0). A bigint has a JSON codec; null is no literal.
+      const literal: unknown = ast.literal
+      if (typeof literal !== "string" && typeof literal !== "number" && typeof literal !== "boolean") return undefined
+      test = (value) => value === literal
+      break
+    }
+    case "Union": {
+      // Leaves only: the encoder tries the members in order and keeps the value once one accepts it (anyOf),
+      // or when exactly one does (oneOf).
+      const members = ast.types.map(leafTestOf)
+      if (!members.every((member) => member !== undefined)) return undefined
+      const enough = ast.options?.mode === "oneOf" ? 2 : 1
+      test = (value) => {
+        let accepted = 0
+        for (let i = 0; i < members.length && accepted < enough; i++) if (members[i]!(value)) accepted++
+        return accepted === 1
+      }
+      break
+    }
+    default:
+      return undefined
+  }
+  const filters = checksOf(ast)
+  return filters.length === 0 ? test : (value) => test(value) && filters.every((filter) => filter.run(value, ast, EncodeOptions) === undefined)
+}
 
 /** Whether JSON.stringify would call a `toJSON` of `value` (own or inherited). */
 const hasToJson = (value: object): boolean => typeof (value as { toJSON?: unknown }).toJSON === "function"
@@ -55,42 +90,6 @@ const hasToJson = (value: object): boolean => typeof (value as { toJSON?: unknow
 export const jsonFitOf = (ast: SchemaAST.AST): JsonFit | undefined => {
   if (ast.encoding !== undefined) return undefined
   switch (ast._tag) {
-    // A leaf the encoder keeps as it is, by typeof; a number here is finite or integral by its checks (else
-    // its JSON codec transforms it).
-    case "String":
-      return withChecks(ast, (value) => typeof value === "string" || doesNotFit(), true)
-    case "Number":
-      return withChecks(ast, (value) => typeof value === "number" || doesNotFit(), true)
-    case "Boolean":
-      return withChecks(ast, (value) => typeof value === "boolean" || doesNotFit(), true)
-    case "Null":
-      return withChecks(ast, (value) => value === null || doesNotFit(), true)
-    case "Literal": {
-      // `===` the literal (so -0 fits 0; JSON.stringify writes both 0). A bigint has a JSON codec; null is no literal.
-      const literal: unknown = ast.literal
-      if (typeof literal !== "string" && typeof literal !== "number" && typeof literal !== "boolean") return undefined
-      return withChecks(ast, (value) => value === literal || doesNotFit(), true)
-    }
-    case "Union": {
-      // Leaves only: the encoder tries the members in order and keeps the value once one accepts it
-      // (anyOf), or when exactly one does (oneOf); a check that throws ends the encoding.
-      const members = ast.types.map((type) => isLeaf(type) ? jsonFitOf(type) : undefined)
-      if (!members.every((member) => member !== undefined)) return undefined
-      const accepts = (fit: JsonFit, value: unknown) => {
-        try {
-          return fit(value)
-        } catch (error) {
-          if (error === DoesNotFit) return false
-          throw error
-        }
-      }
-      const enough = ast.options?.mode === "oneOf" ? 2 : 1
-      return withChecks(ast, (value) => {
-        let accepted = 0
-        for (let i = 0; i < members.length && accepted < enough; i++) if (accepts(members[i]!, value)) accepted++
-        return accepted === 1 || doesNotFit()
-      }, true)
-    }
     case "Arrays": {
       // An array (Array.isArray) of exactly the tuple's elements, then any number of the rest element when
       // there is one, every element required. The encoder's copy has the same elements in the same order.
@@ -98,13 +97,17 @@ export const jsonFitOf = (ast: SchemaAST.AST): JsonFit | undefined => {
       const elements = ast.elements.map(jsonFitOf)
       const rest = ast.rest.length === 1 ? jsonFitOf(ast.rest[0]!) : undefined
       if (!elements.every((element) => element !== undefined) || (ast.rest.length === 1 && rest === undefined)) return undefined
+      // Its checks run on the encoder's copy once the elements parsed: here only those that read the length alone.
+      const filters = checksOf(ast)
+      if (!filters.every((filter) => LengthChecks.has(String(filter.annotations?.representation?.id)))) return undefined
       const count = elements.length
-      return withChecks(ast, (value) => {
+      return (value) => {
         if (!Array.isArray(value) || value.length < count || (rest === undefined && value.length > count)) return doesNotFit()
         let plain = !hasToJson(value)
         for (let i = 0; i < value.length; i++) if (!(i < count ? elements[i]! : rest!)(value[i])) plain = false
+        for (const filter of filters) if (filter.run(value, ast, EncodeOptions) !== undefined) doesNotFit()
         return plain
-      }, false)
+      }
     }
     case "Objects": {
       // A non-array object; no own enumerable member (string or symbol) beyond the declared ones; each
@@ -150,7 +153,9 @@ export const jsonFitOf = (ast: SchemaAST.AST): JsonFit | undefined => {
         return plain
       }
     }
-    default:
-      return undefined
+    default: {
+      const test = leafTestOf(ast)
+      return test === undefined ? undefined : (value) => test(value) || doesNotFit()
+    }
   }
 }
