@@ -114,9 +114,12 @@ try {
   const documentFile = join(dir, "machine.json")
   writeFileSync(documentFile, await fetch(base + machinePath, { headers: auth }).then((r) => r.text()))
 
-  const a = await startProcess("bench/baselines/nodeHttp.ts", { BENCH_DOCUMENT_FILE: documentFile })
+  // The baselines run with node's defaults; BENCH_BASELINE_NODE_FLAGS gives them flags (e.g. the service's own
+  // V8 settings: `--max-semi-space-size=8 --no-allocation-site-pretenuring`) to compare the code alone.
+  const baselineFlags = (process.env.BENCH_BASELINE_NODE_FLAGS ?? "").split(" ").filter((flag) => flag !== "")
+  const a = await startProcess("bench/baselines/nodeHttp.ts", { BENCH_DOCUMENT_FILE: documentFile }, [], baselineFlags)
   started.push(a)
-  const b = await startProcess("bench/baselines/bearerApi.ts", { BENCH_DOCUMENT_FILE: documentFile, BENCH_KEY: made.api_key })
+  const b = await startProcess("bench/baselines/bearerApi.ts", { BENCH_DOCUMENT_FILE: documentFile, BENCH_KEY: made.api_key }, [], baselineFlags)
   started.push(b)
 
   type Row = "a" | "b" | "machine" | "mcp" | "mcp2026" | "events" | "created" | "replayed"
