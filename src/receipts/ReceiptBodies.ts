@@ -15,7 +15,7 @@ import type { ReceiptProofBundle as ReceiptProofBundleValue } from "../log/Recei
  * written: it is sent as stored, with a warning, so the relying party's verification shows the edit (its
  * digest step fails) instead of a 500 hiding it (test/http/log.http.test.ts, "stored JSON was edited").
  */
-export const bodyOf = <A extends object>(encode: (value: A) => string, value: A): Effect.Effect<string> =>
+const bodyOf = <A extends object>(encode: (value: A) => string, value: A): Effect.Effect<string> =>
   Effect.try({ try: () => encode(value), catch: (error) => error }).pipe(
     Effect.catch((error) =>
       Effect.as(Effect.logWarning("a stored receipt does not fit its schema: sent as stored", error), JSON.stringify(value)))
@@ -32,7 +32,7 @@ interface CreatedAnswer {
  * by the literal of their `idempotent` member, read from the API definition once: HttpApi itself would
  * encode each answer through the union of both to find its status (a replay fails the first member first).
  */
-export const createdAnswers = (): { readonly stored: CreatedAnswer; readonly replayed: CreatedAnswer } => {
+const createdAnswers = (): { readonly stored: CreatedAnswer; readonly replayed: CreatedAnswer } => {
   const byIdempotent = new Map<unknown, CreatedAnswer>()
   HttpApi.reflect(Api, {
     predicate: ({ endpoint, group }) => group.identifier === "receipts" && endpoint.identifier === "create",
