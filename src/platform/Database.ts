@@ -66,12 +66,14 @@ const embeddedPostgres = (dataDir: string, observePool: MetricsStateShape["obser
       Effect.promise(() => PGlite.create(pgdata, { postgresqlconf: embeddedSettings })),
       (db) => Effect.promise(() => db.close()).pipe(Effect.ignore)
     )
-    // The pool below holds one connection. The server accepts a second one so that the pool's replacement of a
+    // The pool below holds one connection. The server accepts more (8) so that the pool's replacement of a
     // discarded connection (after an interrupted statement) is not refused ("Too many connections", seen by the
     // driver as "Connection closed during startup", a 503) while the server has not yet processed the old
-    // one's close, which it does a tick later. Two connections never run at once: the server's query queue runs
-    // one statement at a time and keeps an open transaction's connection alone until it ends or is rolled back.
-    const server = new PGLiteSocketServer({ db, host: "127.0.0.1", port: 0, maxConnections: 2 })
+    // ones' close, which it does a tick later: with room for one (2 in all), a burst of clients closing their
+    // requests (the fuzz suite's raw sockets) still got refusals, one replacement after another. They never run
+    // at once: the server's query queue runs one statement at a time and keeps an open transaction's
+    // connection alone until it ends or is rolled back.
+    const server = new PGLiteSocketServer({ db, host: "127.0.0.1", port: 0, maxConnections: 8 })
     yield* Effect.acquireRelease(
       Effect.promise(() => server.start()),
       () => Effect.promise(() => server.stop())
