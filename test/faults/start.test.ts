@@ -14,7 +14,8 @@ describe.each(databaseKinds)("start window (%s)", (kind) => {
   afterAll(() => deployment?.dispose())
 
   it("from spawn until ready, every /readyz attempt is refused or fully answered (503, then 200); none hangs", async () => {
-    deployment = await Deployment.create(kind)
+    // A new installation (initdb, every migration): the longest window.
+    deployment = await Deployment.create(kind, { fresh: true })
     // PORT=0 would be unknown until the banner: choose the port first so polling starts at spawn.
     const port = await freePort()
     const base = `http://127.0.0.1:${port}`

@@ -5,8 +5,10 @@ import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
+import { Effect } from "effect"
 import { childEnvironment } from "./childEnv.js"
 import { createScratchDatabase } from "./databases.js"
+import { copyMigratedPglite, createMigratedDatabase } from "./templates.js"
 
 /**
  * The COMPILED service (`dist/src/main.js`, what `npm start` runs after its build) as a child process:
@@ -161,6 +163,14 @@ export interface DeploymentOptions {
   readonly databaseUrl?: string
   /** Extra environment for every start. */
   readonly env?: Record<string, string>
+  /**
+   * Start as a new installation: an empty data directory (the first process runs initdb, then every
+   * migration) or an empty scratch database (every migration). By default a deployment starts on a copy
+   * of the migrated template (support/templates.ts), as the in-process test servers do: what the fault
+   * tests exercise comes after the start, and a first embedded start without it takes ~3 s longer (initdb).
+   * The start-window test (test/faults/start.test.ts) starts fresh, to cover the longest window.
+   */
+  readonly fresh?: boolean
 }
 
 /**
@@ -189,11 +199,12 @@ export class Deployment {
     }
     if (kind === "embedded") {
       const dataDir = mkdtempSync(join(tmpdir(), "pv-faults-"))
+      if (options.fresh !== true) await Effect.runPromise(copyMigratedPglite(dataDir))
       return new Deployment(kind, { ...base, PV_DATA_DIR: dataDir, ...options.env }, undefined, async () => {
         rmSync(dataDir, { recursive: true, force: true })
       })
     }
-    const scratch = options.databaseUrl === undefined ? await createScratchDatabase() : undefined
+    const scratch = options.databaseUrl !== undefined ? undefined : options.fresh === true ? await createScratchDatabase() : await createMigratedDatabase()
     const databaseUrl = options.databaseUrl ?? scratch!.url
     // Fixed keys, so every restart signs with the same key and chains verify across restarts.
     const env = {
