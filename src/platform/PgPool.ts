@@ -124,11 +124,17 @@ export interface PgPool {
  * connection can: while it gets no answer, every connection is destroyed (statements in flight fail at
  * once) and new connections fail without trying; the first answer closes the circuit. The probe runs on
  * the live clock, outside the application's fibers, until the scope closes.
+ *
+ * The circuit is armed by the probe's first answer: an outage is a database that answered and stopped. Before
+ * that (the start), a probe without an answer trips nothing, so a database slow to accept its first
+ * connections (a busy host) delays the start instead of failing it; the pool's own connect time-out
+ * (PV_DB_CONNECT_TIMEOUT_MS) still fails the start when the database is unreachable.
  */
 export const makePgPool = (options: PgPoolOptions): Effect.Effect<PgPool, never, Scope.Scope> =>
   Effect.gen(function*() {
     const target = targetOf(options.url)
     let answering = true
+    let armed = false
     const pool = makeSockets(target, { answerTimeoutMs: options.queryTimeoutMs, refuse: () => !answering })
     const probeSockets = makeSockets(target)
 
@@ -166,9 +172,10 @@ export const makePgPool = (options: PgPoolOptions): Effect.Effect<PgPool, never,
           clearTimeout(timer)
         }
         answering = true
+        armed = true
       } catch {
         dropProbe()
-        trip()
+        if (armed) trip()
       }
     }
 
