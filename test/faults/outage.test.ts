@@ -1,8 +1,8 @@
 import { afterAll, describe, expect, it } from "vitest"
-import { childOperatorToken, Deployment, sleep } from "../support/childServer.js"
-import { type ProxyMode, startTcpProxy, type TcpProxy } from "../support/tcpProxy.js"
+import { childOperatorToken, sleep } from "../support/childServer.js"
+import type { ProxyMode } from "../support/tcpProxy.js"
 import {
-  determination, expectUnavailable, postgresAvailable, postgresTarget, provisionKey, proxiedDatabase, putDetermination, receiptBody,
+  determination, expectUnavailable, postgresAvailable, type ProxiedDeployment, provisionKey, proxiedDeployment, putDetermination, receiptBody,
   unseenReceiptId
 } from "./service.js"
 import { answer, type Answer, call, describeOutcome, pollUntil } from "./wire.js"
@@ -24,20 +24,12 @@ import { answer, type Answer, call, describeOutcome, pollUntil } from "./wire.js
 const budgetMs = 2_000
 
 describe.skipIf(!postgresAvailable).each(["refuse", "blackhole"] as const)("database outage: %s", (fault: ProxyMode) => {
-  let proxy: TcpProxy | undefined
-  let deployment: Deployment | undefined
-  let drop: (() => Promise<void>) | undefined
-  afterAll(async () => {
-    await deployment?.dispose()
-    await proxy?.close()
-    await drop?.()
-  })
+  let setup: ProxiedDeployment | undefined
+  afterAll(() => setup?.dispose())
 
   it("requests that need the database answer 503 unavailable + Retry-After within 2 s, healthz stays 200, no exit; back within 5 s after", async () => {
-    proxy = await startTcpProxy(postgresTarget())
-    const database = await proxiedDatabase(proxy)
-    drop = database.drop
-    deployment = await Deployment.create("postgres", { databaseUrl: database.url })
+    setup = await proxiedDeployment()
+    const { proxy, deployment } = setup
     const { child, baseUrl } = await deployment.start()
     const key = await provisionKey(baseUrl)
     const subject = "DET-V1-OUTAGE-0001"

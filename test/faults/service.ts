@@ -1,9 +1,9 @@
 import { ulid } from "ulid"
 import { expect } from "vitest"
 import { adminUrl, createScratchDatabase } from "../support/databases.js"
-import type { TcpProxy } from "../support/tcpProxy.js"
+import { startTcpProxy, type TcpProxy } from "../support/tcpProxy.js"
 import { expectProblem } from "../support/http.js"
-import { childOperatorToken, type DeploymentKind } from "../support/childServer.js"
+import { childOperatorToken, Deployment, type DeploymentKind } from "../support/childServer.js"
 import { determinationBody, DAY_MS } from "../support/fixtures.js"
 import { answer, type Answer } from "./wire.js"
 
@@ -88,6 +88,36 @@ export const proxiedDatabase = async (proxy: TcpProxy) => {
   url.hostname = "127.0.0.1"
   url.port = String(proxy.port)
   return { url: url.toString(), drop: scratch.drop }
+}
+
+/**
+ * A PostgreSQL deployment whose every connection goes through a TCP proxy of its own (`proxy.setMode` breaks
+ * the network on purpose), on a fresh scratch database; `dispose` stops the processes, the proxy, and drops it.
+ */
+export interface ProxiedDeployment {
+  readonly proxy: TcpProxy
+  readonly deployment: Deployment
+  readonly dispose: () => Promise<void>
+}
+
+export const proxiedDeployment = async (env: Record<string, string> = {}): Promise<ProxiedDeployment> => {
+  const proxy = await startTcpProxy(postgresTarget())
+  try {
+    const database = await proxiedDatabase(proxy)
+    const deployment = await Deployment.create("postgres", { databaseUrl: database.url, env })
+    return {
+      proxy,
+      deployment,
+      dispose: async () => {
+        await deployment.dispose()
+        await proxy.close()
+        await database.drop()
+      }
+    }
+  } catch (error) {
+    await proxy.close()
+    throw error
+  }
 }
 
 export const postgresTarget = () => {

@@ -1,7 +1,6 @@
 import { afterAll, describe, expect, it } from "vitest"
-import { Deployment, sleep } from "../support/childServer.js"
-import { startTcpProxy, type TcpProxy } from "../support/tcpProxy.js"
-import { postgresAvailable, postgresTarget, proxiedDatabase } from "./service.js"
+import { sleep } from "../support/childServer.js"
+import { postgresAvailable, type ProxiedDeployment, proxiedDeployment } from "./service.js"
 import { answer, pollUntil } from "./wire.js"
 
 /**
@@ -13,20 +12,12 @@ import { answer, pollUntil } from "./wire.js"
  * where a slow first connection was enough).
  */
 describe.skipIf(!postgresAvailable)("a database slow to answer at start (postgres)", () => {
-  let proxy: TcpProxy | undefined
-  let deployment: Deployment | undefined
-  let drop: (() => Promise<void>) | undefined
-  afterAll(async () => {
-    await deployment?.dispose()
-    await proxy?.close()
-    await drop?.()
-  })
+  let setup: ProxiedDeployment | undefined
+  afterAll(() => setup?.dispose())
 
   it("the start waits for it, then serves; once it has answered, the circuit opens on an outage as before", async () => {
-    proxy = await startTcpProxy(postgresTarget())
-    const database = await proxiedDatabase(proxy)
-    drop = database.drop
-    deployment = await Deployment.create("postgres", { databaseUrl: database.url, env: { PV_DB_CONNECT_TIMEOUT_MS: "10000" } })
+    setup = await proxiedDeployment({ PV_DB_CONNECT_TIMEOUT_MS: "10000" })
+    const { proxy, deployment } = setup
     await proxy.setMode("blackhole")
     const child = deployment.spawn()
     await sleep(2_000)

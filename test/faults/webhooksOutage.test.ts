@@ -1,8 +1,7 @@
 import { afterAll, describe, expect, it } from "vitest"
-import { Deployment, sleep } from "../support/childServer.js"
+import { sleep } from "../support/childServer.js"
 import { type Receiver, startReceiver } from "../support/receiver.js"
-import { startTcpProxy, type TcpProxy } from "../support/tcpProxy.js"
-import { determination, postgresAvailable, postgresTarget, proxiedDatabase, putDetermination } from "./service.js"
+import { determination, postgresAvailable, type ProxiedDeployment, proxiedDeployment, putDetermination } from "./service.js"
 import { answer, pollUntil } from "./wire.js"
 import { chainIds, deliveredThrough, deliveriesTo, orderCheck, subscribe, subscriberKey, untilDelivered, webhookEnv } from "./webhookSupport.js"
 
@@ -19,14 +18,10 @@ const sentSlackMs = 1_000
 const resumeBudgetMs = 5_000
 
 describe.skipIf(!postgresAvailable).each(["refuse", "blackhole"] as const)("webhooks: database outage during delivery (%s)", (fault) => {
-  let proxy: TcpProxy | undefined
-  let deployment: Deployment | undefined
+  let setup: ProxiedDeployment | undefined
   let receiver: Receiver | undefined
-  let drop: (() => Promise<void>) | undefined
   afterAll(async () => {
-    await deployment?.dispose()
-    await proxy?.close()
-    await drop?.()
+    await setup?.dispose()
     await receiver?.close()
   })
 
@@ -34,12 +29,10 @@ describe.skipIf(!postgresAvailable).each(["refuse", "blackhole"] as const)("webh
     receiver = await startReceiver()
     const rx = receiver
     rx.behaviour = () => ({ kind: "answer", status: 204, delayMs: 150 })
-    proxy = await startTcpProxy(postgresTarget())
-    const database = await proxiedDatabase(proxy)
-    drop = database.drop
     // The default attempt time-out, so the lease (time-out + 10 s = 20 s) is far longer than the resumption
     // allowed below: only leases given back once the database answers again meet it.
-    deployment = await Deployment.create("postgres", { databaseUrl: database.url, env: webhookEnv(10_000) })
+    setup = await proxiedDeployment(webhookEnv(10_000))
+    const { proxy, deployment } = setup
     const { child, baseUrl } = await deployment.start()
     const key = await subscriberKey(baseUrl)
     const subject = `DET-V1-HOOK-OUT-${fault.toUpperCase()}`
