@@ -27,6 +27,9 @@ export default defineConfig(async () => {
   }
   if (!postgres) console.warn(`PostgreSQL not reachable at ${postgresUrl}: HTTP suites run on embedded PGlite only`)
   const http = ["test/**/*.http.test.ts"]
+  // Builds dist/ once per run (test/faults/globalSetup.ts) for the projects that start compiled processes: the
+  // fault suites' servers, and the HTTP suites' second instances and CLI children (test/support/spawned.ts).
+  const buildOnce = "test/faults/globalSetup.ts"
   // HTTP suites of the edge alone (the OpenAPI document, the Origin rule, client addresses, slow clients,
   // keep-alive, the fuzzers' refusals): nothing they check depends on which database is behind the server,
   // so they run once, on embedded PGlite, not once per database.
@@ -42,7 +45,7 @@ export default defineConfig(async () => {
     { extends: true, test: { name: "unit", include: ["test/**/*.test.ts"], exclude: [...http, ...faults, ...browser] } },
     // The page at `/` in Debian's chromium (playwright-core), against a real server on embedded PGlite.
     { extends: true, test: { name: "browser", include: browser, env: { PV_TEST_DB: "pglite" } } },
-    { extends: true, test: { name: "pglite", include: http, env: { PV_TEST_DB: "pglite" } } }
+    { extends: true, test: { name: "pglite", include: http, env: { PV_TEST_DB: "pglite" }, globalSetup: [buildOnce] } }
   ]
   // The fault rules of docs/API.md §13 against the compiled server (`npm run build` once, then `node dist/src/main.js`
   // child processes), in groups of their own after the other projects (sequence.groupOrder), so they never run
@@ -58,8 +61,7 @@ export default defineConfig(async () => {
       name,
       include,
       exclude,
-      // Builds dist/ once per run, whichever fault projects run (globalSetup.ts).
-      globalSetup: ["test/faults/globalSetup.ts"],
+      globalSetup: [buildOnce],
       testTimeout: 120_000,
       pool: "forks",
       maxWorkers,
@@ -81,7 +83,8 @@ export default defineConfig(async () => {
         exclude: databaseFree,
         maxWorkers: 3,
         sequence: { groupOrder: 1 },
-        env: { PV_TEST_DB: "postgres", PV_TEST_POSTGRES_URL: postgresUrl }
+        env: { PV_TEST_DB: "postgres", PV_TEST_POSTGRES_URL: postgresUrl },
+        globalSetup: [buildOnce]
       }
     })
   }

@@ -8,8 +8,8 @@ import { compiledMain, prebuiltMain, projectRoot } from "../support/childServer.
  * every fault test exercises the compiled JavaScript a deployment runs, not the TypeScript sources.
  */
 export default function setup(): void {
-  // Both fault projects (vitest.config.ts) name this setup; vitest runs the projects' setups one after the
-  // other in its own process, so the second finds the first one's mark and builds nothing.
+  // The fault and HTTP projects (vitest.config.ts) name this setup; vitest runs the projects' setups one after
+  // the other in its own process, so the later ones find the first one's mark and build nothing.
   if (process.env.PV_FAULTS_BUILT === compiledMain) return
   if (prebuiltMain !== undefined) {
     if (!existsSync(compiledMain)) throw new Error(`PV_FAULTS_MAIN: ${compiledMain} does not exist`)

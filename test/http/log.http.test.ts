@@ -27,6 +27,7 @@ import { childEnvironment } from "../support/childEnv.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
 import { createKey, expectProblem, putDetermination, request } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
+import { compiledEntry } from "../support/spawned.js"
 
 /**
  * docs/API.md §11 over HTTP, on each database: signed receipts, one append-only Merkle log of
@@ -394,7 +395,7 @@ describe(`transparency log (${kind})`, () => {
     const refused = await Effect.runPromiseExit(verifyReceiptCommand({ file: bad, verifierKey: pinnedVerifierKey, jwks: keys }))
     expect(Exit.isFailure(refused) && String(refused.cause)).toMatch(/FAILED at step digest/)
     const cli = (file: string, ...extra: Array<string>) =>
-      spawnSync(process.execPath, ["--import", "tsx", "src/cli/main.ts", "verify-receipt", file, ...extra], { cwd: root, encoding: "utf8", env: childEnvironment({}) })
+      spawnSync(process.execPath, [compiledEntry("src/cli/main.ts"), "verify-receipt", file, ...extra], { cwd: root, encoding: "utf8", env: childEnvironment({}) })
     const ok = cli(good, "--verifier-key", pinnedVerifierKey, "--jwks", keys)
     expect(ok.status, ok.stderr).toBe(0)
     expect(ok.stdout).toMatch(/✓ digest[\s\S]*✓ inclusion[\s\S]*✓ checkpoint_signature[\s\S]*✓ receipt_signature[\s\S]*OK receipt/)
@@ -415,7 +416,7 @@ describe(`transparency log (${kind})`, () => {
     expect(second.size).toBeGreaterThan(first.size)
     // Not spawnSync: the server under test runs in this process and must keep answering.
     const cli = await new Promise<{ code: number | null; output: string }>((resolve) => {
-      const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "log", "monitor", "--base-url", server.baseUrl, "--state", state], {
+      const child = spawn(process.execPath, [compiledEntry("src/cli/main.ts"), "log", "monitor", "--base-url", server.baseUrl, "--state", state], {
         cwd: root,
         env: childEnvironment({})
       })

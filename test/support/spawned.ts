@@ -1,7 +1,20 @@
 import { type ChildProcess, spawn } from "node:child_process"
+import { existsSync } from "node:fs"
+import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
+
+/**
+ * The compiled JavaScript of a TypeScript entry of this repository (`src/main.ts` → `dist/src/main.js`), what
+ * `npm start` and `pv` run. The projects whose tests start such processes build dist/ once per run first
+ * (test/faults/globalSetup.ts, named in vitest.config.ts), so no child compiles the sources again.
+ */
+export const compiledEntry = (entry: string): string => {
+  const compiled = join(root, "dist", entry.replace(/\.ts$/, ".js"))
+  if (!existsSync(compiled)) throw new Error(`${compiled} is missing: run the tests through vitest (its global setup builds dist/) or \`npm run build\``)
+  return compiled
+}
 
 /** A TypeScript entry of this repository run as its own OS process, its output collected. */
 export interface Spawned {
@@ -16,12 +29,12 @@ export interface Spawned {
 }
 
 /**
- * The one way the tests start a process of the service (`src/main.ts`, `src/cli/main.ts …`) through tsx,
- * from the repository's root, with exactly `env` (callers pass `childEnvironment(…)` to start from the
- * test keys and nothing of this process's environment).
+ * The one way the tests start a process of the service (`src/main.ts`, `src/cli/main.ts …`): its compiled
+ * entry (`compiledEntry`), from the repository's root, with exactly `env` (callers pass `childEnvironment(…)`
+ * to start from the test keys and nothing of this process's environment).
  */
-export const spawnEntry = (args: ReadonlyArray<string>, env: Record<string, string>): Spawned => {
-  const child = spawn(process.execPath, ["--import", "tsx", ...args], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] })
+export const spawnEntry = ([entry, ...args]: ReadonlyArray<string>, env: Record<string, string>): Spawned => {
+  const child = spawn(process.execPath, [compiledEntry(entry!), ...args], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] })
   let output = ""
   const listeners = new Set<() => void>()
   const onData = (chunk: Buffer) => {
