@@ -27,9 +27,10 @@ export default defineConfig(async () => {
   }
   if (!postgres) console.warn(`PostgreSQL not reachable at ${postgresUrl}: HTTP suites run on embedded PGlite only`)
   const http = ["test/**/*.http.test.ts"]
-  // Builds dist/ once per run (test/faults/globalSetup.ts) for the projects that start compiled processes: the
-  // fault suites' servers, and the HTTP suites' second instances and CLI children (test/support/spawned.ts).
-  const buildOnce = "test/faults/globalSetup.ts"
+  // Builds dist/ once per run (test/support/buildDist.ts) for the HTTP projects, whose tests start compiled
+  // processes (second instances, CLI children: test/support/spawned.ts); the fault projects' setup builds the
+  // same, or takes the build PV_FAULTS_MAIN names (test/faults/globalSetup.ts).
+  const buildOnce = "test/support/buildDist.ts"
   // HTTP suites of the edge alone (the OpenAPI document, the Origin rule, client addresses, slow clients,
   // keep-alive, the fuzzers' refusals): nothing they check depends on which database is behind the server,
   // so they run once, on embedded PGlite, not once per database.
@@ -61,7 +62,7 @@ export default defineConfig(async () => {
       name,
       include,
       exclude,
-      globalSetup: [buildOnce],
+      globalSetup: ["test/faults/globalSetup.ts"],
       testTimeout: 120_000,
       pool: "forks",
       maxWorkers,
@@ -101,8 +102,10 @@ export default defineConfig(async () => {
       // graph, instead of a new process per file that boots Node, imports effect and the sources, and compiles
       // PGlite's WebAssembly again. Measured on a 2-core machine: the PGlite HTTP files 136 → 97 s of CPU
       // (77 → 58 s wall), the PostgreSQL ones 77 → 50 s (73 → 59 s). The files keep nothing between them: each
-      // closes its servers, receivers and clients in afterAll, mocks nothing, and restores what it sets in
-      // process.env; the sources' module-level values are caches of derived, immutable data.
+      // closes its servers, receivers and clients in afterAll, mocks no module, and restores what it sets in
+      // process.env and every spy; the sources' module-level values are caches of derived, immutable data. Effect's
+      // metric registry is one per process, as it was for the servers of one file: tests read deltas or their own
+      // servers' values.
       isolate: false,
       // Within a group, the longest files first whatever their project (test/support/LongestFirstSequencer.ts).
       sequence: { sequencer: LongestFirstSequencer },

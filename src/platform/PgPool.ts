@@ -62,7 +62,12 @@ export interface Sockets {
 
 export const makeSockets = (
   target: Target,
-  options: { readonly answerTimeoutMs?: number | undefined; readonly refuse?: (() => boolean) | undefined } = {}
+  options: {
+    readonly answerTimeoutMs?: number | undefined
+    readonly refuse?: (() => boolean) | undefined
+    /** Called on the first bytes the database sends on a connection opened while it is set. */
+    readonly onFirstAnswer?: (() => void) | undefined
+  } = {}
 ): Sockets => {
   const sockets = new Set<Socket>()
   let busy = 0
@@ -93,6 +98,7 @@ export const makeSockets = (
         return (write as (...a: Array<unknown>) => boolean).apply(this, args)
       } as Socket["write"]
       socket.on("data", settle)
+      if (options.onFirstAnswer !== undefined) socket.once("data", options.onFirstAnswer)
       socket.once("close", () => {
         settle()
         sockets.delete(socket)
@@ -125,17 +131,24 @@ export interface PgPool {
  * once) and new connections fail without trying; the first answer closes the circuit. The probe runs on
  * the live clock, outside the application's fibers, until the scope closes.
  *
- * The circuit is armed by the probe's first answer: an outage is a database that answered and stopped. Before
- * that (the start), a probe without an answer trips nothing, so a database slow to accept its first
- * connections (a busy host) delays the start instead of failing it; the pool's own connect time-out
- * (PV_DB_CONNECT_TIMEOUT_MS) still fails the start when the database is unreachable.
+ * The circuit is armed by the database's first answer, to the probe or on a pool connection: an outage is a
+ * database that answered and stopped. Before that (the start), a probe without an answer trips nothing, so a
+ * database slow to accept its first connections (a busy host) delays the start instead of failing it; the
+ * pool's own time-outs (PV_DB_CONNECT_TIMEOUT_MS, PV_DB_QUERY_TIMEOUT_MS) still fail the start when it does not
+ * answer. Only a probe begun after the arming can trip: one begun while the database was still silent may time
+ * out just as it answers the pool. Arming on the pool's answers too keeps the breaker working where the probe
+ * could never connect (a connection limit the pool fills): the circuit then opens, visibly, as it always did.
  */
 export const makePgPool = (options: PgPoolOptions): Effect.Effect<PgPool, never, Scope.Scope> =>
   Effect.gen(function*() {
     const target = targetOf(options.url)
     let answering = true
-    let armed = false
-    const pool = makeSockets(target, { answerTimeoutMs: options.queryTimeoutMs, refuse: () => !answering })
+    // performance.now() of the database's first answer (to the probe or on a pool connection); until then no trip.
+    let armedAt: number | undefined
+    const arm = () => {
+      armedAt ??= performance.now()
+    }
+    const pool = makeSockets(target, { answerTimeoutMs: options.queryTimeoutMs, refuse: () => !answering, onFirstAnswer: arm })
     const probeSockets = makeSockets(target)
 
     const trip = () => {
@@ -151,6 +164,7 @@ export const makePgPool = (options: PgPoolOptions): Effect.Effect<PgPool, never,
       probeSockets.destroyAll()
     }
     const probeOnce = async () => {
+      const startedAt = performance.now()
       try {
         if (probe === undefined) {
           const scope = Effect.runSync(Scope.make())
@@ -172,10 +186,10 @@ export const makePgPool = (options: PgPoolOptions): Effect.Effect<PgPool, never,
           clearTimeout(timer)
         }
         answering = true
-        armed = true
+        arm()
       } catch {
         dropProbe()
-        if (armed) trip()
+        if (armedAt !== undefined && startedAt >= armedAt) trip()
       }
     }
 

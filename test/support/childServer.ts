@@ -197,14 +197,16 @@ export class Deployment {
       PV_OPERATOR_RATE_LIMIT_PER_MINUTE: "1000000",
       PV_AUTH_FAILURE_LIMIT_PER_MINUTE: "1000000"
     }
+    // A build made elsewhere (PV_FAULTS_MAIN) may have other migrations or another PGlite: it starts fresh.
+    const fresh = options.fresh ?? prebuiltMain !== undefined
     if (kind === "embedded") {
       const dataDir = mkdtempSync(join(tmpdir(), "pv-faults-"))
-      if (options.fresh !== true) await Effect.runPromise(copyMigratedPglite(dataDir))
+      if (!fresh) await Effect.runPromise(copyMigratedPglite(dataDir))
       return new Deployment(kind, { ...base, PV_DATA_DIR: dataDir, ...options.env }, undefined, async () => {
         rmSync(dataDir, { recursive: true, force: true })
       })
     }
-    const scratch = options.databaseUrl !== undefined ? undefined : options.fresh === true ? await createScratchDatabase() : await createMigratedDatabase()
+    const scratch = options.databaseUrl !== undefined ? undefined : fresh ? await createScratchDatabase() : await createMigratedDatabase()
     const databaseUrl = options.databaseUrl ?? scratch!.url
     // Fixed keys, so every restart signs with the same key and chains verify across restarts.
     const env = {

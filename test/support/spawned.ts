@@ -8,7 +8,7 @@ const root = fileURLToPath(new URL("../..", import.meta.url))
 /**
  * The compiled JavaScript of a TypeScript entry of this repository (`src/main.ts` → `dist/src/main.js`), what
  * `npm start` and `pv` run. The projects whose tests start such processes build dist/ once per run first
- * (test/faults/globalSetup.ts, named in vitest.config.ts), so no child compiles the sources again.
+ * (support/buildDist.ts, named in vitest.config.ts), so no child compiles the sources again.
  */
 export const compiledEntry = (entry: string): string => {
   const compiled = join(root, "dist", entry.replace(/\.ts$/, ".js"))

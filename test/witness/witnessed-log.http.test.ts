@@ -316,7 +316,8 @@ describe("the log under two witnesses (quorum 2)", () => {
         if (refusedWith422(metrics, "witness.test/w1") && refusedWith422(metrics, "witness.test/w2")) break
         await new Promise((resolve) => setTimeout(resolve, 50))
       }
-      expect(metricsBefore).not.toMatch(/pv_log_witness_refusals_total\{/)
+      // None for these witnesses before (the registry is the process's: another file's witnesses may have some).
+      expect(refusedWith422(metricsBefore, "witness.test/w1") || refusedWith422(metricsBefore, "witness.test/w2")).toBe(false)
       expect(refusedWith422(metrics, "witness.test/w1"), metrics.split("\n").filter((l) => l.includes("witness")).join("\n")).toBe(true)
       expect(refusedWith422(metrics, "witness.test/w2")).toBe(true)
       const checkpoint = await request(forked, "GET", "/log/checkpoint")
