@@ -35,6 +35,8 @@ try {
     }, [], serviceNodeFlags())
     const operator = { authorization: `Bearer ${token}`, "content-type": "application/json" }
     await putProfileDetermination(proc.baseUrl, operator, publicId)
+    // For `events`: a chain of 61 events (as bench/cpu.ts), so `after=0&limit=30` is a full page.
+    if (scenarios.includes("events")) for (let i = 1; i <= 60; i++) await putProfileDetermination(proc.baseUrl, operator, publicId, `Revision ${i}`)
     const made = await fetch(`${proc.baseUrl}/api/v1/api-keys`, { method: "POST", headers: operator, body: JSON.stringify({
       tenant_id: "bench", name: "p", scopes: ["trust:read", "receipt:read", "receipt:write", "mcp:call", "actionability:read"],
       rate_limit_per_minute: 1_000_000, daily_quota: 1_000_000_000 }) }).then((r) => r.json()) as { api_key: string }

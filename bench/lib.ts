@@ -256,14 +256,16 @@ export const benchServiceEnv = (keys: { readonly operatorToken: string; readonly
 })
 
 /** The one determination the profiling scripts (profileCompiled.ts, profileWitnessed.ts) work against: CURRENT, T2, one claim. */
-export const putProfileDetermination = async (base: string, operator: Record<string, string>, publicId: string): Promise<void> => {
+export const putProfileDetermination = async (
+  base: string, operator: Record<string, string>, publicId: string, limitation = "Entity only"
+): Promise<void> => {
   const asOf = Date.now() - 86_400_000
   const put = await fetch(`${base}/api/v1/determinations/${publicId}`, {
     method: "PUT", headers: operator, body: JSON.stringify({
       subject: { subject_id: "s", physical_subject_id: "p", identity_state: "VERIFIED" }, tier: "T2", eligible: true,
       why_this_tier: ["x"], why_not_higher: ["y"], claims: [{ claim_id: "c1", type: "legal_name", value: "X Ltd", scope: "identity" }],
       evidence: [{ evidence_id: "ev1", kind: "registry_extract", digest: "a".repeat(64), collected_at: new Date(asOf).toISOString(), source: "registry" }],
-      allowed_claims: ["identity"], limitations: ["Entity only"], prohibited_inferences: ["credential_issued"], lifecycle_state: "NOT_ISSUED",
+      allowed_claims: ["identity"], limitations: [limitation], prohibited_inferences: ["credential_issued"], lifecycle_state: "NOT_ISSUED",
       as_of: new Date(asOf).toISOString(), valid_until: new Date(asOf + 100 * 86_400_000).toISOString(), engine: { name: "b", version: "1" }
     })
   })

@@ -1,4 +1,4 @@
-// `node --import tsx bench/profileCompiled.ts [machine|mcp|mcp2026|replay|receipt]`: like bench/profile.ts, but the server is the
+// `node --import tsx bench/profileCompiled.ts [machine|mcp|mcp2026|replay|receipt|events]`: like bench/profile.ts, but the server is the
 // COMPILED one (dist/src/main.js, `npm run build` first), so tsx's loader does not show up in the profile.
 import { generateKeyPairSync, randomBytes } from "node:crypto"
 import { copyFileSync, mkdtempSync, readdirSync, rmSync } from "node:fs"
@@ -28,6 +28,8 @@ try {
   const base = service.baseUrl
   const operator = { authorization: `Bearer ${operatorToken}`, "content-type": "application/json" }
   await putProfileDetermination(base, operator, publicId)
+  // For `events`: a chain of 61 events (as bench/cpu.ts), so `after=0&limit=30` is a full page.
+  if (scenario === "events") for (let i = 1; i <= 60; i++) await putProfileDetermination(base, operator, publicId, `Revision ${i}`)
   const made = await fetch(`${base}/api/v1/api-keys`, {
     method: "POST", headers: operator, body: JSON.stringify({
       tenant_id: "bench", name: "p", scopes: ["trust:read", "receipt:read", "receipt:write", "mcp:call"],
@@ -52,6 +54,7 @@ try {
         purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"]
       })
     },
+    events: { url: `${base}/api/v1/events?public_id=${publicId}&after=0&limit=30`, headers: auth },
     // A new receipt per request (the load generator puts a fresh id in the principal).
     receipt: {
       url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, idReplacement: true, body: JSON.stringify({

@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Caller } from "../access/Auth.js"
@@ -8,7 +8,8 @@ import { requirePublicId } from "../domain/PublicId.js"
 import { MaxSequence } from "./Api.js"
 import { etagMatches } from "../trust/Http.js"
 import { EventLog } from "./EventLog.js"
-import { EventPages } from "./EventPages.js"
+import { withMiddlewaresOnly } from "../http/GroupContext.js"
+import { EventPages, pageValidators } from "./EventPages.js"
 import { LiveStreams } from "./LiveStream.js"
 
 /** Last-Event-ID as sent back by an EventSource: the decimal sequence of the last event it received. */
@@ -21,24 +22,27 @@ const lastEventIdOf = (header: string | undefined): Effect.Effect<number | undef
   return Effect.fail(new ValidationFailed({ detail: "The request failed validation.", errors: [new FieldError({ pointer: "/Last-Event-ID", detail })] }))
 }
 
-export const EventsHttpLive = HttpApiBuilder.group(Api, "events", (handlers) =>
-  Effect.gen(function*() {
-    const log = yield* EventLog
-    const streams = yield* LiveStreams
-    const pages = yield* EventPages
+/** Built with its middlewares only: see http/GroupContext.ts. */
+export const EventsHttpLive = Layer.unwrap(Effect.gen(function*() {
+  const log = yield* EventLog
+  const streams = yield* LiveStreams
+  const pages = yield* EventPages
+  return withMiddlewaresOnly(HttpApiBuilder.group(Api, "events", (handlers) =>
     // Both reads need trust:read, checked by ApiKeyAuth (the endpoints' RequiredScope).
-    return handlers
+    handlers
       // Sent from bytes encoded once per (page, head) through EventPage (events/EventPages.ts); 304 while the head stands.
       // If-None-Match is read off the request rather than declared, so the derived client's `events.list` needs no headers.
-      .handle("list", ({ query, request }) =>
-        Effect.gen(function*() {
-          const publicId = yield* requirePublicId(query.public_id)
-          const ref = yield* pages.ref(publicId, query.after, query.limit)
-          const validators = { etag: ref.etag, "cache-control": "no-cache" }
-          if (etagMatches(request.headers["if-none-match"], ref.etag)) return HttpServerResponse.empty({ status: 304, headers: validators })
-          const page = yield* pages.body(ref)
-          return HttpServerResponse.text(page.json, { contentType: "application/json", headers: validators })
-        }))
+      .handle("list", ({ query, request }) => {
+        const ifNoneMatch = request.headers["if-none-match"]
+        return requirePublicId(query.public_id).pipe(
+          Effect.flatMap((publicId) => pages.ref(publicId, query.after, query.limit)),
+          Effect.flatMap((ref) =>
+            etagMatches(ifNoneMatch, ref.etag)
+              ? Effect.succeed(HttpServerResponse.empty({ status: 304, headers: pageValidators(ref.etag) }))
+              : Effect.map(pages.body(ref), (page) => page.ok)
+          )
+        )
+      })
       .handle("stream", ({ headers, query }) =>
         Effect.gen(function*() {
           const key = yield* Caller
@@ -51,5 +55,5 @@ export const EventsHttpLive = HttpApiBuilder.group(Api, "events", (handlers) =>
             headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
           })
         }))
-      .handle("keys", () => log.jwks)
-  }))
+      .handle("keys", () => log.jwks)))
+}))
