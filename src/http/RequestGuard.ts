@@ -2,10 +2,12 @@ import { createHash, timingSafeEqual } from "node:crypto"
 import type { IncomingMessage } from "node:http"
 import type { Http2ServerRequest } from "node:http2"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
-import { Cause, Context, Effect, Exit, Layer, Option, Redacted, Schema } from "effect"
+import { Cause, Context, Effect, Exit, Layer, Option, Redacted, Result, Schema } from "effect"
 import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { type HttpApiEndpoint, HttpApiError, type HttpApiMiddleware } from "effect/http-api"
+import { Caller } from "../access/Auth.js"
 import { duplicateMemberOf, findUnstorable, MaxJsonDepth, exceedsDepth } from "../domain/Json.js"
+import { rememberSuccesses } from "../domain/Memo.js"
 import {
   FieldError,
   fieldErrorsOf,
@@ -127,38 +129,71 @@ const readBoundedBody = (request: HttpServerRequest.HttpServerRequest): Effect.E
     }
   )
 
-/** A REST body: bounded, UTF-8, JSON without repeated member names, not too deep, and nothing in it the database could not keep. */
-const readRestBody = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<string, ProblemError> =>
-  Effect.flatMap(readBoundedBody(request), (text): Effect.Effect<string, ProblemError> => {
-    let parsed: unknown
-    try {
-      parsed = JSON.parse(text)
-    } catch {
-      return Effect.fail(new MalformedJson({ detail: "The request body is not valid JSON." }))
-    }
-    const duplicate = duplicateMemberOf(text, parsed)
-    if (duplicate !== undefined) {
-      return Effect.fail(new MalformedJson({
-        detail: "The request body repeats a member name in one object (I-JSON, RFC 7493): which value counts would be ambiguous.",
-        errors: [new FieldError({ pointer: duplicate, detail: "duplicate member name" })]
-      }))
-    }
-    if (exceedsDepth(parsed, MaxJsonDepth)) {
-      return Effect.fail(new ValidationFailed({
-        detail: `JSON nesting deeper than ${MaxJsonDepth} levels is not accepted.`,
-        errors: [new FieldError({ pointer: "", detail: `nesting deeper than ${MaxJsonDepth} levels` })]
-      }))
-    }
-    const unstorable = findUnstorable(parsed)
-    if (unstorable !== undefined) {
-      return Effect.fail(new ValidationFailed({
-        detail: "The request body holds text that cannot be stored.",
-        errors: [new FieldError({ pointer: unstorable.pointer, detail: unstorable.reason })]
-      }))
-    }
-    keepCheckedJson(request, parsed)
-    return Effect.succeed(text)
-  })
+/** A REST body's text (read bounded, as UTF-8): JSON without repeated member names, not too deep, and nothing in it the database could not keep. */
+export const checkRestText = (text: string): Result.Result<unknown, ProblemError> => {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch {
+    return Result.fail(new MalformedJson({ detail: "The request body is not valid JSON." }))
+  }
+  const duplicate = duplicateMemberOf(text, parsed)
+  if (duplicate !== undefined) {
+    return Result.fail(new MalformedJson({
+      detail: "The request body repeats a member name in one object (I-JSON, RFC 7493): which value counts would be ambiguous.",
+      errors: [new FieldError({ pointer: duplicate, detail: "duplicate member name" })]
+    }))
+  }
+  if (exceedsDepth(parsed, MaxJsonDepth)) {
+    return Result.fail(new ValidationFailed({
+      detail: `JSON nesting deeper than ${MaxJsonDepth} levels is not accepted.`,
+      errors: [new FieldError({ pointer: "", detail: `nesting deeper than ${MaxJsonDepth} levels` })]
+    }))
+  }
+  const unstorable = findUnstorable(parsed)
+  if (unstorable !== undefined) {
+    return Result.fail(new ValidationFailed({
+      detail: "The request body holds text that cannot be stored.",
+      errors: [new FieldError({ pointer: unstorable.pointer, detail: unstorable.reason })]
+    }))
+  }
+  return Result.succeed(parsed)
+}
+
+/** Bodies of at most this many characters have their checks remembered (`restTextChecks`). */
+const RememberedBodyMaxChars = 2048
+
+export interface RestText {
+  /** Whose body it is: the calling key's id, or "" for requests without one (the operator's). */
+  readonly caller: string
+  readonly text: string
+}
+
+/**
+ * `checkRestText`, its successes remembered per caller and text (the last 256, each at most
+ * RememberedBodyMaxChars): a client that sends a body again (an idempotent retry, a receipt replay) gets
+ * the value checked the first time, as it would get it again, without parsing and scanning it again. The
+ * value is shared by those requests and never changed by anyone. Keyed by the caller too, so no key's
+ * requests get faster because another key sent the same body (no timing signal between keys).
+ */
+export const restTextChecks = () =>
+  rememberSuccesses(
+    ({ caller, text }: RestText) => (text.length <= RememberedBodyMaxChars ? `${caller}\u0000${text}` : undefined),
+    ({ text }: RestText) => checkRestText(text)
+  )
+
+/** A REST body: bounded, UTF-8, then `checks` (checkRestText, remembered); its value is kept for `checkedJsonOf`. */
+const readRestBody = (
+  request: HttpServerRequest.HttpServerRequest,
+  checks: (body: RestText) => Result.Result<unknown, ProblemError>
+): Effect.Effect<string, ProblemError> =>
+  Effect.flatMap(readBoundedBody(request), (text) =>
+    Effect.flatMap(Effect.serviceOption(Caller), (caller): Effect.Effect<string, ProblemError> => {
+      const checked = checks({ caller: Option.isSome(caller) ? caller.value.key_id : "", text })
+      if (Result.isFailure(checked)) return Effect.fail(checked.failure)
+      keepCheckedJson(request, checked.success)
+      return Effect.succeed(text)
+    }))
 
 /**
  * The body is read only when a handler asks for it, i.e. after authentication: a request that will be
@@ -248,49 +283,52 @@ const isDeclared = (endpoint: HttpApiEndpoint.Top, problem: ProblemError): boole
  * encoded by HttpApi from its class; decode failures become 422, defects 500/503. A problem the
  * endpoint did not declare (which HttpApi could not encode) is rendered here, in the same format.
  */
-export const RequestGuardLive = Layer.succeed(RequestGuard, (httpEffect, { endpoint }) =>
-  Effect.withFiber<
-    Effect.Success<typeof httpEffect>,
-    Effect.Error<typeof httpEffect> | PayloadTooLarge | UnsupportedMediaType,
-    Effect.Services<typeof httpEffect> | HttpServerRequest.HttpServerRequest
-  >((fiber) => {
-    const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
-    // An operation that takes no payload (POST …/resume) may come without a body, and so without a type.
-    const bodiless = endpoint.payload.size === 0 && request.headers["transfer-encoding"] === undefined &&
-      Number(request.headers["content-length"] ?? "0") === 0
-    if (hasJsonBody(request.method) && !bodiless) {
-      const length = Number(request.headers["content-length"] ?? "0")
-      if (length > MaxBodyBytes) return Effect.andThen(closeAfterAnswer, Effect.fail(tooLarge()))
-      // JSON-RPC answers its own parse errors and media types, reading its body itself (mcp/Http.ts).
-      if (!rawBodyPaths.has(pathOf(request.url))) {
-        if (!isRestJsonContentType(request.headers["content-type"])) {
-          return Effect.fail(new UnsupportedMediaType({ detail: "Send the request body as application/json." }))
+export const RequestGuardLive = Layer.sync(RequestGuard, () => {
+  const checks = restTextChecks()
+  return (httpEffect, { endpoint }) =>
+    Effect.withFiber<
+      Effect.Success<typeof httpEffect>,
+      Effect.Error<typeof httpEffect> | PayloadTooLarge | UnsupportedMediaType,
+      Effect.Services<typeof httpEffect> | HttpServerRequest.HttpServerRequest
+    >((fiber) => {
+      const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
+      // An operation that takes no payload (POST …/resume) may come without a body, and so without a type.
+      const bodiless = endpoint.payload.size === 0 && request.headers["transfer-encoding"] === undefined &&
+        Number(request.headers["content-length"] ?? "0") === 0
+      if (hasJsonBody(request.method) && !bodiless) {
+        const length = Number(request.headers["content-length"] ?? "0")
+        if (length > MaxBodyBytes) return Effect.andThen(closeAfterAnswer, Effect.fail(tooLarge()))
+        // JSON-RPC answers its own parse errors and media types, reading its body itself (mcp/Http.ts).
+        if (!rawBodyPaths.has(pathOf(request.url))) {
+          if (!isRestJsonContentType(request.headers["content-type"])) {
+            return Effect.fail(new UnsupportedMediaType({ detail: "Send the request body as application/json." }))
+          }
+          const checked = withCheckedBody(request, readRestBody(request, checks))
+          return checked === request ? httpEffect : Effect.provideService(httpEffect, HttpServerRequest.HttpServerRequest, checked)
         }
-        const checked = withCheckedBody(request, readRestBody(request))
-        return checked === request ? httpEffect : Effect.provideService(httpEffect, HttpServerRequest.HttpServerRequest, checked)
       }
-    }
-    return httpEffect
-  }).pipe(
-    Effect.catchCause((cause) =>
-      Effect.gen(function*() {
-        const failure = Cause.findErrorOption(cause)
-        let problem: ProblemError
-        if (Option.isSome(failure) && isProblemError(failure.value)) problem = failure.value
-        else if (Option.isSome(failure) && HttpApiError.HttpApiSchemaError.is(failure.value)) problem = schemaProblem(failure.value)
-        else if (Option.isSome(failure)) return yield* Effect.failCause(cause)
-        else problem = yield* defectProblem(cause)
-        const instance = yield* currentInstance
-        if (!isDeclared(endpoint, problem)) return problemResponse(problem, instance)
-        const headers = problemHeaders(problem)
-        if (Object.keys(headers).length > 0) {
-          yield* HttpEffect.appendPreResponseHandler((_req, response) => Effect.succeed(HttpServerResponse.setHeaders(response, headers)))
-        }
-        // Declared by the endpoint or one of its middlewares (checked above), so HttpApi encodes it.
-        return yield* Effect.fail((instance === undefined ? problem : withInstance(problem, instance)) as never)
-      })
+      return httpEffect
+    }).pipe(
+      Effect.catchCause((cause) =>
+        Effect.gen(function*() {
+          const failure = Cause.findErrorOption(cause)
+          let problem: ProblemError
+          if (Option.isSome(failure) && isProblemError(failure.value)) problem = failure.value
+          else if (Option.isSome(failure) && HttpApiError.HttpApiSchemaError.is(failure.value)) problem = schemaProblem(failure.value)
+          else if (Option.isSome(failure)) return yield* Effect.failCause(cause)
+          else problem = yield* defectProblem(cause)
+          const instance = yield* currentInstance
+          if (!isDeclared(endpoint, problem)) return problemResponse(problem, instance)
+          const headers = problemHeaders(problem)
+          if (Object.keys(headers).length > 0) {
+            yield* HttpEffect.appendPreResponseHandler((_req, response) => Effect.succeed(HttpServerResponse.setHeaders(response, headers)))
+          }
+          // Declared by the endpoint or one of its middlewares (checked above), so HttpApi encodes it.
+          return yield* Effect.fail((instance === undefined ? problem : withInstance(problem, instance)) as never)
+        })
+      )
     )
-  ))
+})
 
 /** Percent-encoding that does not decode to UTF-8 (`%ff`, an encoded lone surrogate) is a bad request. */
 export const decodesAsUtf8 = (url: string): boolean => {

@@ -7,6 +7,7 @@ import type { Subscriptions } from "../events/Subscriptions.js"
 import type { Receipts } from "../receipts/Receipts.js"
 import type { Determinations } from "../trust/Determinations.js"
 import type { TrustResolver } from "../trust/TrustResolver.js"
+import { rememberSuccesses } from "../domain/Memo.js"
 import { type JsonSchemaObject, objectJsonSchema } from "./ToolJsonSchema.js"
 
 // What a tool is and how one is defined: its spec, the registry entry `defineTool` makes of it (scope,
@@ -113,20 +114,8 @@ export const stringArgumentsKey = (args: unknown): string | undefined => {
  * `decode`, with its successes remembered per distinct `stringArgumentsKey` (the last 256): a check is a
  * pure function of the arguments, so a remembered answer is the one it would give again.
  */
-export const rememberedDecode = <I>(decode: (args: unknown) => Result.Result<I, ArgumentsProblem>) => {
-  const known = new Map<string, I>()
-  return (args: unknown): Result.Result<I, ArgumentsProblem> => {
-    const key = stringArgumentsKey(args)
-    if (key === undefined) return decode(args)
-    if (known.has(key)) return Result.succeed(known.get(key)!)
-    const decoded = decode(args)
-    if (Result.isSuccess(decoded)) {
-      if (known.size >= 256) known.delete(known.keys().next().value!)
-      known.set(key, decoded.success)
-    }
-    return decoded
-  }
-}
+export const rememberedDecode = <I>(decode: (args: unknown) => Result.Result<I, ArgumentsProblem>) =>
+  rememberSuccesses(stringArgumentsKey, decode)
 
 /** A decode failure → one FieldError per issue (the domain's one translation; Mcp.ts imports it from here). */
 export { fieldErrorsOf }

@@ -1,15 +1,30 @@
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Result } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Caller } from "../access/Auth.js"
 import { Api } from "../api/Api.js"
 import { checkedJsonOf } from "../api/Problems.js"
-import { decodeRelianceRequest } from "../domain/Receipt.js"
+import type { ProhibitedField, ValidationFailed } from "../domain/Problem.js"
+import { decodeRelianceRequest, type RelianceRequest } from "../domain/Receipt.js"
 import { withMiddlewaresOnly } from "../http/GroupContext.js"
 import { receiptAnswers } from "./ReceiptBodies.js"
 import { Receipts } from "./Receipts.js"
 
-/** The edge decodes: prohibited fields first (one error each), then the 7-field schema with pointers. */
-const decodeRequest = (payload: unknown) => Effect.fromResult(decodeRelianceRequest(payload))
+/**
+ * The edge decodes: prohibited fields first (one error each), then the 7-field schema with pointers. A
+ * request decoded before from the same payload object (the guard hands a key that sends a body again the
+ * value it checked the first time: http/RequestGuard.ts) is that decoded request again.
+ */
+const rememberedDecode = () => {
+  const decoded = new WeakMap<object, RelianceRequest>()
+  return (payload: unknown): Effect.Effect<RelianceRequest, ProhibitedField | ValidationFailed> => {
+    const keyed = typeof payload === "object" && payload !== null
+    const known = keyed ? decoded.get(payload) : undefined
+    if (known !== undefined) return Effect.succeed(known)
+    const result = decodeRelianceRequest(payload)
+    if (keyed && Result.isSuccess(result)) decoded.set(payload, result.success)
+    return Effect.fromResult(result)
+  }
+}
 
 /**
  * The Receipts service returns values; their bodies are written here, at the edge, by each endpoint's
@@ -20,6 +35,7 @@ const decodeRequest = (payload: unknown) => Effect.fromResult(decodeRelianceRequ
 export const ReceiptsHttpLive = Layer.unwrap(Effect.gen(function*() {
   const receipts = yield* Receipts
   const answers = receiptAnswers()
+  const decodeRequest = rememberedDecode()
   // Built with its middlewares only: see http/GroupContext.ts.
   return withMiddlewaresOnly(HttpApiBuilder.group(Api, "receipts", (handlers) =>
     handlers
