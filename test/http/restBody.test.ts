@@ -36,19 +36,28 @@ describe("remembered REST body checks", () => {
         return n % 3 === 0 ? Result.fail(`no ${n}`) : Result.succeed({ n })
       }
       const remembered = rememberSuccesses((n: number) => (n > 15 ? undefined : String(n)), f, capacity)
-      const seen = new Map<number, unknown>()
+      // The model: successes kept by key, the oldest stored forgotten first beyond `capacity` (a hit does not refresh).
+      const model = new Map<number, unknown>()
+      const expectedCalls = new Map<number, number>()
       for (const n of inputs) {
         const got = remembered(n)
         expect(Result.isSuccess(got)).toBe(n % 3 !== 0)
-        if (Result.isSuccess(got)) {
-          expect(got.success).toEqual({ n })
-          seen.set(n, got.success)
-        } else expect(got.failure).toBe(`no ${n}`)
+        if (Result.isFailure(got)) expect(got.failure).toBe(`no ${n}`)
+        else expect(got.success).toEqual({ n })
+        if (n <= 15 && model.has(n)) {
+          // Remembered: the very value given the first time, and f not called again.
+          if (Result.isSuccess(got)) expect(got.success).toBe(model.get(n))
+          continue
+        }
+        expectedCalls.set(n, (expectedCalls.get(n) ?? 0) + 1)
+        if (n <= 15 && Result.isSuccess(got)) {
+          if (model.size >= capacity) model.delete(model.keys().next().value!)
+          model.set(n, got.success)
+        }
+        expect(model.size).toBeLessThanOrEqual(capacity)
       }
-      // Failures and keyless inputs are never remembered: f ran for each of them every time.
-      for (const n of new Set(inputs)) {
-        if (n % 3 === 0 || n > 15) expect(calls.get(n)).toBe(inputs.filter((m) => m === n).length)
-      }
+      // Failures and keyless inputs are worked out every time; successes once per stay in the memory.
+      expect(calls).toEqual(expectedCalls)
     })))
 
   it("the remembered checks answer as checkRestText does, for any callers and bodies, in any order", () =>
