@@ -125,6 +125,38 @@ describe(`reliance receipts (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
     expect(other.body.receipt_id).not.toBe(first.body.receipt_id)
   })
 
+  it("answers a body sent again by the same key as the first time: refusals again, and change nothing; a good one is a replay", async () => {
+    // The guard remembers a key's checked bodies (http/RequestGuard.ts): only what passed, and only per key.
+    const good = JSON.stringify(body("agent:again"))
+    const send = (bearer: string, rawBody: string) =>
+      request(server, "POST", "/api/v1/reliance-receipts", { bearer, rawBody, headers: { "content-type": "application/json" } })
+    const refused: Array<[string, number, string]> = [
+      [good.replace(`"organization":`, `"organization":"Evil","organization":`), 400, "malformed-json"],
+      [good.replace(`"agent:again"`, `"agent:again\\u0000"`), 422, "validation-failed"],
+      [good.replace(`"agent:again"`, `"agent:\\ud800again"`), 422, "validation-failed"],
+      [JSON.stringify({ ...body("agent:again"), tier: "T4" }), 422, "prohibited-field"],
+      [JSON.stringify({ ...body("agent:again"), extra: 1 }), 422, "validation-failed"],
+      [good.slice(0, -1), 400, "malformed-json"]
+    ]
+    for (const [text, status, code] of refused) {
+      const first = await send(writer, text)
+      const again = await send(writer, text)
+      expectProblem(first, status, code)
+      expectProblem(again, status, code)
+      const { instance: _a, ...firstProblem } = first.body
+      const { instance: _b, ...againProblem } = again.body
+      expect(againProblem).toEqual(firstProblem)
+    }
+    // None of them stored anything: the good body is new, then a replay of the very same receipt.
+    const created = await send(writer, good)
+    expect(created.status, created.text).toBe(201)
+    const replayed = await send(writer, good)
+    expect(replayed.status).toBe(200)
+    expect(withoutIdempotent(replayed.body)).toEqual(withoutIdempotent(created.body))
+    // The same text from another tenant's key is that key's own request: refused for its tenant_id, not answered from memory.
+    expectProblem(await send(otherTenant, good), 403, "forbidden")
+  })
+
   it("refuses every server-derived field with 422 prohibited-field and one pointer per field", async () => {
     for (const field of prohibited) {
       const reply = await create(writer, body("agent:prohibited", { [field]: field === "verdicts" ? [] : "ACTIONABLE" }))
