@@ -9,12 +9,15 @@ import { withMiddlewaresOnly } from "../http/GroupContext.js"
 import { receiptAnswers } from "./ReceiptBodies.js"
 import { Receipts } from "./Receipts.js"
 
+/** The edge decodes: prohibited fields first (one error each), then the 7-field schema with pointers. */
+const decodeRequest = (payload: unknown) => Effect.fromResult(decodeRelianceRequest(payload))
+
 /**
- * The edge decodes: prohibited fields first (one error each), then the 7-field schema with pointers. A
- * request decoded before from the same payload object (the guard hands a key that sends a body again the
- * value it checked the first time: http/RequestGuard.ts) is that decoded request again.
+ * `decodeRequest` for POST's checked body: a request decoded before from the same payload object (the guard
+ * hands a key that sends a body again the value it checked the first time: http/RequestGuard.ts) is that
+ * decoded request again. (Evaluate's payload is decoded by HttpApi, a new object each time: plain `decodeRequest`.)
  */
-const rememberedDecode = () => {
+const decodePerPayload = () => {
   const decoded = new WeakMap<object, RelianceRequest>()
   return (payload: unknown): Effect.Effect<RelianceRequest, ProhibitedField | ValidationFailed> => {
     const keyed = typeof payload === "object" && payload !== null
@@ -35,7 +38,7 @@ const rememberedDecode = () => {
 export const ReceiptsHttpLive = Layer.unwrap(Effect.gen(function*() {
   const receipts = yield* Receipts
   const answers = receiptAnswers()
-  const decodeRequest = rememberedDecode()
+  const decodeChecked = decodePerPayload()
   // Built with its middlewares only: see http/GroupContext.ts.
   return withMiddlewaresOnly(HttpApiBuilder.group(Api, "receipts", (handlers) =>
     handlers
@@ -44,7 +47,7 @@ export const ReceiptsHttpLive = Layer.unwrap(Effect.gen(function*() {
       .handleRaw("create", ({ request }) =>
         Effect.flatMap(checkedJsonOf(request), (payload) =>
           Effect.flatMap(Caller, (key) =>
-            Effect.flatMap(decodeRequest(payload), (decoded) => Effect.flatMap(receipts.create(key.tenant_id, decoded), answers.created)))))
+            Effect.flatMap(decodeChecked(payload), (decoded) => Effect.flatMap(receipts.create(key.tenant_id, decoded), answers.created)))))
       .handle("get", ({ params }) =>
         Effect.flatMap(Caller, (key) =>
           Effect.flatMap(receipts.get(key.tenant_id, params.receiptId), answers.read)))
