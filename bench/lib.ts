@@ -122,6 +122,21 @@ export const cpuSeconds = (pid: number): number =>
     }
   }, 0)
 
+/**
+ * CPU time (user + system) of a process's main thread alone, in seconds; Linux only. The rest of the process's
+ * time (`cpuSeconds` minus this) is its other threads': V8's (parallel and concurrent garbage collection,
+ * optimising compilation) and libuv's pool. The main thread's id is the process id.
+ */
+export const mainThreadCpuSeconds = (pid: number): number => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/task/${pid}/stat`, "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return (Number(fields[11]) + Number(fields[12])) / clockTicks
+  } catch {
+    return 0
+  }
+}
+
 export interface LoadResult {
   readonly requestsPerSecond: number
   readonly p50: number
