@@ -123,9 +123,9 @@ export const cpuSeconds = (pid: number): number =>
   }, 0)
 
 /**
- * CPU time (user + system) of a process's main thread alone, in seconds; Linux only. The rest of the process's
- * time (`cpuSeconds` minus this) is its other threads': V8's (parallel and concurrent garbage collection,
- * optimising compilation) and libuv's pool. The main thread's id is the process id.
+ * CPU time (user + system) of a process's main thread alone, in seconds, or NaN where /proc cannot tell (not
+ * Linux). The rest of `cpuSeconds` is the process's other threads (V8's parallel and concurrent garbage
+ * collection and optimising compilation, libuv's pool) and its descendants. The main thread's id is the process id.
  */
 export const mainThreadCpuSeconds = (pid: number): number => {
   try {
@@ -133,7 +133,7 @@ export const mainThreadCpuSeconds = (pid: number): number => {
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
     return (Number(fields[11]) + Number(fields[12])) / clockTicks
   } catch {
-    return 0
+    return Number.NaN
   }
 }
 
