@@ -1,0 +1,96 @@
+// `node --import tsx bench/gcTrace.ts [dir] [machine|mcp|mcp2026|replay|created] [requests] [rounds]`: what the
+// garbage collector and the compiler do per request. The compiled service of checkout `dir` (default `.`,
+// `npm run build` first; a copy of dist/ with one change in it works too, which is how docs/PERFORMANCE.md's
+// eighth pass attributed a new receipt's CPU) runs one process on a fresh PostgreSQL database with npm start's
+// node flags plus `--trace-gc-nvp --trace-opt`; after a warm-up, each round of `requests` (default 10,000) at 16
+// connections prints: CPU µs per request from /proc, split into the main thread and the others (V8's collection
+// and compilation threads); young-generation collections, bytes promoted to the old generation and bytes that
+// survived a young collection, per request; full collections; optimising compilations; latency p50/p99.
+import { generateKeyPairSync, randomBytes } from "node:crypto"
+import { resolve } from "node:path"
+import { mcp2025Body, mcp2026Body, mcp2026Headers } from "./data.js"
+import { adminQuery, benchAdminUrl, cpuSeconds, load, type LoadOptions, mainThreadCpuSeconds, putProfileDetermination, serviceNodeFlags, startProcess } from "./lib.js"
+
+const [dir = ".", scenario = "created", requestsArg = "10000", roundsArg = "2"] = process.argv.slice(2)
+const requests = Number(requestsArg)
+const rounds = Number(roundsArg)
+const pem = () => generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }).toString()
+const publicId = "DET-V1-PROF-0001"
+const dbName = `pv_gctrace_${Date.now()}`
+
+/** Sums of the young collections' `promoted=` and `new_space_survived=` fields in V8's `--trace-gc-nvp` lines. */
+const youngCollections = (trace: string) => {
+  let count = 0, promoted = 0, survived = 0
+  for (const match of trace.matchAll(/gc=s .*?promoted=(\d+) .*?new_space_survived=(\d+)/g)) {
+    count++
+    promoted += Number(match[1])
+    survived += Number(match[2])
+  }
+  return { count, promoted, survived }
+}
+
+await adminQuery(`CREATE DATABASE ${dbName}`)
+const url = new URL(benchAdminUrl)
+url.pathname = `/${dbName}`
+const token = `p_${randomBytes(24).toString("hex")}`
+const service = await startProcess(resolve(dir, "dist/src/main.js"), {
+  DATABASE_URL: url.toString(), NODE_ENV: "production", PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", PV_DEMO_DATA: "false",
+  PV_OPERATOR_TOKEN: token, PV_EVENT_SIGNING_KEY: pem(), PV_LOG_SIGNING_KEY: pem(), PV_WORKERS: "1", REDIS_URL: "",
+  PV_HUMAN_RATE_LIMIT_PER_MINUTE: "1000000", PV_OPERATOR_RATE_LIMIT_PER_MINUTE: "1000000"
+}, [], [...serviceNodeFlags(), "--trace-gc-nvp", "--trace-opt"])
+try {
+  const base = service.baseUrl
+  const operator = { authorization: `Bearer ${token}`, "content-type": "application/json" }
+  await putProfileDetermination(base, operator, publicId)
+  const made = await fetch(`${base}/api/v1/api-keys`, {
+    method: "POST", headers: operator, body: JSON.stringify({
+      tenant_id: "bench", name: "gc", scopes: ["trust:read", "receipt:read", "receipt:write", "mcp:call"],
+      rate_limit_per_minute: 1_000_000, daily_quota: 1_000_000_000
+    })
+  }).then((r) => r.json()) as { api_key: string }
+  const auth = { authorization: `Bearer ${made.api_key}` }
+  const json = { ...auth, "content-type": "application/json" }
+  const receiptBody = (principal: string) => JSON.stringify({
+    tenant_id: "bench", organization: "Bench Org", principal, subject_public_id: publicId,
+    purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"]
+  })
+  const scenarios: Record<string, Omit<LoadOptions, "connections" | "seconds">> = {
+    machine: { url: `${base}/api/v1/trust/${publicId}/machine`, headers: auth },
+    mcp: {
+      url: `${base}/api/v1/mcp`, method: "POST", headers: { ...json, accept: "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18" },
+      body: mcp2025Body(publicId), idReplacement: true
+    },
+    mcp2026: {
+      url: `${base}/api/v1/mcp`, method: "POST", headers: { ...json, accept: "application/json, text/event-stream", ...mcp2026Headers },
+      body: mcp2026Body(publicId), idReplacement: true
+    },
+    replay: { url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, body: receiptBody("replay") },
+    // A new receipt per request (the load generator puts a fresh id in the principal).
+    created: { url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, idReplacement: true, body: receiptBody("p-[<id>]") }
+  }
+  const options = scenarios[scenario]
+  if (options === undefined) throw new Error(`unknown scenario ${scenario}: one of ${Object.keys(scenarios).join(", ")}`)
+  await load({ ...options, connections: 16, seconds: 0, amount: Math.max(1_000, Math.floor(requests / 3)) })
+  const pid = service.child.pid!
+  for (let round = 1; round <= rounds; round++) {
+    const traceFrom = service.output().length
+    const before = cpuSeconds(pid)
+    const mainBefore = mainThreadCpuSeconds(pid)
+    const result = await load({ ...options, connections: 16, seconds: 0, amount: requests })
+    const mainUsed = mainThreadCpuSeconds(pid) - mainBefore
+    const used = cpuSeconds(pid) - before
+    const trace = service.output().slice(traceFrom)
+    const young = youngCollections(trace)
+    const per = (x: number) => (x / result.total).toFixed(0)
+    console.log(
+      `${scenario} round ${round}: ${result.total} requests, ${JSON.stringify(result.statusCodes)}; CPU ${(used * 1e6 / result.total).toFixed(1)} µs/request ` +
+        `(main thread ${(mainUsed * 1e6 / result.total).toFixed(1)}, other threads ${((used - mainUsed) * 1e6 / result.total).toFixed(1)}); ` +
+        `${young.count} young collections, promoted ${per(young.promoted)} B/request, survived a young collection ${per(young.survived)} B/request; ` +
+        `${(trace.match(/gc=mc/g) ?? []).length} full collections; ${(trace.match(/completed compiling/g) ?? []).length} optimising compilations; ` +
+        `p50 ${result.p50} ms, p99 ${result.p99} ms`
+    )
+  }
+} finally {
+  await service.stop()
+  await adminQuery(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`)
+}
