@@ -1,4 +1,4 @@
-// `node --import tsx bench/gcTrace.ts [dir] [machine|mcp|mcp2026|replay|created] [requests] [rounds]`: what the
+// `node --import tsx bench/gcTrace.ts [dir] [machine|mcp|mcp2026|replay|created|events] [requests] [rounds]`: what the
 // garbage collector and the compiler do per request. The compiled service of checkout `dir` (default `.`,
 // `npm run build` first; a copy of dist/ with one change in it works too, which is how docs/PERFORMANCE.md's
 // eighth pass attributed a new receipt's CPU) runs one process on a fresh PostgreSQL database with npm start's
@@ -12,7 +12,6 @@
 // are good to a few per cent, the small counts (full collections, compilations) to a few.
 import { generateKeyPairSync, randomBytes } from "node:crypto"
 import { resolve } from "node:path"
-import { mcp2025Body, mcp2026Body, mcp2026Headers } from "./data.js"
 import {
   adminQuery,
   benchAdminUrl,
@@ -22,6 +21,7 @@ import {
   mainThreadCpuSeconds,
   type Process,
   putProfileDetermination,
+  scenarioRequests,
   serviceNodeFlags,
   startProcess
 } from "./lib.js"
@@ -30,7 +30,7 @@ const [dir = ".", scenario = "created", requestsArg = "10000", roundsArg = "2"] 
 const requests = Number(requestsArg)
 const rounds = Number(roundsArg)
 if (!(Number.isInteger(requests) && requests > 0 && Number.isInteger(rounds) && rounds > 0)) {
-  throw new Error("usage: bench/gcTrace.ts [dir] [machine|mcp|mcp2026|replay|created] [requests > 0] [rounds > 0]")
+  throw new Error("usage: bench/gcTrace.ts [dir] [machine|mcp|mcp2026|replay|created|events] [requests > 0] [rounds > 0]")
 }
 const pem = () => generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }).toString()
 const publicId = "DET-V1-PROF-0001"
@@ -61,32 +61,9 @@ try {
   const base = service.baseUrl
   const operator = { authorization: `Bearer ${token}`, "content-type": "application/json" }
   await putProfileDetermination(base, operator, publicId)
-  const made = await fetch(`${base}/api/v1/api-keys`, {
-    method: "POST", headers: operator, body: JSON.stringify({
-      tenant_id: "bench", name: "gc", scopes: ["trust:read", "receipt:read", "receipt:write", "mcp:call"],
-      rate_limit_per_minute: 1_000_000, daily_quota: 1_000_000_000
-    })
-  }).then((r) => r.json()) as { api_key: string }
-  const auth = { authorization: `Bearer ${made.api_key}` }
-  const json = { ...auth, "content-type": "application/json" }
-  const receiptBody = (principal: string) => JSON.stringify({
-    tenant_id: "bench", organization: "Bench Org", principal, subject_public_id: publicId,
-    purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"]
-  })
-  const scenarios: Record<string, Omit<LoadOptions, "connections" | "seconds">> = {
-    machine: { url: `${base}/api/v1/trust/${publicId}/machine`, headers: auth },
-    mcp: {
-      url: `${base}/api/v1/mcp`, method: "POST", headers: { ...json, accept: "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18" },
-      body: mcp2025Body(publicId), idReplacement: true
-    },
-    mcp2026: {
-      url: `${base}/api/v1/mcp`, method: "POST", headers: { ...json, accept: "application/json, text/event-stream", ...mcp2026Headers },
-      body: mcp2026Body(publicId), idReplacement: true
-    },
-    replay: { url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, body: receiptBody("replay") },
-    // A new receipt per request (the load generator puts a fresh id in the principal).
-    created: { url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, idReplacement: true, body: receiptBody("p-[<id>]") }
-  }
+  // For `events`: a chain of 61 events (as bench/cpu.ts), so `after=0&limit=30` is a full page.
+  if (scenario === "events") for (let i = 1; i <= 60; i++) await putProfileDetermination(base, operator, publicId, `Revision ${i}`)
+  const scenarios: Record<string, Omit<LoadOptions, "connections" | "seconds">> = await scenarioRequests(base, operator, publicId)
   const options = scenarios[scenario]
   if (options === undefined) throw new Error(`unknown scenario ${scenario}: one of ${Object.keys(scenarios).join(", ")}`)
   await load({ ...options, connections: 16, seconds: 0, amount: Math.max(1_000, Math.floor(requests / 3)) })

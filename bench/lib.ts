@@ -3,6 +3,7 @@ import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import { generateKeyPairSync, randomBytes, sign, verify } from "node:crypto"
 import { readdirSync, readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
+import { mcp2025Body, mcp2026Body, mcp2026Headers } from "./data.js"
 
 export const root = fileURLToPath(new URL("..", import.meta.url))
 
@@ -294,4 +295,34 @@ export const databaseCommits = async (dbName: string): Promise<number> => {
   const { rows } = await client.query("SELECT xact_commit::int AS n FROM pg_stat_database WHERE datname = $1", [dbName])
   await client.end()
   return rows[0].n as number
+}
+
+/**
+ * A key of tenant `bench` with every scope the per-request scenarios need (limits out of the way), and each
+ * scenario's request against determination `publicId`: GET /machine, an MCP tools/call of resolve_trust in each
+ * era, a receipt replay, a new receipt per request (the load generator puts a fresh id in the principal) and a
+ * page of 30 events. For bench/profileCompiled.ts and bench/gcTrace.ts.
+ */
+export const scenarioRequests = async (base: string, operator: Record<string, string>, publicId: string) => {
+  const made = await fetch(`${base}/api/v1/api-keys`, {
+    method: "POST", headers: operator, body: JSON.stringify({
+      tenant_id: "bench", name: "bench", scopes: ["trust:read", "receipt:read", "receipt:write", "mcp:call"],
+      rate_limit_per_minute: 1_000_000, daily_quota: 1_000_000_000
+    })
+  }).then((r) => r.json()) as { api_key: string }
+  const auth = { authorization: `Bearer ${made.api_key}` }
+  const json = { ...auth, "content-type": "application/json" }
+  const receiptBody = (principal: string) => JSON.stringify({
+    tenant_id: "bench", organization: "Bench Org", principal, subject_public_id: publicId,
+    purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"]
+  })
+  const mcpHeaders = { ...json, accept: "application/json, text/event-stream" }
+  return {
+    machine: { url: `${base}/api/v1/trust/${publicId}/machine`, headers: auth },
+    mcp: { url: `${base}/api/v1/mcp`, method: "POST", headers: { ...mcpHeaders, "mcp-protocol-version": "2025-06-18" }, body: mcp2025Body(publicId), idReplacement: true },
+    mcp2026: { url: `${base}/api/v1/mcp`, method: "POST", headers: { ...mcpHeaders, ...mcp2026Headers }, body: mcp2026Body(publicId), idReplacement: true },
+    replay: { url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, body: receiptBody("replay") },
+    created: { url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, body: receiptBody("p-[<id>]"), idReplacement: true },
+    events: { url: `${base}/api/v1/events?public_id=${publicId}&after=0&limit=30`, headers: auth }
+  } satisfies Record<string, Omit<LoadOptions, "connections" | "seconds">>
 }

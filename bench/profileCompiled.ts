@@ -4,8 +4,7 @@ import { generateKeyPairSync, randomBytes } from "node:crypto"
 import { copyFileSync, mkdtempSync, readdirSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { mcp2025Body, mcp2026Body, mcp2026Headers } from "./data.js"
-import { adminQuery, benchAdminUrl, databaseCommits, load, putProfileDetermination, serviceNodeFlags, startProcess } from "./lib.js"
+import { adminQuery, benchAdminUrl, databaseCommits, load, putProfileDetermination, scenarioRequests, serviceNodeFlags, startProcess } from "./lib.js"
 import { summarise } from "./profileSummary.js"
 
 const scenario = process.argv[2] ?? "machine"
@@ -30,39 +29,9 @@ try {
   await putProfileDetermination(base, operator, publicId)
   // For `events`: a chain of 61 events (as bench/cpu.ts), so `after=0&limit=30` is a full page.
   if (scenario === "events") for (let i = 1; i <= 60; i++) await putProfileDetermination(base, operator, publicId, `Revision ${i}`)
-  const made = await fetch(`${base}/api/v1/api-keys`, {
-    method: "POST", headers: operator, body: JSON.stringify({
-      tenant_id: "bench", name: "p", scopes: ["trust:read", "receipt:read", "receipt:write", "mcp:call"],
-      rate_limit_per_minute: 1_000_000, daily_quota: 1_000_000_000
-    })
-  }).then((r) => r.json()) as { api_key: string }
-  const auth = { authorization: `Bearer ${made.api_key}` }
-  const json = { ...auth, "content-type": "application/json" }
-  const options = {
-    machine: { url: `${base}/api/v1/trust/${publicId}/machine`, headers: auth },
-    mcp: {
-      url: `${base}/api/v1/mcp`, method: "POST", headers: { ...json, accept: "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18" },
-      body: mcp2025Body(publicId), idReplacement: true
-    },
-    mcp2026: {
-      url: `${base}/api/v1/mcp`, method: "POST", headers: { ...json, accept: "application/json, text/event-stream", ...mcp2026Headers },
-      body: mcp2026Body(publicId), idReplacement: true
-    },
-    replay: {
-      url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, body: JSON.stringify({
-        tenant_id: "bench", organization: "Bench Org", principal: "replay", subject_public_id: publicId,
-        purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"]
-      })
-    },
-    events: { url: `${base}/api/v1/events?public_id=${publicId}&after=0&limit=30`, headers: auth },
-    // A new receipt per request (the load generator puts a fresh id in the principal).
-    receipt: {
-      url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, idReplacement: true, body: JSON.stringify({
-        tenant_id: "bench", organization: "Bench Org", principal: "p-[<id>]", subject_public_id: publicId,
-        purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"]
-      })
-    }
-  }[scenario]!
+  const requests = await scenarioRequests(base, operator, publicId)
+  const options = { ...requests, receipt: requests.created }[scenario]
+  if (options === undefined) throw new Error(`unknown scenario ${scenario}`)
   // How many statements the load itself cost the database (transactions committed in the scratch database).
   const commits = () => databaseCommits(dbName)
   const before = await commits()
