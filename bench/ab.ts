@@ -6,8 +6,7 @@
 // all rounds. On a shared machine this is the before/after to trust; `npm run bench:cpu` gives the targets.
 import { generateKeyPairSync, randomBytes } from "node:crypto"
 import { join } from "node:path"
-import { mcp2025Body, mcp2026Body, mcp2026Headers } from "./data.js"
-import { adminQuery, benchAdminUrl, cpuSeconds, load, type LoadOptions, type Process, putProfileDetermination, serviceNodeFlags, startProcess } from "./lib.js"
+import { adminQuery, benchAdminUrl, cpuSeconds, load, type LoadOptions, type Process, putProfileDetermination, scenarioRequests, serviceNodeFlags, startProcess } from "./lib.js"
 
 interface Setup {
   readonly label: "A" | "B"
@@ -37,23 +36,7 @@ try {
     await putProfileDetermination(proc.baseUrl, operator, publicId)
     // For `events`: a chain of 61 events (as bench/cpu.ts), so `after=0&limit=30` is a full page.
     if (scenarios.includes("events")) for (let i = 1; i <= 60; i++) await putProfileDetermination(proc.baseUrl, operator, publicId, `Revision ${i}`)
-    const made = await fetch(`${proc.baseUrl}/api/v1/api-keys`, { method: "POST", headers: operator, body: JSON.stringify({
-      tenant_id: "bench", name: "p", scopes: ["trust:read", "receipt:read", "receipt:write", "mcp:call", "actionability:read"],
-      rate_limit_per_minute: 1_000_000, daily_quota: 1_000_000_000 }) }).then((r) => r.json()) as { api_key: string }
-    const auth = { authorization: `Bearer ${made.api_key}` }
-    const json = { ...auth, "content-type": "application/json" }
-    const base = proc.baseUrl
-    const options: Setup["options"] = {
-      machine: { url: `${base}/api/v1/trust/${publicId}/machine`, headers: auth },
-      mcp: { url: `${base}/api/v1/mcp`, method: "POST", headers: { ...json, accept: "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18" },
-        body: mcp2025Body(publicId), idReplacement: true },
-      mcp2026: { url: `${base}/api/v1/mcp`, method: "POST", headers: { ...json, accept: "application/json, text/event-stream", ...mcp2026Headers }, body: mcp2026Body(publicId), idReplacement: true },
-      replay: { url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, body: JSON.stringify({ tenant_id: "bench", organization: "Bench Org", principal: "replay",
-        subject_public_id: publicId, purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"] }) },
-      created: { url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, idReplacement: true, body: JSON.stringify({ tenant_id: "bench", organization: "Bench Org",
-        principal: "p-[<id>]", subject_public_id: publicId, purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"] }) },
-      events: { url: `${base}/api/v1/events?public_id=${publicId}&after=0&limit=30`, headers: auth }
-    }
+    const options: Setup["options"] = await scenarioRequests(proc.baseUrl, operator, publicId)
     setups.push({ label, proc, options, dbName })
   }
   const results: Record<string, Record<string, number[]>> = {}

@@ -301,7 +301,7 @@ export const databaseCommits = async (dbName: string): Promise<number> => {
  * A key of tenant `bench` with every scope the per-request scenarios need (limits out of the way), and each
  * scenario's request against determination `publicId`: GET /machine, an MCP tools/call of resolve_trust in each
  * era, a receipt replay, a new receipt per request (the load generator puts a fresh id in the principal) and a
- * page of 30 events. For bench/profileCompiled.ts and bench/gcTrace.ts.
+ * page of 30 events. For bench/ab.ts, bench/profileCompiled.ts and bench/gcTrace.ts.
  */
 export const scenarioRequests = async (base: string, operator: Record<string, string>, publicId: string) => {
   const made = await fetch(`${base}/api/v1/api-keys`, {
