@@ -2,6 +2,7 @@ import pg from "pg"
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import { generateKeyPairSync, randomBytes, sign, verify } from "node:crypto"
 import { readdirSync, readFileSync } from "node:fs"
+import { resolve as resolvePath } from "node:path"
 import { fileURLToPath } from "node:url"
 import { mcp2025Body, mcp2026Body, mcp2026Headers } from "./data.js"
 
@@ -52,7 +53,8 @@ export const startProcess = (
           baseUrl: match[1]!,
           output: () => output,
           stop: () => new Promise<void>((done) => {
-            if (child.exitCode !== null) return done()
+            // Exited already (with a code, or killed by a signal): nothing to wait for.
+            if (child.exitCode !== null || child.signalCode !== null) return done()
             child.once("exit", () => done())
             child.kill("SIGTERM")
             setTimeout(() => child.kill("SIGKILL"), 5_000).unref()
@@ -271,7 +273,7 @@ export const benchServiceEnv = (keys: { readonly operatorToken: string; readonly
   REDIS_URL: ""
 })
 
-/** The one determination the profiling scripts (profileCompiled.ts, profileWitnessed.ts) work against: CURRENT, T2, one claim. */
+/** The one determination the profiling scripts (profileWitnessed.ts, and through startScenarioService profileCompiled.ts, gcTrace.ts, perfProfile.ts) work against: CURRENT, T2, one claim. */
 export const putProfileDetermination = async (
   base: string, operator: Record<string, string>, publicId: string, limitation = "Entity only"
 ): Promise<void> => {
@@ -301,7 +303,7 @@ export const databaseCommits = async (dbName: string): Promise<number> => {
  * A key of tenant `bench` with every scope the per-request scenarios need (limits out of the way), and each
  * scenario's request against determination `publicId`: GET /machine, an MCP tools/call of resolve_trust in each
  * era, a receipt replay, a new receipt per request (the load generator puts a fresh id in the principal) and a
- * page of 30 events. For bench/ab.ts, bench/profileCompiled.ts and bench/gcTrace.ts.
+ * page of 30 events. For bench/ab.ts and startScenarioService (bench/profileCompiled.ts, gcTrace.ts, perfProfile.ts).
  */
 export const scenarioRequests = async (base: string, operator: Record<string, string>, publicId: string) => {
   const made = await fetch(`${base}/api/v1/api-keys`, {
@@ -325,4 +327,65 @@ export const scenarioRequests = async (base: string, operator: Record<string, st
     created: { url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, body: receiptBody("p-[<id>]"), idReplacement: true },
     events: { url: `${base}/api/v1/events?public_id=${publicId}&after=0&limit=30`, headers: auth }
   } satisfies Record<string, Omit<LoadOptions, "connections" | "seconds">>
+}
+
+/** What `startScenarioService` started. */
+export interface ScenarioService {
+  readonly service: Process
+  /** The scratch database the service runs on. */
+  readonly dbName: string
+  /** The per-request scenarios' requests (`scenarioRequests`), by name. */
+  readonly scenarios: Record<string, Omit<LoadOptions, "connections" | "seconds">>
+  /** Stops the service (if still running) and drops its database. */
+  readonly close: () => Promise<void>
+}
+
+/**
+ * The compiled service of checkout `dir` (a path from the working directory; its dist/src/main.js: `npm run build`
+ * first, or a copy of dist/ with one change in it) as one process on a fresh PostgreSQL database, with npm start's node flags (or BENCH_NODE_FLAGS)
+ * plus `nodeFlags`; determination DET-V1-PROF-0001 loaded (and 60 more revisions of it with `chain`, so a page of
+ * 30 events after `after=0` is full, as in bench/cpu.ts) and the per-request scenarios' key and requests made.
+ * If anything fails on the way, what was started is stopped and the database dropped. For profileCompiled.ts,
+ * gcTrace.ts and perfProfile.ts.
+ */
+export const startScenarioService = async (
+  dir: string,
+  nodeFlags: ReadonlyArray<string>,
+  options: { readonly databasePrefix: string; readonly chain?: boolean }
+): Promise<ScenarioService> => {
+  const dbName = `${options.databasePrefix}_${Date.now()}`
+  await adminQuery(`CREATE DATABASE ${dbName}`)
+  const url = new URL(benchAdminUrl)
+  url.pathname = `/${dbName}`
+  const token = `p_${randomBytes(24).toString("hex")}`
+  const pem = () => generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }).toString()
+  const drop = () => adminQuery(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`)
+  let service: Process | undefined
+  try {
+    service = await startProcess(resolvePath(dir, "dist/src/main.js"), {
+      DATABASE_URL: url.toString(), NODE_ENV: "production", PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", PV_DEMO_DATA: "false",
+      PV_OPERATOR_TOKEN: token, PV_EVENT_SIGNING_KEY: pem(), PV_LOG_SIGNING_KEY: pem(), PV_WORKERS: "1", REDIS_URL: "",
+      PV_HUMAN_RATE_LIMIT_PER_MINUTE: "1000000", PV_OPERATOR_RATE_LIMIT_PER_MINUTE: "1000000"
+    }, [], [...serviceNodeFlags(), ...nodeFlags])
+    const base = service.baseUrl
+    const operator = { authorization: `Bearer ${token}`, "content-type": "application/json" }
+    const publicId = "DET-V1-PROF-0001"
+    await putProfileDetermination(base, operator, publicId)
+    if (options.chain === true) for (let i = 1; i <= 60; i++) await putProfileDetermination(base, operator, publicId, `Revision ${i}`)
+    const scenarios = await scenarioRequests(base, operator, publicId)
+    const started = service
+    return {
+      service: started,
+      dbName,
+      scenarios,
+      close: async () => {
+        await started.stop()
+        await drop()
+      }
+    }
+  } catch (error) {
+    await service?.stop()
+    await drop()
+    throw error
+  }
 }
