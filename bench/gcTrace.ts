@@ -2,17 +2,18 @@
 // garbage collector and the compiler do per request. The compiled service of checkout `dir` (default `.`,
 // `npm run build` first; a copy of dist/ with one change in it works too, which is how docs/PERFORMANCE.md's
 // eighth pass attributed a new receipt's CPU) runs one process on a fresh PostgreSQL database with npm start's
-// node flags (this checkout's package.json, or BENCH_NODE_FLAGS) plus `--trace-gc-nvp --trace-opt --trace-deopt`;
-// after a warm-up of a third of `requests`, each of `rounds` (default 2) rounds of `requests` (default 10,000) at 16
-// connections prints: CPU µs per request from /proc, split into the main thread and the others (V8's collection and
-// compilation threads, libuv's pool); young-generation collections, the bytes allocated between two of them and
-// the share of what survived one that the next promoted (V8's promotion_rate), bytes promoted to the old
-// generation and bytes that survived a young collection without being promoted, per request; full collections;
-// TurboFan and Maglev compilations with their compiler time (the background phase, V8's middle "took" figure) and
-// deoptimisations; latency p50/p99. Later rounds run after more warm-up: a compilation or deoptimisation still
-// counted there is the service's steady state. V8 writes its trace through a buffered stdout (about 4 KB, two or three collections' lines), so a
-// round's slice of it may hold a few lines of the one before or miss its own last few: the per-request figures
-// are good to a few per cent, the small counts (full collections, compilations) to a few.
+// node flags (this checkout's package.json, or BENCH_NODE_FLAGS) plus `--trace-gc-nvp --trace-opt --trace-deopt`.
+// After a warm-up of a third of `requests`, each of `rounds` (default 2) rounds of `requests` (default 10,000) at
+// 16 connections prints: CPU µs per request from /proc, split into the main thread and the others (V8's collection
+// and compilation threads, libuv's pool); young-generation collections, the bytes allocated since the collection
+// before each (V8's `allocated`: every space, since a collection of either kind) and the share of what survived
+// one that the next promoted (V8's `promotion_rate`); bytes promoted to the old generation and bytes that survived
+// a young collection without being promoted, per request; full collections; TurboFan and Maglev compilations with
+// their compiler time (the background phase, V8's middle "took" figure) and deoptimisations; latency p50/p99.
+// Later rounds run after more warm-up: a compilation or deoptimisation still counted there is the steady state.
+// V8 writes its trace through a buffered stdout (about 4 KB, two or three collections' lines), so a round's slice
+// of it may hold a few lines of the one before or miss its own last few: the per-request figures are good to a
+// few per cent, the small counts (full collections, compilations) to a few.
 import { cpuSeconds, load, mainThreadCpuSeconds, type ScenarioService, startScenarioService } from "./lib.js"
 
 const [dir = ".", scenario = "created", requestsArg = "10000", roundsArg = "2"] = process.argv.slice(2)
@@ -31,19 +32,24 @@ const youngCollections = (trace: string) => {
   for (const line of trace.split("\n")) {
     if (!line.includes(" gc=s ")) continue
     const field = (name: string) => Number(new RegExp(` ${name}=([\\d.]+)`).exec(line)?.[1] ?? Number.NaN)
+    const fields = [field("allocated"), field("promoted"), field("new_space_survived"), field("promotion_rate")]
+    // A line the buffered trace cut short is left out rather than turning the sums into NaN.
+    if (fields.some(Number.isNaN)) continue
     count++
-    allocated += field("allocated")
-    promoted += field("promoted")
-    survived += field("new_space_survived")
-    promotionRates += field("promotion_rate")
+    allocated += fields[0]!
+    promoted += fields[1]!
+    survived += fields[2]!
+    promotionRates += fields[3]!
   }
-  return { count, allocated, promoted, survived, promotionRate: promotionRates / count }
+  return { count, allocated, promoted, survived, promotionRate: count === 0 ? Number.NaN : promotionRates / count }
 }
 
 /** TurboFan and Maglev compilations finished in `trace` (`--trace-opt`), with the sum of their background phases. */
 const compilations = (trace: string, target: "TURBOFAN" | "MAGLEV") => {
   let count = 0, milliseconds = 0
-  for (const match of trace.matchAll(new RegExp(`completed compiling[^\\n]*target ${target}\\) - took [\\d.]+, ([\\d.]+), [\\d.]+ ms`, "g"))) {
+  // "(target TURBOFAN) - took a, b, c ms", also "(target TURBOFAN) OSR - took …", and V8 13's "TURBOFAN_JS".
+  const finished = new RegExp(`completed compiling[^\\n]*target ${target}(?:_JS)?\\)(?: OSR)? - took [\\d.]+, ([\\d.]+), [\\d.]+ ms`, "g")
+  for (const match of trace.matchAll(finished)) {
     count++
     milliseconds += Number(match[1])
   }
@@ -79,8 +85,11 @@ try {
     console.log(
       `${scenario} round ${round}: ${result.total} requests, ${JSON.stringify(result.statusCodes)}; CPU ${(used * 1e6 / result.total).toFixed(1)} µs/request ` +
         `(main thread ${(mainUsed * 1e6 / result.total).toFixed(1)}, other threads ${((used - mainUsed) * 1e6 / result.total).toFixed(1)}); ` +
-        `${young.count} young collections (${(young.allocated / young.count / 1e6).toFixed(1)} MB allocated between two, promotion rate ` +
-        `${young.promotionRate.toFixed(0)} %), promoted ${per(young.promoted)} B/request, survived one without promotion ${per(young.survived)} B/request; ` +
+        (young.count === 0
+          ? "no young collections; "
+          : `${young.count} young collections (${(young.allocated / young.count / 1e6).toFixed(1)} MB allocated since the collection before each, ` +
+            `promotion rate ${young.promotionRate.toFixed(0)} %), promoted ${per(young.promoted)} B/request, ` +
+            `survived one without promotion ${per(young.survived)} B/request; `) +
         `${(trace.match(/gc=mc/g) ?? []).length} full collections; compilations: ${turbofan.count} TurboFan (${turbofan.milliseconds.toFixed(0)} ms), ` +
         `${maglev.count} Maglev (${maglev.milliseconds.toFixed(0)} ms); ${(trace.match(/\[bailout \(kind: deopt/g) ?? []).length} deoptimisations; ` +
         `p50 ${result.p50} ms, p99 ${result.p99} ms`

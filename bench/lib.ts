@@ -385,7 +385,8 @@ export const startScenarioService = async (
     }
   } catch (error) {
     await service?.stop()
-    await drop()
+    // The original error is the one to see: a failed drop only says so.
+    await drop().catch((dropError) => console.error(`could not drop database ${dbName}:`, dropError))
     throw error
   }
 }

@@ -20,7 +20,7 @@
 // gives it flags). Needs `perf` (Debian's linux-perf) and root, or kernel.perf_event_paranoid ≤ 1 (at 2 perf
 // attaches but drops the kernel's samples, so the tool refuses); the sampling adds a few per cent of CPU.
 import { type ChildProcess, spawn, spawnSync } from "node:child_process"
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { pathToFileURL } from "node:url"
@@ -43,8 +43,15 @@ if (process.getuid?.() !== 0 && !(paranoid <= 1)) {
   throw new Error(`perf would drop the kernel's samples: run as root, or set kernel.perf_event_paranoid to 1 or less (it is ${paranoid})`)
 }
 
-/** Where the profiled code's own JavaScript lives: the checkout's compiled service, or the bench's baselines. */
-const ownCode = [pathToFileURL(resolve(dir, "dist/src")).href + "/", pathToFileURL(resolve(root, "bench")).href + "/"]
+/** Where the profiled code's own JavaScript lives (real paths, as Node names modules): the checkout's compiled service, or the bench's baselines. */
+const realPath = (path: string) => {
+  try {
+    return realpathSync(path)
+  } catch {
+    return path
+  }
+}
+const ownCode = [pathToFileURL(realPath(resolve(dir, "dist/src"))).href + "/", pathToFileURL(realPath(resolve(root, "bench"))).href + "/"]
 
 /** One row of `perf report -n --sort dso,sym`: its samples, the object it ran in, the symbol, kernel or not. */
 interface Row {
@@ -89,25 +96,26 @@ const kindOf = ({ dso, kernel, symbol }: Row): string => {
   }
   if (symbol.startsWith("RegExp:")) return "regular expressions (V8's compiled code)"
   if (dso.startsWith("[JIT]") || dso === "[unknown]" || symbol.startsWith("[unknown]")) return "JIT-compiled or unknown code without a name"
-  if (/compiler::|turboshaft|maglev::|Maglev|CompileOptimized|TurbofanCompilationJob|OptimizedCompilationJob|PipelineCompilationJob/.test(symbol)) {
+  // Builtins_Maglev… are runtime stubs the compiled code calls, not the compiler.
+  if (!symbol.startsWith("Builtins_") && /compiler::|turboshaft|maglev::|Maglev|CompileOptimized|TurbofanCompilationJob|OptimizedCompilationJob|PipelineCompilationJob/.test(symbol)) {
     return "V8 optimising compilers (TurboFan, Maglev)"
   }
   if (
     symbol === "Builtins_CompileLazy" ||
-    /v8::internal::(Parser|PreParser|Scanner|AstValueFactory|DeclarationScope|Scope::|baseline::|interpreter::BytecodeGenerator|interpreter::BytecodeArrayBuilder)/
+    /v8::internal::(Runtime_CompileLazy|Parser|PreParser|Scanner|AstValueFactory|DeclarationScope|Scope::|baseline::|interpreter::BytecodeGenerator|interpreter::BytecodeArrayBuilder)/
       .test(symbol) ||
     /v8::internal::Compiler::Compile(?!Optimized)/.test(symbol)
   ) return "V8 lazy and baseline compilation (CompileLazy, parser, bytecode, Sparkplug)"
-  if (/ArrayBufferSweeper|Worklist|HeapObject::SizeFromMap|BodyDescriptor|RememberedSet|SlotSet|TypedSlot/.test(symbol)) {
-    return "V8 garbage collection: other (shared by both, allocation, remembered sets)"
-  }
-  if (/Scaveng|SemiSpace|NewSpace/.test(symbol)) return "V8 garbage collection: young generation (scavenges)"
-  if (/MarkCompact|Marking|MarkingVisitor|ConcurrentMarking|Evacuat|Compactor|Sweeper::|IncrementalMarking/.test(symbol)) {
+  // The collectors: names that say which one first (template arguments included), then what both use.
+  if (/ArrayBufferSweeper/.test(symbol)) return "V8 garbage collection: other (shared by both, allocation, remembered sets)"
+  if (/MarkCompact|Marking|Evacuat|Compactor|Sweeper::/.test(symbol)) {
     return "V8 garbage collection: full collections (marking, sweeping, compaction)"
   }
-  if (/Heap::|FreeList|PagedSpace|LargeObjectSpace|GCTracer|MemoryAllocator|ObjectVisitor/.test(symbol)) {
-    return "V8 garbage collection: other (shared by both, allocation, remembered sets)"
-  }
+  if (/Scaveng/.test(symbol)) return "V8 garbage collection: young generation (scavenges)"
+  if (
+    /Worklist|HeapObject::SizeFromMap|BodyDescriptor|RememberedSet|SlotSet|TypedSlot|NewSpace|SemiSpace|Heap::|FreeList|PagedSpace|LargeObjectSpace|GCTracer|MemoryAllocator|ObjectVisitor/
+      .test(symbol)
+  ) return "V8 garbage collection: other (shared by both, allocation, remembered sets)"
   if (/^(fe_|ge_|x25519|X25519|ED25519|ed25519|sha256|SHA256|sha512|SHA512|cmov|sc_|EVP_|OPENSSL_|ossl_|bn_|BN_|CRYPTO_|table_select)/.test(symbol)) {
     return "crypto (OpenSSL)"
   }
@@ -121,7 +129,10 @@ const kindOf = ({ dso, kernel, symbol }: Row): string => {
 const stopRecorder = async (recorder: ChildProcess, exited: Promise<void>) => {
   if (recorder.exitCode !== null || recorder.signalCode !== null) return
   recorder.kill("SIGINT")
-  const timer = setTimeout(() => recorder.kill("SIGKILL"), 10_000)
+  const timer = setTimeout(() => {
+    recorder.kill("SIGKILL")
+    process.stderr.write("perf record did not stop within 10 s of SIGINT and was killed: its file may be incomplete\n")
+  }, 10_000)
   await exited
   clearTimeout(timer)
 }
@@ -192,6 +203,8 @@ try {
     const tid = /^(\d+):/.exec(thread ?? "")?.[1]
     return tid === undefined ? [] : [{ samples: Number(samples), tid: Number(tid) }]
   })
+  const threadSamples = threads.reduce((sum, t) => sum + t.samples, 0)
+  if (threadSamples !== total) throw new Error(`perf report's rows by thread (${threadSamples} samples) and by symbol (${total}) disagree: a format this tool does not read`)
   const mainSamples = threads.filter((t) => t.tid === pid).reduce((sum, t) => sum + t.samples, 0)
   console.log(
     `${total} samples (${lost ?? "?"} lost): main thread ${percent(mainSamples).trim()}, ` +
@@ -218,9 +231,12 @@ try {
   // perf stops by itself when its process exits; a failed load must not leave it writing into a removed directory.
   if (recording !== undefined) await stopRecorder(recording.recorder, recording.exited)
   const pids = [running?.service.child.pid, baseline?.child.pid]
-  await baseline?.stop()
-  await running?.close()
-  // --perf-basic-prof's symbol maps (one per process, /tmp/perf-<pid>.map) are read by `perf report` only.
-  for (const pid of pids) if (pid !== undefined) rmSync(`/tmp/perf-${pid}.map`, { force: true })
-  if (scratch !== undefined) rmSync(scratch, { recursive: true, force: true })
+  try {
+    await baseline?.stop()
+    await running?.close()
+  } finally {
+    // --perf-basic-prof's symbol maps (one per process, /tmp/perf-<pid>.map) are read by `perf report` only.
+    for (const pid of pids) if (pid !== undefined) rmSync(`/tmp/perf-${pid}.map`, { force: true })
+    if (scratch !== undefined) rmSync(scratch, { recursive: true, force: true })
+  }
 }
