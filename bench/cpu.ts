@@ -17,7 +17,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { mcp2025Body, mcp2026Body, mcp2026Headers } from "./data.js"
-import { adminQuery, benchAdminUrl, cpuSeconds, load, type LoadOptions, mainThreadCpuSeconds, type Process, serviceNodeFlags, startProcess } from "./lib.js"
+import { adminQuery, benchAdminUrl, load, type LoadOptions, measuredLoad, type Process, serviceNodeFlags, startProcess } from "./lib.js"
 
 const { values } = parseArgs({
   options: {
@@ -69,14 +69,7 @@ const measure = async (name: string, target: Process, options: Omit<LoadOptions,
   if (row !== undefined && !wanted(row)) return Number.NaN
   await load({ ...options, connections, seconds: 0, amount: Math.max(1_000, Math.floor(requests / 10)) })
   const pid = target.child.pid!
-  const before = cpuSeconds(pid)
-  const mainBefore = mainThreadCpuSeconds(pid)
-  const result = await load({ ...options, connections, seconds: 0, amount: requests })
-  // Main thread first, then the whole: the whole's window then holds the main thread's.
-  const mainUsed = mainThreadCpuSeconds(pid) - mainBefore
-  const used = cpuSeconds(pid) - before
-  const bad = result.total - (result.statusCodes["200"] ?? 0) - (result.statusCodes["201"] ?? 0)
-  if (bad > 0 || result.errors > 0) throw new Error(`${name}: ${JSON.stringify(result.statusCodes)}, ${result.errors} errors`)
+  const { result, used, mainUsed } = await measuredLoad(name, pid, options, requests, connections)
   const micros = (used * 1e6) / result.total
   // The main thread runs the JavaScript; the rest is V8's garbage collection and compilation threads, libuv's pool
   // and any child process (a tsx-run baseline keeps an esbuild service process, about 1 ms of CPU a second).

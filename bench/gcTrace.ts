@@ -14,7 +14,7 @@
 // V8 writes its trace through a buffered stdout (about 4 KB, two or three collections' lines), so a round's slice
 // of it may hold a few lines of the one before or miss its own last few: the per-request figures are good to a
 // few per cent, the small counts (full collections, compilations) to a few.
-import { cpuSeconds, load, mainThreadCpuSeconds, type ScenarioService, startScenarioService } from "./lib.js"
+import { load, measuredLoad, type ScenarioService, startScenarioService } from "./lib.js"
 
 const [dir = ".", scenario = "created", requestsArg = "10000", roundsArg = "2"] = process.argv.slice(2)
 const requests = Number(requestsArg)
@@ -67,17 +67,9 @@ try {
   for (let round = 1; round <= rounds; round++) {
     // Cut at line ends: a line the buffer split belongs to the slice it ends in.
     const traceFrom = service.output().lastIndexOf("\n") + 1
-    const before = cpuSeconds(pid)
-    const mainBefore = mainThreadCpuSeconds(pid)
-    const result = await load({ ...options, connections: 16, seconds: 0, amount: requests })
-    const mainUsed = mainThreadCpuSeconds(pid) - mainBefore
-    const used = cpuSeconds(pid) - before
+    const { result, used, mainUsed } = await measuredLoad(`${scenario} round ${round}`, pid, options, requests)
     const output = service.output()
     const trace = output.slice(traceFrom, output.lastIndexOf("\n") + 1)
-    const answered = (result.statusCodes["200"] ?? 0) + (result.statusCodes["201"] ?? 0)
-    if (result.total === 0 || answered !== result.total || result.errors > 0) {
-      throw new Error(`${scenario} round ${round}: ${JSON.stringify(result.statusCodes)}, ${result.errors} errors`)
-    }
     const young = youngCollections(trace)
     const turbofan = compilations(trace, "TURBOFAN")
     const maglev = compilations(trace, "MAGLEV")

@@ -8,6 +8,12 @@ import { mcp2025Body, mcp2026Body, mcp2026Headers } from "./data.js"
 
 export const root = fileURLToPath(new URL("..", import.meta.url))
 
+// A bench piped into `head` must still run its `finally` (stop what it started, drop its database): output to a
+// reader that has gone away is dropped instead of crashing the process with EPIPE.
+process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  if (error.code !== "EPIPE") throw error
+})
+
 /**
  * The node flags the service runs with: those of `npm start` (package.json's start script, the one place they
  * are written), or BENCH_NODE_FLAGS when set (e.g. `BENCH_NODE_FLAGS="--max-old-space-size=192"` to compare).
@@ -112,14 +118,19 @@ const clockTicks = (() => {
   }
 })()
 
+/** User + system CPU seconds in a /proc `stat` file (a process's or a thread's); throws if it cannot be read. */
+const statCpuSeconds = (path: string): number => {
+  // Fields after the command name (which may hold spaces): state is field 3, utime 14, stime 15.
+  const stat = readFileSync(path, "utf8")
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  return (Number(fields[11]) + Number(fields[12])) / clockTicks
+}
+
 /** CPU time (user + system) a process and its descendants have used so far, in seconds; Linux only. */
 export const cpuSeconds = (pid: number): number =>
   processTree(pid).reduce((total, p) => {
     try {
-      // Fields after the command name (which may hold spaces): state is field 3, utime 14, stime 15.
-      const stat = readFileSync(`/proc/${p}/stat`, "utf8")
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-      return total + (Number(fields[11]) + Number(fields[12])) / clockTicks
+      return total + statCpuSeconds(`/proc/${p}/stat`)
     } catch {
       return total
     }
@@ -132,9 +143,7 @@ export const cpuSeconds = (pid: number): number =>
  */
 export const mainThreadCpuSeconds = (pid: number): number => {
   try {
-    const stat = readFileSync(`/proc/${pid}/task/${pid}/stat`, "utf8")
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    return (Number(fields[11]) + Number(fields[12])) / clockTicks
+    return statCpuSeconds(`/proc/${pid}/task/${pid}/stat`)
   } catch {
     return Number.NaN
   }
@@ -273,7 +282,7 @@ export const benchServiceEnv = (keys: { readonly operatorToken: string; readonly
   REDIS_URL: ""
 })
 
-/** The one determination the profiling scripts (profileWitnessed.ts, and through startScenarioService profileCompiled.ts, gcTrace.ts, perfProfile.ts) work against: CURRENT, T2, one claim. */
+/** The one determination the profiling scripts (profileWitnessed.ts, and through startScenarioService ab.ts, profileCompiled.ts, gcTrace.ts, perfProfile.ts) work against: CURRENT, T2, one claim. */
 export const putProfileDetermination = async (
   base: string, operator: Record<string, string>, publicId: string, limitation = "Entity only"
 ): Promise<void> => {
@@ -299,11 +308,44 @@ export const databaseCommits = async (dbName: string): Promise<number> => {
   return rows[0].n as number
 }
 
+/** What `measuredLoad` measured: the load's result and the CPU seconds the process used meanwhile. */
+export interface MeasuredLoad {
+  readonly result: LoadResult
+  /** The whole process and its descendants (`cpuSeconds`). */
+  readonly used: number
+  /** Its main thread alone (`mainThreadCpuSeconds`; NaN where /proc cannot tell). */
+  readonly mainUsed: number
+}
+
+/**
+ * Exactly `requests` requests of `options` at 16 connections (or `connections`) against process `pid`, with
+ * the CPU it used meanwhile, main thread first, then the whole (so the whole's window holds the main thread's).
+ * Every answer must be a 200 or a 201: anything else, or a connection error, fails with `name` in the message.
+ */
+export const measuredLoad = async (
+  name: string,
+  pid: number,
+  options: Omit<LoadOptions, "connections" | "seconds">,
+  requests: number,
+  connections = 16
+): Promise<MeasuredLoad> => {
+  const before = cpuSeconds(pid)
+  const mainBefore = mainThreadCpuSeconds(pid)
+  const result = await load({ ...options, connections, seconds: 0, amount: requests })
+  const mainUsed = mainThreadCpuSeconds(pid) - mainBefore
+  const used = cpuSeconds(pid) - before
+  const answered = (result.statusCodes["200"] ?? 0) + (result.statusCodes["201"] ?? 0)
+  if (result.total === 0 || answered !== result.total || result.errors > 0) {
+    throw new Error(`${name}: ${JSON.stringify(result.statusCodes)}, ${result.errors} errors`)
+  }
+  return { result, used, mainUsed }
+}
+
 /**
  * A key of tenant `bench` with every scope the per-request scenarios need (limits out of the way), and each
  * scenario's request against determination `publicId`: GET /machine, an MCP tools/call of resolve_trust in each
  * era, a receipt replay, a new receipt per request (the load generator puts a fresh id in the principal) and a
- * page of 30 events. For bench/ab.ts and startScenarioService (bench/profileCompiled.ts, gcTrace.ts, perfProfile.ts).
+ * page of 30 events. For startScenarioService (bench/ab.ts, profileCompiled.ts, gcTrace.ts, perfProfile.ts).
  */
 export const scenarioRequests = async (base: string, operator: Record<string, string>, publicId: string) => {
   const made = await fetch(`${base}/api/v1/api-keys`, {
@@ -342,11 +384,11 @@ export interface ScenarioService {
 
 /**
  * The compiled service of checkout `dir` (a path from the working directory; its dist/src/main.js: `npm run build`
- * first, or a copy of dist/ with one change in it) as one process on a fresh PostgreSQL database, with npm start's node flags (or BENCH_NODE_FLAGS)
- * plus `nodeFlags`; determination DET-V1-PROF-0001 loaded (and 60 more revisions of it with `chain`, so a page of
+ * first, or a copy of dist/ with one change in it) as one process on a fresh PostgreSQL database, with npm
+ * start's node flags (or BENCH_NODE_FLAGS) plus `nodeFlags`; determination DET-V1-PROF-0001 loaded (and 60 more revisions of it with `chain`, so a page of
  * 30 events after `after=0` is full, as in bench/cpu.ts) and the per-request scenarios' key and requests made.
- * If anything fails on the way, what was started is stopped and the database dropped. For profileCompiled.ts,
- * gcTrace.ts and perfProfile.ts.
+ * If anything fails on the way, what was started is stopped and the database dropped. For ab.ts,
+ * profileCompiled.ts, gcTrace.ts and perfProfile.ts.
  */
 export const startScenarioService = async (
   dir: string,

@@ -24,7 +24,7 @@ import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { pathToFileURL } from "node:url"
-import { cpuSeconds, load, mainThreadCpuSeconds, type Process, root, type ScenarioService, startProcess, startScenarioService } from "./lib.js"
+import { load, measuredLoad, type Process, root, type ScenarioService, startProcess, startScenarioService } from "./lib.js"
 
 const [dir = ".", scenario = "machine", requestsArg = "20000"] = process.argv.slice(2)
 const requests = Number(requestsArg)
@@ -174,17 +174,9 @@ try {
   recording = { recorder, exited: new Promise<void>((done) => recorder.once("close", () => done())) }
   await new Promise((settle) => setTimeout(settle, 300))
   if (recorder.exitCode !== null || recorder.signalCode !== null) throw new Error(`perf record could not attach: ${perfMessages}`)
-  const before = cpuSeconds(pid)
-  const mainBefore = mainThreadCpuSeconds(pid)
-  const result = await load({ ...options, connections: 16, seconds: 0, amount: requests })
-  const mainUsed = mainThreadCpuSeconds(pid) - mainBefore
-  const used = cpuSeconds(pid) - before
+  const { result, used, mainUsed } = await measuredLoad(scenario, pid, options, requests)
   await stopRecorder(recorder, recording.exited)
   recording = undefined
-  const answered = (result.statusCodes["200"] ?? 0) + (result.statusCodes["201"] ?? 0)
-  if (result.total === 0 || answered !== result.total || result.errors > 0) {
-    throw new Error(`${scenario}: ${JSON.stringify(result.statusCodes)}, ${result.errors} errors`)
-  }
 
   const perRequest = (seconds: number) => (seconds * 1e6 / result.total).toFixed(1)
   console.log(
