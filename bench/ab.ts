@@ -3,7 +3,8 @@
 // of the commit before a change and this one), each on its own PostgreSQL database, measured in alternating
 // rounds (A B, B A, A B, …) so a noisy neighbour weighs on both alike. Scenarios (default machine): machine,
 // mcp, mcp2026, replay, created, events. Prints each round's CPU µs per request, the medians and B/A over
-// all rounds. On a shared machine this is the before/after to trust; `npm run bench:cpu` gives the targets.
+// all rounds. AB_NODE_FLAGS_A / AB_NODE_FLAGS_B add node flags to one side (the same dir twice then compares
+// V8 settings). On a shared machine this is the before/after to trust; `npm run bench:cpu` gives the targets.
 import { cpuSeconds, load, type ScenarioService, startScenarioService } from "./lib.js"
 
 interface Setup {
@@ -17,7 +18,8 @@ const setups: Array<Setup> = []
 try {
   for (const [label, dir] of [["A", dirA], ["B", dirB]] as const) {
     // For `events`: a chain of 61 events (as bench/cpu.ts), so `after=0&limit=30` is a full page.
-    const run = await startScenarioService(dir, [], { databasePrefix: `pv_ab_${label.toLowerCase()}`, chain: scenarios.includes("events") })
+    const flags = (process.env[`AB_NODE_FLAGS_${label}`] ?? "").split(" ").filter((flag) => flag !== "")
+    const run = await startScenarioService(dir, flags, { databasePrefix: `pv_ab_${label.toLowerCase()}`, chain: scenarios.includes("events") })
     setups.push({ label, run })
   }
   const results: Record<string, Record<string, number[]>> = {}

@@ -1,10 +1,10 @@
-// `node --import tsx bench/gcTrace.ts [dir] [machine|mcp|mcp2026|replay|created|events] [requests] [rounds]`: what the
+// `node --import tsx bench/gcTrace.ts [dir] [machine|mcp|mcp2026|replay|created|events] [requests] [rounds] [connections]`: what the
 // garbage collector and the compiler do per request. The compiled service of checkout `dir` (default `.`,
 // `npm run build` first; a copy of dist/ with one change in it works too, which is how docs/PERFORMANCE.md's
 // eighth pass attributed a new receipt's CPU) runs one process on a fresh PostgreSQL database with npm start's
 // node flags (this checkout's package.json, or BENCH_NODE_FLAGS) plus `--trace-gc-nvp --trace-opt --trace-deopt`.
 // After a warm-up of a third of `requests`, each of `rounds` (default 2) rounds of `requests` (default 10,000) at
-// 16 connections prints: CPU µs per request from /proc, split into the main thread and the others (V8's collection
+// `connections` (default 16) prints: CPU µs per request from /proc, split into the main thread and the others (V8's collection
 // and compilation threads, libuv's pool); young-generation collections, the bytes allocated since the collection
 // before each (V8's `allocated`: every space, since a collection of either kind) and the share of what survived
 // one that the next promoted (V8's `promotion_rate`); bytes promoted to the old generation and bytes that survived
@@ -16,11 +16,12 @@
 // few per cent, the small counts (full collections, compilations) to a few.
 import { load, measuredLoad, type ScenarioService, startScenarioService } from "./lib.js"
 
-const [dir = ".", scenario = "created", requestsArg = "10000", roundsArg = "2"] = process.argv.slice(2)
+const [dir = ".", scenario = "created", requestsArg = "10000", roundsArg = "2", connectionsArg = "16"] = process.argv.slice(2)
 const requests = Number(requestsArg)
 const rounds = Number(roundsArg)
-if (!(Number.isInteger(requests) && requests > 0 && Number.isInteger(rounds) && rounds > 0)) {
-  throw new Error("usage: bench/gcTrace.ts [dir] [machine|mcp|mcp2026|replay|created|events] [requests > 0] [rounds > 0]")
+const connections = Number(connectionsArg)
+if (!(Number.isInteger(requests) && requests > 0 && Number.isInteger(rounds) && rounds > 0 && Number.isInteger(connections) && connections > 0)) {
+  throw new Error("usage: bench/gcTrace.ts [dir] [machine|mcp|mcp2026|replay|created|events] [requests > 0] [rounds > 0] [connections > 0]")
 }
 
 /**
@@ -62,12 +63,12 @@ try {
   const { service, scenarios } = running
   const options = scenarios[scenario]
   if (options === undefined) throw new Error(`unknown scenario ${scenario}: one of ${Object.keys(scenarios).join(", ")}`)
-  await load({ ...options, connections: 16, seconds: 0, amount: Math.max(1_000, Math.floor(requests / 3)) })
+  await load({ ...options, connections, seconds: 0, amount: Math.max(1_000, Math.floor(requests / 3)) })
   const pid = service.child.pid!
   for (let round = 1; round <= rounds; round++) {
     // Cut at line ends: a line the buffer split belongs to the slice it ends in.
     const traceFrom = service.output().lastIndexOf("\n") + 1
-    const { result, used, mainUsed } = await measuredLoad(`${scenario} round ${round}`, pid, options, requests)
+    const { result, used, mainUsed } = await measuredLoad(`${scenario} round ${round}`, pid, options, requests, connections)
     const output = service.output()
     const trace = output.slice(traceFrom, output.lastIndexOf("\n") + 1)
     const young = youngCollections(trace)

@@ -47,6 +47,12 @@ export interface ApiKeysShape {
   readonly revoke: (keyId: string) => Effect.Effect<void, NotFound>
   /** The active key a bearer token names, or 401 (missing, malformed, unknown, revoked, expired). */
   readonly authenticate: (token: string) => Effect.Effect<ApiKeyRecord, Unauthorized>
+  /**
+   * `authenticate`'s answer at `now` when it needs no wait: the active key whose record was seen within the
+   * cache's TTL (the usual request). Undefined otherwise, also for a cached record that is revoked or
+   * expired: `authenticate` decides those, with the failure throttling around it (AuthLive.ts).
+   */
+  readonly authenticatedNow: (token: string, now: number) => ApiKeyRecord | undefined
   readonly markUsed: (keyId: string) => Effect.Effect<void>
   /** Notes the key's use (flushed to last_used_at every UsageFlushInterval). */
   readonly markUsedUnsafe: (keyId: string) => void
@@ -118,12 +124,21 @@ const makeApiKeys = Effect.gen(function*() {
       yield* byHash.invalidate(revoked.value)
     }))
 
-  /** Revocation and expiry of a found record at `now`. */
-  const judge = (found: Option.Option<ApiKeyRecord>, now: number): Effect.Effect<ApiKeyRecord, Unauthorized> => {
-    if (Option.isNone(found)) return Effect.fail(invalidKey)
+  /** Revocation and expiry of a found record at `now`: the record when it is active. */
+  const activeAt = (found: Option.Option<ApiKeyRecord>, now: number): ApiKeyRecord | undefined => {
+    if (Option.isNone(found)) return undefined
     const key = found.value
     const expired = key.expires_at !== null && Date.parse(key.expires_at) <= now
-    return key.revoked_at !== null || expired ? Effect.fail(invalidKey) : Effect.succeed(key)
+    return key.revoked_at !== null || expired ? undefined : key
+  }
+  const judge = (found: Option.Option<ApiKeyRecord>, now: number): Effect.Effect<ApiKeyRecord, Unauthorized> => {
+    const key = activeAt(found, now)
+    return key === undefined ? Effect.fail(invalidKey) : Effect.succeed(key)
+  }
+  /** The cache's record of `keyHash` when it was seen within the TTL before `now`. */
+  const cachedAt = (keyHash: string, now: number) => {
+    const hit = known.get(keyHash)
+    return hit !== undefined && hit.at <= now && now - hit.at < ttlMs ? hit : undefined
   }
 
   /**
@@ -135,12 +150,17 @@ const makeApiKeys = Effect.gen(function*() {
     Effect.clockWith((clock) => {
       const keyHash = hashApiKey(token)
       const now = clock.currentTimeMillisUnsafe()
-      const hit = known.get(keyHash)
+      const hit = cachedAt(keyHash, now)
       // Only well-formed keys are ever looked up, so only their hashes are cached: a hit needs no shape check.
-      if (hit !== undefined && hit.at <= now && now - hit.at < ttlMs) return judge(hit.key, now)
+      if (hit !== undefined) return judge(hit.key, now)
       if (!isWellFormedApiKey(token)) return Effect.fail(invalidKey)
       return Effect.flatMap(byHash.get(keyHash), (found) => Effect.clockWith((later) => judge(found, later.currentTimeMillisUnsafe())))
     })
+
+  const authenticatedNow = (token: string, now: number): ApiKeyRecord | undefined => {
+    const hit = cachedAt(hashApiKey(token), now)
+    return hit === undefined ? undefined : activeAt(hit.key, now)
+  }
 
   // last_used_at is kept roughly current (to the flush interval) without a write per request.
   const usedSince = new Set<string>()
@@ -156,7 +176,7 @@ const makeApiKeys = Effect.gen(function*() {
   yield* flushUsage.pipe(Effect.repeat(Schedule.spaced(UsageFlushInterval)), Effect.forkScoped)
   yield* Effect.addFinalizer(() => flushUsage)
 
-  return { create, list, revoke, authenticate, markUsed, markUsedUnsafe, flushUsage } satisfies ApiKeysShape
+  return { create, list, revoke, authenticate, authenticatedNow, markUsed, markUsedUnsafe, flushUsage } satisfies ApiKeysShape
 })
 
 export class ApiKeys extends Context.Service<ApiKeys, ApiKeysShape>()("pv/ApiKeys", {

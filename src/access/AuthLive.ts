@@ -1,8 +1,9 @@
-import { Effect, Layer, Redacted } from "effect"
+import { Clock, Context, Effect, Layer, Redacted } from "effect"
 import { HttpServerRequest } from "effect/http"
 import type { HttpApiEndpoint } from "effect/http-api"
 import { Api } from "../api/Api.js"
 import type { Scope } from "../domain/ApiKey.js"
+import type { ApiKeyRecord } from "../domain/ApiKeyRecord.js"
 import type { InsufficientScope, RateLimited, Unauthorized } from "../domain/Problem.js"
 import { countRateLimited } from "../observability/Metrics.js"
 import { noteCaller } from "../observability/RequestRecord.js"
@@ -67,7 +68,7 @@ const scopeTable = (): ((endpoint: HttpApiEndpoint.Top) => Scope | null) => {
  * The API-key middleware: the key is checked (and failures throttled) before the key's limits are
  * counted, then the key's scope against the endpoint's `RequiredScope` (403 insufficient-scope, after the
  * limits, before the request's parameters and body are read); the endpoint then runs with the key as
- * `Caller`. The RateLimit fields are set by `RateLimits.consumeKey` as a pre-response handler, so they
+ * `Caller`. The RateLimit fields are set by `RateLimits.consumeKey` on the request's Node response, so they
  * are on answers and refusals alike.
  */
 export const ApiKeyAuthLive = Layer.effect(
@@ -78,23 +79,35 @@ export const ApiKeyAuthLive = Layer.effect(
     const addresses = yield* ClientAddresses
     const scopeOf = scopeTable()
     return ApiKeyAuth.of({
-      apiKey: (httpEffect, { credential, endpoint }) =>
-        Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-          Effect.flatMap(
-            throttleFailures(limits, addresses.of(request), keys.authenticate(Redacted.value(credential))),
-            (key) => {
-              // The request log names the key by id and tenant (never the key), also when a limit refuses it.
-              noteCaller(request, key.key_id, key.tenant_id)
-              return Effect.flatMap(limits.consumeKey(key), () => {
-                keys.markUsedUnsafe(key.key_id)
-                const scope = scopeOf(endpoint)
-                const refused = scope === null ? undefined : scopeRefusal(key, scope)
-                const answer: Effect.Effect<Effect.Success<typeof httpEffect>, Effect.Error<typeof httpEffect> | InsufficientScope> =
-                  refused === undefined ? Effect.provideService(httpEffect, Caller, key) : Effect.fail(refused)
-                return answer
-              })
-            }
-          ))
+      apiKey: (httpEffect, { credential, endpoint }) => {
+        type Answer = Effect.Effect<Effect.Success<typeof httpEffect>, Effect.Error<typeof httpEffect> | InsufficientScope>
+        /** Once the key is known and its limits allowed the request: the scope, then the endpoint as the key. */
+        const answerFor = (key: ApiKeyRecord): Answer => {
+          keys.markUsedUnsafe(key.key_id)
+          const scope = scopeOf(endpoint)
+          const refused = scope === null ? undefined : scopeRefusal(key, scope)
+          return refused === undefined ? Effect.provideService(httpEffect, Caller, key) : Effect.fail(refused)
+        }
+        /** The key is valid: its limits (the request log names it by id and tenant, also when a limit refuses it). */
+        const counted = (request: HttpServerRequest.HttpServerRequest, key: ApiKeyRecord, now: number) => {
+          noteCaller(request, key.key_id, key.tenant_id)
+          const rest = limits.consumeKeyAt(key, request, now)
+          return rest === undefined ? answerFor(key) : Effect.flatMap(rest, () => answerFor(key))
+        }
+        return Effect.withFiber((fiber) => {
+          const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
+          const token = Redacted.value(credential)
+          // The usual request (its key's record cached, active) is decided here at once; the throttling of
+          // failures (which never refuses a valid key) and every other case take the general path.
+          const now = fiber.getRef(Clock.Clock).currentTimeMillisUnsafe()
+          const known = keys.authenticatedNow(token, now)
+          if (known !== undefined) return counted(request, known, now)
+          return Effect.flatMap(
+            throttleFailures(limits, addresses.of(request), keys.authenticate(token)),
+            (key) => Effect.clockWith((clock) => counted(request, key, clock.currentTimeMillisUnsafe()))
+          )
+        })
+      }
     })
   })
 )

@@ -1,4 +1,6 @@
-import { Clock, Context, Duration, Effect, type Fiber, Layer, Option } from "effect"
+import * as Http from "node:http"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
+import { Context, Duration, Effect, Layer, Option } from "effect"
 import { HttpEffect, type HttpServerRequest, HttpServerResponse } from "effect/http"
 import { RateLimiter } from "effect/persistence"
 import type { ApiKeyRecord } from "../domain/ApiKeyRecord.js"
@@ -35,9 +37,12 @@ const makeUtcDayCached = () => {
 const policyFieldOf = (key: ApiKeyRecord): string =>
   `"minute";q=${key.rate_limit_per_minute};w=60, "day";q=${key.daily_quota};w=86400`
 
+/** The RateLimit field of a key's minute window. */
+const minuteFieldOf = (remaining: number, resetSeconds: number) => `"minute";r=${Math.max(0, remaining)};t=${Math.max(0, resetSeconds)}`
+
 const headersWith = (policy: string, remaining: number, resetSeconds: number): Record<string, string> => ({
   "ratelimit-policy": policy,
-  ratelimit: `"minute";r=${Math.max(0, remaining)};t=${Math.max(0, resetSeconds)}`
+  ratelimit: minuteFieldOf(remaining, resetSeconds)
 })
 
 /** IETF RateLimit fields (docs/API.md §4.1) for a key, given what is left of its minute. */
@@ -45,17 +50,36 @@ export const rateLimitHeaders = (key: ApiKeyRecord, remaining: number, resetSeco
   headersWith(policyFieldOf(key), remaining, resetSeconds)
 
 /**
- * `rateLimitHeaders` for the hot path: the RateLimit-Policy field is made once per key record (records
- * are cached, see ApiKeys.ts). Each RateLimits service has its own.
+ * What the hot path needs of a key record, made once per record (records are cached, see ApiKeys.ts): its
+ * RateLimit-Policy field and its counters' names (the day's is remade when the UTC day changes). Each
+ * RateLimits service has its own.
  */
-const makeRateLimitHeadersCached = () => {
-  const policies = new WeakMap<ApiKeyRecord, string>()
-  return (key: ApiKeyRecord, remaining: number, resetSeconds: number): Record<string, string> => {
-    let policy = policies.get(key)
-    if (policy === undefined) policies.set(key, policy = policyFieldOf(key))
-    return headersWith(policy, remaining, resetSeconds)
+interface KeyFields {
+  readonly policy: string
+  readonly minuteCounter: string
+  dayStart: number
+  dayCounter: string
+}
+
+const makeKeyFields = () => {
+  const fields = new WeakMap<ApiKeyRecord, KeyFields>()
+  return (key: ApiKeyRecord): KeyFields => {
+    let found = fields.get(key)
+    if (found === undefined) {
+      found = { policy: policyFieldOf(key), minuteCounter: `min:${key.key_id}`, dayStart: Number.NaN, dayCounter: "" }
+      fields.set(key, found)
+    }
+    return found
   }
 }
+
+/**
+ * The Node response of a request the service's own server received (http/FrontDoor.ts), where headers every
+ * answer to it carries can be set at once: the platform's `writeHead` merges them with the answer's own, so
+ * they are on an answer and on a refusal alike, with no pre-response handler and no copy of the answer.
+ */
+const nodeResponseOf = (request: HttpServerRequest.HttpServerRequest): Http.ServerResponse | undefined =>
+  request.source instanceof Http.IncomingMessage ? NodeHttpServerRequest.toServerResponse(request) as Http.ServerResponse : undefined
 
 const storeUnavailable = new Unavailable({ detail: "Rate limiting is unavailable; retry shortly." })
 
@@ -69,7 +93,16 @@ interface Allowed {
 
 export interface RateLimitsShape {
   /** Counts one request of `key`; sets the RateLimit fields on whatever response follows (answer or refusal). */
-  readonly consumeKey: (key: ApiKeyRecord) => Effect.Effect<void, RateLimited | QuotaExceeded | Unavailable, HttpServerRequest.HttpServerRequest>
+  readonly consumeKey: (key: ApiKeyRecord, request: HttpServerRequest.HttpServerRequest) => Effect.Effect<void, RateLimited | QuotaExceeded | Unavailable>
+  /**
+   * `consumeKey` at `now`, done at once where it can be: undefined when both windows allowed the request from
+   * local state (the usual case; the fields are set), else the rest of it to run.
+   */
+  readonly consumeKeyAt: (
+    key: ApiKeyRecord,
+    request: HttpServerRequest.HttpServerRequest,
+    now: number
+  ) => Effect.Effect<void, RateLimited | QuotaExceeded | Unavailable> | undefined
   /** Per-address limit for traffic without a key (the human endpoint) and for operator endpoints. */
   readonly consumeAddress: (bucket: "human" | "operator" | "log", address: string, limitPerMinute: number) => Effect.Effect<void, RateLimited | Unavailable>
   /** Whether an address has failed authentication too often this minute. */
@@ -88,7 +121,34 @@ const makeRateLimits = Effect.gen(function*() {
   const backend = yield* RateLimitBackend
   const config = yield* AppConfig
   const utcDayCached = makeUtcDayCached()
-  const rateLimitHeaders = makeRateLimitHeadersCached()
+  const keyFields = makeKeyFields()
+  /** The counter of `key`'s UTC day that `now` falls in. */
+  const dayCounterOf = (key: ApiKeyRecord, fields: KeyFields, now: number): string => {
+    if (!(now >= fields.dayStart && now < fields.dayStart + DAY_MS)) {
+      fields.dayStart = now - (((now % DAY_MS) + DAY_MS) % DAY_MS)
+      fields.dayCounter = `day:${key.key_id}:${utcDayCached(now)}`
+    }
+    return fields.dayCounter
+  }
+  /**
+   * Sets the RateLimit fields on whatever answer `request` gets (answer or refusal): at once on the service's own
+   * server (undefined), else the pre-response handler to register.
+   */
+  const setFieldsNow = (
+    request: HttpServerRequest.HttpServerRequest,
+    key: ApiKeyRecord,
+    remaining: number,
+    resetSeconds: number
+  ): Effect.Effect<void> | undefined => {
+    const policy = keyFields(key).policy
+    const response = nodeResponseOf(request)
+    if (response === undefined) return setHeadersUnsafe(headersWith(policy, remaining, resetSeconds))
+    response.setHeader("ratelimit-policy", policy)
+    response.setHeader("ratelimit", minuteFieldOf(remaining, resetSeconds))
+    return undefined
+  }
+  const setFields = (request: HttpServerRequest.HttpServerRequest, key: ApiKeyRecord, remaining: number, resetSeconds: number): Effect.Effect<void> =>
+    setFieldsNow(request, key, remaining, resetSeconds) ?? Effect.void
 
   /** One request against `limit` per `windowMs` (fixed-window semantics of the library's stores). */
   const take = (key: string, limit: number, windowMs: number): Effect.Effect<Allowed, Exceeded | Unavailable> =>
@@ -107,27 +167,35 @@ const makeRateLimits = Effect.gen(function*() {
 
   /** The day's take, once the minute allowed the request. */
   const takeDay = (key: ApiKeyRecord, now: number) =>
-    Effect.catchTag(take(`day:${key.key_id}:${utcDayCached(now)}`, key.daily_quota, DAY_MS), "Exceeded", () => takeDayRefused(key, now))
+    Effect.catchTag(take(dayCounterOf(key, keyFields(key), now), key.daily_quota, DAY_MS), "Exceeded", () => takeDayRefused(key, now))
 
   /**
    * Counts one request of `key`; sets the RateLimit fields on whatever response follows (answer or refusal).
    * When both windows can be answered from local state (the usual case), that is decided here at once,
    * with one clock reading; otherwise the general path below (which may wait on the shared store).
    */
+  const consumeKeyAt = (
+    key: ApiKeyRecord,
+    request: HttpServerRequest.HttpServerRequest,
+    now: number
+  ): Effect.Effect<void, RateLimited | QuotaExceeded | Unavailable> | undefined => {
+    const fields = keyFields(key)
+    const minuteLimit = key.rate_limit_per_minute
+    const minute = backend.trySpend(fields.minuteCounter, minuteLimit, MINUTE_MS / minuteLimit, now)
+    if (minute === undefined || minute[0] > minuteLimit) return consumeKeySlow(key, request, minute)
+    const set = setFieldsNow(request, key, minuteLimit - minute[0], Math.ceil(minute[1] / 1000))
+    const dayLimit = key.daily_quota
+    const day = backend.trySpend(dayCounterOf(key, fields, now), dayLimit, DAY_MS / dayLimit, now)
+    if (day !== undefined && day[0] <= dayLimit) return set
+    const rest = Effect.asVoid(day === undefined ? takeDay(key, now) : Effect.catchTag(judge(day, dayLimit), "Exceeded", () => takeDayRefused(key, now)))
+    return set === undefined ? rest : Effect.andThen(set, rest)
+  }
+
   const consumeKey = (
-    key: ApiKeyRecord
-  ): Effect.Effect<void, RateLimited | QuotaExceeded | Unavailable, HttpServerRequest.HttpServerRequest> =>
-    Effect.withFiber((fiber) => {
-      const now = fiber.getRef(Clock.Clock).currentTimeMillisUnsafe()
-      const minuteLimit = key.rate_limit_per_minute
-      const minute = backend.trySpend(`min:${key.key_id}`, minuteLimit, MINUTE_MS / minuteLimit, now)
-      if (minute === undefined || minute[0] > minuteLimit) return consumeKeySlow(key, minute)
-      setHeadersUnsafe(fiber, rateLimitHeaders(key, minuteLimit - minute[0], Math.ceil(minute[1] / 1000)))
-      const dayLimit = key.daily_quota
-      const day = backend.trySpend(`day:${key.key_id}:${utcDayCached(now)}`, dayLimit, DAY_MS / dayLimit, now)
-      if (day !== undefined && day[0] <= dayLimit) return Effect.void
-      return Effect.asVoid(day === undefined ? takeDay(key, now) : Effect.catchTag(judge(day, dayLimit), "Exceeded", () => takeDayRefused(key, now)))
-    })
+    key: ApiKeyRecord,
+    request: HttpServerRequest.HttpServerRequest
+  ): Effect.Effect<void, RateLimited | QuotaExceeded | Unavailable> =>
+    Effect.clockWith((clock) => consumeKeyAt(key, request, clock.currentTimeMillisUnsafe()) ?? Effect.void)
 
   const takeDayRefused = (key: ApiKeyRecord, now: number) =>
     Effect.andThen(countQuotaExceeded, Effect.fail(new QuotaExceeded({
@@ -138,18 +206,19 @@ const makeRateLimits = Effect.gen(function*() {
   /** The general path: the minute's local answer (if there was one) is used, never taken twice. */
   const consumeKeySlow = (
     key: ApiKeyRecord,
+    request: HttpServerRequest.HttpServerRequest,
     local: readonly [number, number] | undefined
-  ): Effect.Effect<void, RateLimited | QuotaExceeded | Unavailable, HttpServerRequest.HttpServerRequest> =>
-    (local !== undefined ? judge(local, key.rate_limit_per_minute) : take(`min:${key.key_id}`, key.rate_limit_per_minute, MINUTE_MS)).pipe(
+  ): Effect.Effect<void, RateLimited | QuotaExceeded | Unavailable> =>
+    (local !== undefined ? judge(local, key.rate_limit_per_minute) : take(keyFields(key).minuteCounter, key.rate_limit_per_minute, MINUTE_MS)).pipe(
       Effect.catchTag("Exceeded", (e) =>
         Effect.andThen(
-          Effect.andThen(countRateLimited("key"), setHeaders(rateLimitHeaders(key, 0, seconds(e.retryMs)))),
+          Effect.andThen(countRateLimited("key"), setFields(request, key, 0, seconds(e.retryMs))),
           Effect.fail(new RateLimited({
             detail: `This key allows ${key.rate_limit_per_minute} requests per minute.`,
             retry_after: seconds(e.retryMs)
           }))
         )),
-      Effect.tap((minute) => setHeaders(rateLimitHeaders(key, minute.remaining, Math.ceil(minute.resetMs / 1000)))),
+      Effect.tap((minute) => setFields(request, key, minute.remaining, Math.ceil(minute.resetMs / 1000))),
       Effect.andThen(Effect.clockWith((clock) => takeDay(key, clock.currentTimeMillisUnsafe()))),
       Effect.asVoid
     )
@@ -202,14 +271,15 @@ const makeRateLimits = Effect.gen(function*() {
       Effect.ignore
     )
 
-  return { consumeKey, consumeAddress, guardAuthentication, recordAuthenticationFailure } satisfies RateLimitsShape
+  return { consumeKey, consumeKeyAt, consumeAddress, guardAuthentication, recordAuthenticationFailure } satisfies RateLimitsShape
 })
 
-const setHeaders = (headers: Record<string, string>) =>
-  HttpEffect.appendPreResponseHandler((_request, response) => Effect.succeed(HttpServerResponse.setHeaders(response, headers)))
-
-const setHeadersUnsafe = (fiber: Fiber.Fiber<unknown, unknown>, headers: Record<string, string>) =>
-  HttpEffect.appendPreResponseHandlerUnsafe(fiber.context, (_request, response) => Effect.succeed(HttpServerResponse.setHeaders(response, headers)))
+/** For a request that did not come through a Node server (none of the service's own): a pre-response handler. */
+const setHeadersUnsafe = (headers: Record<string, string>): Effect.Effect<void> =>
+  Effect.withFiber((fiber) => {
+    HttpEffect.appendPreResponseHandlerUnsafe(fiber.context, (_request, response) => Effect.succeed(HttpServerResponse.setHeaders(response, headers)))
+    return Effect.void
+  })
 
 const leasedBackend = <E, R>(store: Layer.Layer<RateLimiter.RateLimiterStore, E, R>) =>
   Layer.effect(RateLimitBackend, Effect.map(RateLimiter.RateLimiterStore, (shared) => leased(shared))).pipe(Layer.provide(store))

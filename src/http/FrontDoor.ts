@@ -264,6 +264,13 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
         answeredHere(req, res, path)
         return directHandler(req, res)
       }
+      // A small body sent with its headers is parsed right after them, from the same read: the app starts once
+      // that is done (an immediate runs after it), so it takes the body at once (http/RequestGuard.ts,
+      // readBoundedMessage) instead of waiting for it. A body still on its way is read as it comes, as before.
+      if (req.headers["content-length"] !== undefined && req.headers["transfer-encoding"] === undefined) {
+        const app = handler
+        return void setImmediate(() => app(req, res))
+      }
       handler(req, res)
     })
 

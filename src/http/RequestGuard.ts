@@ -78,6 +78,13 @@ export const readBoundedBytesThen = <E, A, E2, R>(
  * MaxBodyBytes arrived (the stream is paused, not destroyed), or "unreadable" if the stream fails.
  */
 export const readBoundedMessage = (incoming: IncomingMessage | Http2ServerRequest, done: (read: Buffer | "tooLarge" | "unreadable") => void): void => {
+  // A body that is already here in full (the front door starts a request with a small body once it is parsed:
+  // http/FrontDoor.ts) is taken at once, with no events to wait for.
+  if (incoming.complete && !incoming.readableFlowing && incoming.readableLength <= MaxBodyBytes) {
+    if (incoming.readableEnded) return done(Buffer.alloc(0))
+    const whole: Buffer | null = incoming.readableLength === 0 ? null : incoming.read()
+    if (whole !== null) return done(whole)
+  }
   const chunks: Array<Buffer> = []
   let bytes = 0
   const cleanup = () => {
