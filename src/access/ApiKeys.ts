@@ -45,14 +45,18 @@ export interface ApiKeysShape {
   /** Every key (or one tenant's), never the key or its hash. */
   readonly list: (tenantId: Option.Option<string>) => Effect.Effect<Array<ApiKeyView>>
   readonly revoke: (keyId: string) => Effect.Effect<void, NotFound>
-  /** The active key a bearer token names, or 401 (missing, malformed, unknown, revoked, expired). */
-  readonly authenticate: (token: string) => Effect.Effect<ApiKeyRecord, Unauthorized>
   /**
-   * `authenticate`'s answer at `now` when it needs no wait: the active key whose record was seen within the
-   * cache's TTL (the usual request). Undefined otherwise, also for a cached record that is revoked or
-   * expired: `authenticate` decides those, with the failure throttling around it (AuthLive.ts).
+   * The active key a bearer token names, or 401 (missing, malformed, unknown, revoked, expired). `keyHash`: the
+   * token's `hashApiKey`, when the caller has it already.
    */
-  readonly authenticatedNow: (token: string, now: number) => ApiKeyRecord | undefined
+  readonly authenticate: (token: string, keyHash?: string) => Effect.Effect<ApiKeyRecord, Unauthorized>
+  /**
+   * `authenticate`'s answer at `now`, for a token of hash `keyHash` (`hashApiKey`), when it needs no wait: the
+   * active key whose record was seen within the cache's TTL (the usual request). Undefined otherwise, also for
+   * a cached record that is revoked or expired: `authenticate` decides those, with the failure throttling
+   * around it (AuthLive.ts).
+   */
+  readonly authenticatedNow: (keyHash: string, now: number) => ApiKeyRecord | undefined
   readonly markUsed: (keyId: string) => Effect.Effect<void>
   /** Notes the key's use (flushed to last_used_at every UsageFlushInterval). */
   readonly markUsedUnsafe: (keyId: string) => void
@@ -146,9 +150,8 @@ const makeApiKeys = Effect.gen(function*() {
    * store; then revocation and expiry. A record seen within the TTL is judged at once, with one clock
    * reading (the usual case).
    */
-  const authenticate = (token: string): Effect.Effect<ApiKeyRecord, Unauthorized> =>
+  const authenticate = (token: string, keyHash = hashApiKey(token)): Effect.Effect<ApiKeyRecord, Unauthorized> =>
     Effect.clockWith((clock) => {
-      const keyHash = hashApiKey(token)
       const now = clock.currentTimeMillisUnsafe()
       const hit = cachedAt(keyHash, now)
       // Only well-formed keys are ever looked up, so only their hashes are cached: a hit needs no shape check.
@@ -157,8 +160,8 @@ const makeApiKeys = Effect.gen(function*() {
       return Effect.flatMap(byHash.get(keyHash), (found) => Effect.clockWith((later) => judge(found, later.currentTimeMillisUnsafe())))
     })
 
-  const authenticatedNow = (token: string, now: number): ApiKeyRecord | undefined => {
-    const hit = cachedAt(hashApiKey(token), now)
+  const authenticatedNow = (keyHash: string, now: number): ApiKeyRecord | undefined => {
+    const hit = cachedAt(keyHash, now)
     return hit === undefined ? undefined : activeAt(hit.key, now)
   }
 

@@ -2,9 +2,9 @@ import { Clock, Context, Effect, Layer, Redacted } from "effect"
 import { HttpServerRequest } from "effect/http"
 import type { HttpApiEndpoint } from "effect/http-api"
 import { Api } from "../api/Api.js"
-import type { Scope } from "../domain/ApiKey.js"
+import { hashApiKey, type Scope } from "../domain/ApiKey.js"
 import type { ApiKeyRecord } from "../domain/ApiKeyRecord.js"
-import type { InsufficientScope, RateLimited, Unauthorized } from "../domain/Problem.js"
+import type { InsufficientScope, QuotaExceeded, RateLimited, Unauthorized, Unavailable } from "../domain/Problem.js"
 import { countRateLimited } from "../observability/Metrics.js"
 import { noteCaller } from "../observability/RequestRecord.js"
 import { AppConfig } from "../platform/Config.js"
@@ -78,36 +78,45 @@ export const ApiKeyAuthLive = Layer.effect(
     const limits = yield* RateLimits
     const addresses = yield* ClientAddresses
     const scopeOf = scopeTable()
+    /** Once the key is known and its limits allowed the request: the scope, then the endpoint as the key. */
+    const answerFor = <A, E, R>(
+      httpEffect: Effect.Effect<A, E, R>,
+      endpoint: HttpApiEndpoint.Top,
+      key: ApiKeyRecord
+    ): Effect.Effect<A, E | InsufficientScope, Exclude<R, Caller>> => {
+      keys.markUsedUnsafe(key.key_id)
+      const scope = scopeOf(endpoint)
+      const refused = scope === null ? undefined : scopeRefusal(key, scope)
+      return refused === undefined ? Effect.provideService(httpEffect, Caller, key) : Effect.fail(refused)
+    }
+    /** The key is valid: its limits (the request log names it by id and tenant, also when a limit refuses it). */
+    const counted = <A, E, R>(
+      httpEffect: Effect.Effect<A, E, R>,
+      endpoint: HttpApiEndpoint.Top,
+      request: HttpServerRequest.HttpServerRequest,
+      key: ApiKeyRecord,
+      now: number
+    ): Effect.Effect<A, E | InsufficientScope | RateLimited | QuotaExceeded | Unavailable, Exclude<R, Caller>> => {
+      noteCaller(request, key.key_id, key.tenant_id)
+      const rest = limits.consumeKeyAt(key, request, now)
+      return rest === undefined ? answerFor(httpEffect, endpoint, key) : Effect.flatMap(rest, () => answerFor(httpEffect, endpoint, key))
+    }
     return ApiKeyAuth.of({
-      apiKey: (httpEffect, { credential, endpoint }) => {
-        type Answer = Effect.Effect<Effect.Success<typeof httpEffect>, Effect.Error<typeof httpEffect> | InsufficientScope>
-        /** Once the key is known and its limits allowed the request: the scope, then the endpoint as the key. */
-        const answerFor = (key: ApiKeyRecord): Answer => {
-          keys.markUsedUnsafe(key.key_id)
-          const scope = scopeOf(endpoint)
-          const refused = scope === null ? undefined : scopeRefusal(key, scope)
-          return refused === undefined ? Effect.provideService(httpEffect, Caller, key) : Effect.fail(refused)
-        }
-        /** The key is valid: its limits (the request log names it by id and tenant, also when a limit refuses it). */
-        const counted = (request: HttpServerRequest.HttpServerRequest, key: ApiKeyRecord, now: number) => {
-          noteCaller(request, key.key_id, key.tenant_id)
-          const rest = limits.consumeKeyAt(key, request, now)
-          return rest === undefined ? answerFor(key) : Effect.flatMap(rest, () => answerFor(key))
-        }
-        return Effect.withFiber((fiber) => {
+      apiKey: (httpEffect, { credential, endpoint }) =>
+        Effect.withFiber((fiber) => {
           const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
           const token = Redacted.value(credential)
           // The usual request (its key's record cached, active) is decided here at once; the throttling of
           // failures (which never refuses a valid key) and every other case take the general path.
           const now = fiber.getRef(Clock.Clock).currentTimeMillisUnsafe()
-          const known = keys.authenticatedNow(token, now)
-          if (known !== undefined) return counted(request, known, now)
+          const keyHash = hashApiKey(token)
+          const known = keys.authenticatedNow(keyHash, now)
+          if (known !== undefined) return counted(httpEffect, endpoint, request, known, now)
           return Effect.flatMap(
-            throttleFailures(limits, addresses.of(request), keys.authenticate(token)),
-            (key) => Effect.clockWith((clock) => counted(request, key, clock.currentTimeMillisUnsafe()))
+            throttleFailures(limits, addresses.of(request), keys.authenticate(token, keyHash)),
+            (key) => Effect.clockWith((clock) => counted(httpEffect, endpoint, request, key, clock.currentTimeMillisUnsafe()))
           )
         })
-      }
     })
   })
 )

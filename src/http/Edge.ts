@@ -9,6 +9,7 @@ import { makeRequestRecord, problemInstance, RequestId, RequestIdHeader, request
 import { Telemetry } from "../observability/Telemetry.js"
 import { AppConfig } from "../platform/Config.js"
 import { originOutcome } from "./Cors.js"
+import { admittedAt } from "./FrontDoor.js"
 import { decodesAsUtf8, defectProblem, internalTokenRule, schemaProblem } from "./RequestGuard.js"
 
 /** Failures that reach the router: unknown routes, unreadable requests, anything else is ours. */
@@ -41,7 +42,7 @@ type App = Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, HttpSer
  * - x-pv-internal-token (docs/API.md §3.5) and a request target that is not UTF-8;
  * - unknown routes (404; a method a path lacks is one too) and anything that escaped a route (a defect)
  *   as problem+json: nothing internal leaves in an error body;
- * - an answer given before a request body was read in full closes the connection (nobody reads the rest);
+ * - an answer given before a request body was received in full closes the connection (nobody reads the rest);
  * - when the response is done (or its connection closed), its metrics and log line (Telemetry).
  * The answer's own headers (`X-Request-Id`, CORS, `Vary`, `Connection`) are set on the platform's Node
  * response, which it merges into the answer's head: GET /machine is measured per microsecond
@@ -57,9 +58,10 @@ export const EdgeLive = HttpRouter.middleware(
     return (app: App): App =>
       Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
         const headers = request.headers
-        const record = makeRequestRecord(requestIdFrom(headers[RequestIdHeader]), performance.now())
         const incoming = NodeHttpServerRequest.toIncomingMessage(request) as Http.IncomingMessage
         const outgoing = NodeHttpServerRequest.toServerResponse(request) as Http.ServerResponse
+        // Timed from its arrival at the front door (a request with a body may start later: http/FrontDoor.ts).
+        const record = makeRequestRecord(requestIdFrom(headers[RequestIdHeader]), admittedAt(outgoing) ?? performance.now())
         outgoing.on("close", () => telemetry.requestEnded(incoming, outgoing, record))
         // Headers every answer carries go on the Node response now, where the platform's `writeHead` merges
         // them with the answer's own: synchronous, and no copy of the answer per header.
@@ -94,7 +96,7 @@ export const EdgeLive = HttpRouter.middleware(
         )
         const hasBody = headers["transfer-encoding"] !== undefined || Number(headers["content-length"] ?? "0") > 0
         if (!hasBody) return answered
-        // An answer given before the body was read in full closes the connection (nobody reads the rest).
+        // An answer given before the body was received in full closes the connection (nobody reads the rest).
         return Effect.map(answered, (response) => {
           if (!incoming.complete) outgoing.setHeader("connection", "close")
           return response

@@ -15,12 +15,14 @@ import {
   renderProblem,
   Unavailable
 } from "../domain/Problem.js"
+import { MaxBodyBytes } from "../api/Problems.js"
 import { makeRequestRecord, problemInstance, RequestIdHeader, requestIdFrom } from "../observability/RequestRecord.js"
 import { admissionState } from "../observability/Metrics.js"
 import { Telemetry } from "../observability/Telemetry.js"
 import { closingTurn, ConnectionMessage, DrainMessage, isClusterWorker, ReadyMessage, sendToPrimary } from "../platform/Cluster.js"
 import { AppConfig, type AppConfigShape } from "../platform/Config.js"
 import { fixedLimit, gradientLimit } from "./ConcurrencyLimit.js"
+import { InFlight, type InFlightEntry } from "./InFlight.js"
 
 /**
  * The context every request starts from. `makeHandler` hands each request the context the server was
@@ -143,6 +145,28 @@ const parserRefusal = (code: string | undefined): ProblemError => {
   }
 }
 
+/** Where an admitted response keeps its entry in the front door's InFlight list (no lookup on its `close`). */
+const admittedEntry = Symbol("pv/admitted")
+type AdmittedResponse = Http.ServerResponse & { [admittedEntry]?: InFlightEntry<Http.ServerResponse> | undefined }
+
+/**
+ * When the front door admitted the request this response answers (`performance.now()`): its arrival, which the
+ * edge measures the request's duration from (http/Edge.ts). Undefined for a response the front door did not
+ * admit through its limit (an event stream).
+ */
+export const admittedAt = (res: Http.ServerResponse): number | undefined => (res as AdmittedResponse)[admittedEntry]?.startedAt
+
+/**
+ * A request whose body, announced by Content-Length and at most MaxBodyBytes, may already have come with its
+ * headers (no `Expect: 100-continue`, whose body waits for the server's go-ahead): it starts once parsed.
+ */
+const startsOnceParsed = (req: Http.IncomingMessage): boolean => {
+  const length = req.headers["content-length"]
+  if (length === undefined || req.headers["transfer-encoding"] !== undefined || req.headers.expect !== undefined) return false
+  const bytes = Number(length)
+  return bytes > 0 && bytes <= MaxBodyBytes
+}
+
 const pathOf = (url: string | undefined) => {
   const raw = url ?? "/"
   const q = raw.indexOf("?")
@@ -187,8 +211,8 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
     server.maxConnections = config.maxConnections
     const listening = yield* Deferred.make<NetAddress.SocketAddress>()
     const stopping = yield* Deferred.make<void>()
-    /** The admitted requests not yet answered, with when each arrived (`performance.now()`). */
-    const open = new Map<Http.ServerResponse, number>()
+    /** The admitted requests not yet answered, with when each arrived (`performance.now()`): see InFlight.ts. */
+    const open = new InFlight<Http.ServerResponse>()
     let handler: Handler | undefined
     /** serveDirect's handlers, by `<method> <path>`. */
     const direct = new Map<string, Handler>()
@@ -202,12 +226,13 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
     admissionState.limit = limit.current
 
     /** The `close` listener of every admitted response: the concurrency limit learns its time; the drain's count. */
-    function admittedDone(this: Http.ServerResponse) {
-      const startedAt = open.get(this)
-      if (startedAt === undefined) return
+    function admittedDone(this: AdmittedResponse) {
+      const entry = this[admittedEntry]
+      if (entry === undefined) return
+      this[admittedEntry] = undefined
       const inFlight = open.size
-      open.delete(this)
-      limit.sample(performance.now() - startedAt, inFlight)
+      if (!open.remove(entry)) return
+      limit.sample(performance.now() - entry.startedAt, inFlight)
       if (open.size === 0) onIdle?.()
     }
     /**
@@ -256,7 +281,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
       }
       // Removed by admittedDone, when the response closes.
       if (!streaming) {
-        open.set(res, performance.now())
+        ;(res as AdmittedResponse)[admittedEntry] = open.add(res, performance.now())
         res.on("close", admittedDone)
       }
       const directHandler = direct.size === 0 ? undefined : direct.get(`${req.method} ${path}`)
@@ -266,10 +291,14 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
       }
       // A small body sent with its headers is parsed right after them, from the same read: the app starts once
       // that is done (an immediate runs after it), so it takes the body at once (http/RequestGuard.ts,
-      // readBoundedMessage) instead of waiting for it. A body still on its way is read as it comes, as before.
-      if (req.headers["content-length"] !== undefined && req.headers["transfer-encoding"] === undefined) {
+      // readBoundedMessage) instead of suspending to wait for it. A body still on its way is read as it comes.
+      if (startsOnceParsed(req)) {
         const app = handler
-        return void setImmediate(() => app(req, res))
+        return void setImmediate(() => {
+          // The client left before the app saw its request: nothing to do but count and log it (499).
+          if (res.destroyed) return telemetry.requestEnded(req, res, makeRequestRecord(requestIdFrom(req.headers[RequestIdHeader]), admittedAt(res) ?? performance.now()))
+          app(req, res)
+        })
       }
       handler(req, res)
     })
@@ -395,7 +424,9 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
     const drain = Effect.andThen(Deferred.succeed(stopping, undefined), Effect.callback<void>((resume) => {
       draining = true
       const started = Date.now()
-      for (const res of open.keys()) if (!res.headersSent) res.setHeader("connection", "close")
+      open.forEach((res) => {
+        if (!res.headersSent) res.setHeader("connection", "close")
+      })
       let finished = false
       const finish = () => {
         if (finished) return

@@ -41,7 +41,7 @@ const tooLarge = () => new PayloadTooLarge({ detail: `Request bodies are limited
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
 
-/** An answer given before the body was read in full closes the connection (nobody reads the rest). */
+/** An answer given before the body was received in full closes the connection (nobody reads the rest). */
 const closeAfterAnswer = HttpEffect.appendPreResponseHandler((_req, response) =>
   Effect.succeed(HttpServerResponse.setHeader(response, "connection", "close")))
 
@@ -80,7 +80,10 @@ export const readBoundedBytesThen = <E, A, E2, R>(
 export const readBoundedMessage = (incoming: IncomingMessage | Http2ServerRequest, done: (read: Buffer | "tooLarge" | "unreadable") => void): void => {
   // A body that is already here in full (the front door starts a request with a small body once it is parsed:
   // http/FrontDoor.ts) is taken at once, with no events to wait for.
-  if (incoming.complete && !incoming.readableFlowing && incoming.readableLength <= MaxBodyBytes) {
+  if (
+    incoming.complete && incoming.httpVersionMajor === 1 && !incoming.destroyed && !incoming.readableFlowing &&
+    incoming.readableLength <= MaxBodyBytes
+  ) {
     if (incoming.readableEnded) return done(Buffer.alloc(0))
     const whole: Buffer | null = incoming.readableLength === 0 ? null : incoming.read()
     if (whole !== null) return done(whole)

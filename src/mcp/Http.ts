@@ -41,8 +41,8 @@ export const McpHttpLive = Layer.unwrap(Effect.gen(function*() {
   const mcp = yield* Mcp
   // Responses are immutable values: when the Mcp service hands over the very reply it gave last time (a tool
   // result's kept reply, ResultText in Mcp.ts), the response built for it then is answered again, as GET
-  // /machine answers its cached document's; the per-request headers (request id, RateLimit, CORS) go on the
-  // copy each request's middlewares make of it.
+  // /machine answers its cached document's; the per-request headers (request id, RateLimit, CORS) are set on
+  // each request's Node response, which the platform merges with the answer's own when it writes the head.
   let lastReply: JsonRpc.Reply = { _tag: "Accepted" }
   let lastResponse = accepted
   const responseOf = (reply: JsonRpc.Reply): HttpServerResponse.HttpServerResponse => {

@@ -34,8 +34,8 @@ interface Answers {
 }
 /**
  * Responses are immutable values, so the 200 and the 304 of a cached document are built once per cache
- * entry, on first use; the per-request headers (request id, RateLimit, CORS) are added to the copy each
- * request's middlewares make of it.
+ * entry, on first use; the per-request headers (request id, RateLimit, CORS) are set on each request's
+ * Node response, which the platform merges with the answer's own when it writes the head.
  */
 const answers = new WeakMap<CachedTrust, Answers>()
 const answersOf = (trust: CachedTrust): Answers => {

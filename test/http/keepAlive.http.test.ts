@@ -1,19 +1,26 @@
 import { Agent, request as httpRequest } from "node:http"
 import { connect } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { createKey, putDetermination } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
+import { determinationBody, relianceRequest } from "../support/fixtures.js"
 
 interface Exchange {
   readonly status: number
   readonly connection: string | undefined
   readonly reusedSocket: boolean
+  readonly text: string
 }
 
 const exchange = (agent: Agent, url: string, method = "GET", body?: string, headers: Record<string, string> = {}) =>
   new Promise<Exchange>((resolve, reject) => {
     const req = httpRequest(url, { agent, method, headers }, (res) => {
-      res.resume()
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, reusedSocket: req.reusedSocket }))
+      let text = ""
+      res.setEncoding("utf8")
+      res.on("data", (chunk: string) => {
+        text += chunk
+      })
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, reusedSocket: req.reusedSocket, text }))
     })
     req.on("error", reject)
     req.end(body)
@@ -57,6 +64,58 @@ describe("keep-alive", () => {
     } finally {
       agent.destroy()
     }
+  })
+
+  it("answers requests with bodies one after another on one connection, each with the body it sent", async () => {
+    // Small bodies are taken whole once parsed (http/RequestGuard.ts); each answer must be to its own body.
+    const { api_key } = await createKey(server, ["receipt:write"])
+    expect((await putDetermination(server, "DET-V1-KEEPALIVE-0002", determinationBody(Date.now() - 60_000))).status).toBe(201)
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 })
+    try {
+      const answers: Array<{ readonly exchange: Exchange; readonly principal: string }> = []
+      for (const principal of ["keep-alive-a", "keep-alive-b", "keep-alive-c"]) {
+        const body = JSON.stringify(relianceRequest("DET-V1-KEEPALIVE-0002", principal))
+        const headers = { authorization: `Bearer ${api_key}`, "content-type": "application/json" }
+        answers.push({ exchange: await exchange(agent, `${server.baseUrl}/api/v1/reliance-receipts`, "POST", body, headers), principal })
+      }
+      expect(answers.map((a) => a.exchange.status)).toEqual([201, 201, 201])
+      expect(answers.map((a) => a.exchange.connection)).toEqual(["keep-alive", "keep-alive", "keep-alive"])
+      expect(answers.map((a) => a.exchange.reusedSocket)).toEqual([false, true, true])
+      expect(answers.map((a) => JSON.parse(a.exchange.text).principal)).toEqual(answers.map((a) => a.principal))
+    } finally {
+      agent.destroy()
+    }
+  })
+
+  it("answers pipelined requests with bodies in order, each with the body it sent", async () => {
+    const { api_key } = await createKey(server, ["receipt:write"])
+    expect((await putDetermination(server, "DET-V1-KEEPALIVE-0003", determinationBody(Date.now() - 60_000))).status).toBe(201)
+    const { port } = new URL(server.baseUrl)
+    const principals = ["pipelined-a", "pipelined-b", "pipelined-c"]
+    const wire = principals.map((principal) => {
+      const body = JSON.stringify(relianceRequest("DET-V1-KEEPALIVE-0003", principal))
+      return `POST /api/v1/reliance-receipts HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${api_key}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+    }).join("")
+    const received = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), "127.0.0.1", () => socket.write(wire))
+      let text = ""
+      socket.setEncoding("utf8")
+      socket.on("data", (chunk: string) => {
+        text += chunk
+        if ((text.match(/HTTP\/1\.1 /g) ?? []).length === principals.length && text.trimEnd().endsWith("}")) {
+          socket.destroy()
+          resolve(text)
+        }
+      })
+      socket.on("error", reject)
+      setTimeout(() => reject(new Error(`pipelined answers incomplete: ${text.slice(0, 500)}`)), 10_000).unref()
+    })
+    const statuses = [...received.matchAll(/HTTP\/1\.1 (\d+)/g)].map((m) => Number(m[1]))
+    // Each answer's own principal (a receipt names it more than once).
+    const answered = received.split("HTTP/1.1 ").slice(1).map((answer) => /"principal":"([^"]+)"/.exec(answer)?.[1])
+    expect(statuses).toEqual([201, 201, 201])
+    expect(answered).toEqual(principals)
   })
 
   it("closes the connection after refusing a request whose body it did not read", async () => {
