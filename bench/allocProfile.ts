@@ -54,8 +54,9 @@ interface ProfileNode {
 const devtools = async (url: string) => {
   const socket = new WebSocket(url)
   await new Promise((resolve, reject) => {
-    socket.addEventListener("open", resolve, { once: true })
-    socket.addEventListener("error", reject, { once: true })
+    const timer = setTimeout(() => reject(new Error(`the inspector at ${url} did not answer`)), 10_000)
+    socket.addEventListener("open", () => (clearTimeout(timer), resolve(undefined)), { once: true })
+    socket.addEventListener("error", () => (clearTimeout(timer), reject(new Error(`the inspector at ${url} refused`))), { once: true })
   })
   let nextId = 0
   const pending = new Map<number, { resolve: (result: unknown) => void; reject: (error: Error) => void }>()
@@ -122,12 +123,15 @@ try {
     if (answered !== result.total) throw new Error(`${scenario}: ${JSON.stringify(result.statusCodes)}`)
     // Young collections until the young generation holds nothing of the load (each empties what the one before
     // kept), so what is left sampled survived on its own.
+    const trace = service.output().slice(traceFrom)
     if (survivors) {
-      await session.call("Runtime.evaluate", { expression: "for (let i = 0; i < 3; i++) gc({ type: 'minor' })" })
+      const forced = await session.call<{ exceptionDetails?: { text: string } }>("Runtime.evaluate", {
+        expression: "for (let i = 0; i < 3; i++) gc({ type: 'minor' })"
+      })
+      if (forced.exceptionDetails !== undefined) throw new Error(`the young collections could not be forced: ${forced.exceptionDetails.text}`)
     }
     const { profile } = await session.call<{ profile: { head: ProfileNode } }>("HeapProfiler.getSamplingProfile")
     await session.call("HeapProfiler.stopSampling")
-    const trace = service.output().slice(traceFrom)
     const fullCollections = (trace.match(/Mark-Compact/g) ?? []).length
     const sites = [...bySite(profile.head)].sort((a, b) => b[1] - a[1])
     const total = sites.reduce((sum, [, bytes]) => sum + bytes, 0)

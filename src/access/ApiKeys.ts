@@ -47,7 +47,7 @@ export interface ApiKeysShape {
   readonly revoke: (keyId: string) => Effect.Effect<void, NotFound>
   /**
    * The active key a bearer token names, or 401 (missing, malformed, unknown, revoked, expired). `keyHash`: the
-   * token's `hashApiKey`, when the caller has it already.
+   * token's `hashApiKey`, when the caller has it already (it must be this token's: it is what is looked up).
    */
   readonly authenticate: (token: string, keyHash?: string) => Effect.Effect<ApiKeyRecord, Unauthorized>
   /**

@@ -151,8 +151,8 @@ type AdmittedResponse = Http.ServerResponse & { [admittedEntry]?: InFlightEntry<
 
 /**
  * When the front door admitted the request this response answers (`performance.now()`): its arrival, which the
- * edge measures the request's duration from (http/Edge.ts). Undefined for a response the front door did not
- * admit through its limit (an event stream).
+ * edge measures the request's duration from (http/Edge.ts), also after the response closed. Undefined for a
+ * response the front door did not admit through its limit (an event stream).
  */
 export const admittedAt = (res: Http.ServerResponse): number | undefined => (res as AdmittedResponse)[admittedEntry]?.startedAt
 
@@ -221,15 +221,15 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
     /** While a drain waits to close the listener: the connections accepted meanwhile, and their held answers. */
     let closing: { readonly accepted: WeakSet<Duplex>; readonly held: Array<() => void> } | undefined
     const telemetry = yield* Telemetry
-    // Pinned by the operator, or adaptive: it learns from every admitted request's time (requestDone).
+    // Pinned by the operator, or adaptive: it learns from every admitted request's time (admittedDone).
     const limit = Option.match(config.maxInFlight, { onNone: () => gradientLimit(), onSome: fixedLimit })
     admissionState.limit = limit.current
 
     /** The `close` listener of every admitted response: the concurrency limit learns its time; the drain's count. */
     function admittedDone(this: AdmittedResponse) {
+      // The entry stays on the response (unlinked, it holds nothing): admittedAt still answers after the close.
       const entry = this[admittedEntry]
       if (entry === undefined) return
-      this[admittedEntry] = undefined
       const inFlight = open.size
       if (!open.remove(entry)) return
       limit.sample(performance.now() - entry.startedAt, inFlight)
@@ -295,8 +295,9 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
       if (startsOnceParsed(req)) {
         const app = handler
         return void setImmediate(() => {
-          // The client left before the app saw its request: nothing to do but count and log it (499).
-          if (res.destroyed) return telemetry.requestEnded(req, res, makeRequestRecord(requestIdFrom(req.headers[RequestIdHeader]), admittedAt(res) ?? performance.now()))
+          // The client left before the app saw its request (its reset reaches the socket before the response
+          // closes): nothing to do but count and log it (499).
+          if (res.destroyed || req.socket.destroyed) return telemetry.requestEnded(req, res, makeRequestRecord(requestIdFrom(req.headers[RequestIdHeader]), admittedAt(res) ?? performance.now()))
           app(req, res)
         })
       }

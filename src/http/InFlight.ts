@@ -11,7 +11,7 @@
  * (docs/PERFORMANCE.md, tenth pass). Here an entry that leaves is unlinked and cleared, so nothing dead points
  * at anything.
  */
-export interface InFlightEntry<A> {
+export interface InFlightEntry<A extends object> {
   /** Undefined once removed. */
   value: A | undefined
   readonly startedAt: number
@@ -19,7 +19,7 @@ export interface InFlightEntry<A> {
   next: InFlightEntry<A> | undefined
 }
 
-export class InFlight<A> {
+export class InFlight<A extends object> {
   private head: InFlightEntry<A> | undefined = undefined
   private count = 0
 
@@ -50,12 +50,13 @@ export class InFlight<A> {
     return true
   }
 
-  /** Every value in flight (newest first). `f` may remove entries, including the one it is given. */
+  /**
+   * Every value in flight when the call starts (newest first). `f` may remove any entries: one removed before
+   * its turn is skipped. (For the drain, once: it copies the list.)
+   */
   forEach(f: (value: A) => void): void {
-    for (let entry = this.head; entry !== undefined;) {
-      const next = entry.next
-      if (entry.value !== undefined) f(entry.value)
-      entry = next
-    }
+    const entries: Array<InFlightEntry<A>> = []
+    for (let entry = this.head; entry !== undefined; entry = entry.next) entries.push(entry)
+    for (const entry of entries) if (entry.value !== undefined) f(entry.value)
   }
 }

@@ -118,6 +118,37 @@ describe("keep-alive", () => {
     expect(answered).toEqual(principals)
   })
 
+  it("counts a request whose client reset the connection right after sending it as 499, and keeps serving", async () => {
+    const count499 = async () => {
+      const text = await fetch(`${server.baseUrl}/metrics`).then((r) => r.text())
+      return [...text.matchAll(/^pv_http_requests_total\{[^}]*status="499"[^}]*\} (\d+)/gm)].reduce((sum, m) => sum + Number(m[1]), 0)
+    }
+    const before = await count499()
+    const { port } = new URL(server.baseUrl)
+    const body = JSON.stringify(relianceRequest("DET-V1-KEEPALIVE-0004", "reset-right-after"))
+    for (let i = 0; i < 5; i++) {
+      await new Promise<void>((resolve) => {
+        const socket = connect(Number(port), "127.0.0.1", () => {
+          socket.write(
+            `POST /api/v1/reliance-receipts HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n` +
+              `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+          )
+          socket.resetAndDestroy()
+        })
+        socket.on("close", () => resolve())
+        socket.on("error", () => {})
+      })
+    }
+    // Each is counted once, as 499 wherever the reset found it (before the app started, or while it worked).
+    let after = await count499()
+    for (let wait = 0; after - before < 5 && wait < 50; wait++) {
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      after = await count499()
+    }
+    expect(after - before).toBe(5)
+    expect((await fetch(`${server.baseUrl}/healthz`)).status).toBe(200)
+  })
+
   it("closes the connection after refusing a request whose body it did not read", async () => {
     // 1,000 bytes announced, 1 sent: the 401 goes before the rest, so nobody would read it and the connection ends.
     const { port } = new URL(server.baseUrl)
