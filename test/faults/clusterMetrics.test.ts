@@ -38,6 +38,12 @@ describe.skipIf(!postgresAvailable)("metrics of a cluster (postgres, PV_WORKERS=
     const subject = "DET-V1-CLUSTER-METRICS-1"
     expect((await putDetermination(baseUrl, subject, determination(0))).status).toBe(201)
 
+    // The banner is worker 0's: worker 1 may still be starting, and until it is ready the primary hands every
+    // connection to worker 0. Both are ready once a scrape gathers from both.
+    for (let i = 0; i < 200 && samples(await scrape(baseUrl), "pv_cluster_workers_reporting")[0]?.value !== 2; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+
     // Event streams, each on its own connection, until both workers hold one: the per-worker gauge
     // pv_event_streams_open shows it for worker 0 and worker 1.
     const openStreams = (text: string) =>
