@@ -57,7 +57,8 @@ export const rateLimitHeaders = (key: ApiKeyRecord, remaining: number, resetSeco
 interface KeyFields {
   readonly policy: string
   readonly minuteCounter: string
-  dayStart: number
+  /** The UTC day `dayCounter` counts (utcDayCached's name). */
+  day: string
   dayCounter: string
 }
 
@@ -66,7 +67,7 @@ const makeKeyFields = () => {
   return (key: ApiKeyRecord): KeyFields => {
     let found = fields.get(key)
     if (found === undefined) {
-      found = { policy: policyFieldOf(key), minuteCounter: `min:${key.key_id}`, dayStart: Number.NaN, dayCounter: "" }
+      found = { policy: policyFieldOf(key), minuteCounter: `min:${key.key_id}`, day: "", dayCounter: "" }
       fields.set(key, found)
     }
     return found
@@ -124,9 +125,10 @@ const makeRateLimits = Effect.gen(function*() {
   const keyFields = makeKeyFields()
   /** The counter of `key`'s UTC day that `now` falls in. */
   const dayCounterOf = (key: ApiKeyRecord, fields: KeyFields, now: number): string => {
-    if (!(now >= fields.dayStart && now < fields.dayStart + DAY_MS)) {
-      fields.dayStart = now - (((now % DAY_MS) + DAY_MS) % DAY_MS)
-      fields.dayCounter = `day:${key.key_id}:${utcDayCached(now)}`
+    const day = utcDayCached(now)
+    if (fields.day !== day) {
+      fields.day = day
+      fields.dayCounter = `day:${key.key_id}:${day}`
     }
     return fields.dayCounter
   }
@@ -136,11 +138,10 @@ const makeRateLimits = Effect.gen(function*() {
    */
   const setFieldsNow = (
     request: HttpServerRequest.HttpServerRequest,
-    key: ApiKeyRecord,
+    policy: string,
     remaining: number,
     resetSeconds: number
   ): Effect.Effect<void> | undefined => {
-    const policy = keyFields(key).policy
     const response = nodeResponseOf(request)
     if (response === undefined) return setHeadersUnsafe(headersWith(policy, remaining, resetSeconds))
     response.setHeader("ratelimit-policy", policy)
@@ -148,7 +149,7 @@ const makeRateLimits = Effect.gen(function*() {
     return undefined
   }
   const setFields = (request: HttpServerRequest.HttpServerRequest, key: ApiKeyRecord, remaining: number, resetSeconds: number): Effect.Effect<void> =>
-    setFieldsNow(request, key, remaining, resetSeconds) ?? Effect.void
+    setFieldsNow(request, keyFields(key).policy, remaining, resetSeconds) ?? Effect.void
 
   /** One request against `limit` per `windowMs` (fixed-window semantics of the library's stores). */
   const take = (key: string, limit: number, windowMs: number): Effect.Effect<Allowed, Exceeded | Unavailable> =>
@@ -183,7 +184,7 @@ const makeRateLimits = Effect.gen(function*() {
     const minuteLimit = key.rate_limit_per_minute
     const minute = backend.trySpend(fields.minuteCounter, minuteLimit, MINUTE_MS / minuteLimit, now)
     if (minute === undefined || minute[0] > minuteLimit) return consumeKeySlow(key, request, minute)
-    const set = setFieldsNow(request, key, minuteLimit - minute[0], Math.ceil(minute[1] / 1000))
+    const set = setFieldsNow(request, fields.policy, minuteLimit - minute[0], Math.ceil(minute[1] / 1000))
     const dayLimit = key.daily_quota
     const day = backend.trySpend(dayCounterOf(key, fields, now), dayLimit, DAY_MS / dayLimit, now)
     if (day !== undefined && day[0] <= dayLimit) return set
