@@ -1,12 +1,16 @@
 // `npm run bench:cpu` (also `npm run bench -- --cpu`): server CPU time per request, in about a minute. The one
 // service process on a fresh PostgreSQL database (DATABASE_URL's server, default postgres://postgres@127.0.0.1:5432/
-// postgres; dropped afterwards) and two baselines, each measured as utime + stime from /proc of the serving process
+// postgres; dropped afterwards) and three baselines, each measured as utime + stime from /proc of the serving process
 // (and its children) over exactly `--requests` requests (default 20,000) at `--connections` (default 16), after a
 // warm-up, all in the same run:
 //   (a)  bare node:http answering the same bytes as GET /machine;
 //   (b') an HttpApi endpoint with a path parameter and an HttpApiSecurity.bearer middleware that looks the key's
 //        SHA-256 up in a Map, answering a document of the trust document's size through its success schema
-//        (bench/baselines/bearerApi.ts), from the same `effect` as the service.
+//        (bench/baselines/bearerApi.ts), from the same `effect` as the service;
+//   (r') (b')'s HttpApi and bearer middleware with a POST endpoint doing a new receipt's work in the plain way: the
+//        service's request schema, evaluation, digest, Ed25519 signature and success schema, one autocommitted
+//        INSERT of the receipt and its pending log entry per request (bench/baselines/receiptApi.ts, a database of
+//        its own): what the framework and the work itself cost, against which the new receipt's row is also shown.
 // CPU per request is steadier than requests per second on a shared machine: the load generator's own CPU is not
 // counted, and a noisy neighbour slows the run without changing what each request costs. Each measurement's log
 // line also says how much of it ran off the main thread (V8's garbage collection and compilation threads, and
@@ -82,6 +86,10 @@ const dbName = `pv_bench_cpu_${Date.now()}`
 await withAdmin(`CREATE DATABASE ${dbName}`)
 const databaseUrl = new URL(adminUrl)
 databaseUrl.pathname = `/${dbName}`
+// (r') writes its receipts to a database of its own (not the service's: its log would integrate them).
+const baselineDbName = `${dbName}_r`
+const baselineDatabaseUrl = new URL(adminUrl)
+baselineDatabaseUrl.pathname = `/${baselineDbName}`
 const started: Array<Process> = []
 try {
   const service = await startProcess("dist/src/main.js", {
@@ -122,11 +130,23 @@ try {
   started.push(a)
   const b = await startProcess("bench/baselines/bearerApi.ts", { BENCH_DOCUMENT_FILE: documentFile, BENCH_KEY: made.api_key }, [], baselineFlags)
   started.push(b)
+  await withAdmin(`CREATE DATABASE ${baselineDbName}`)
+  const r = await startProcess("bench/baselines/receiptApi.ts", {
+    BENCH_DOCUMENT_FILE: documentFile, BENCH_KEY: made.api_key, DATABASE_URL: baselineDatabaseUrl.toString()
+  }, [], baselineFlags)
+  started.push(r)
+  const newReceiptBody = JSON.stringify({
+    tenant_id: "bench", organization: "Bench Org", principal: "p-[<id>]", subject_public_id: publicId,
+    purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"]
+  })
 
-  type Row = "a" | "b" | "machine" | "mcp" | "mcp2026" | "events" | "created" | "replayed"
+  type Row = "a" | "b" | "r" | "machine" | "mcp" | "mcp2026" | "events" | "created" | "replayed"
   const plan: Array<[Row, string, Process, Omit<LoadOptions, "connections" | "seconds">]> = [
     ["a", "(a) node:http", a, { url: a.baseUrl + machinePath }],
     ["b", "(b') HttpApi + bearer + path param", b, { url: b.baseUrl + machinePath, headers: auth }],
+    ["r", "(r') HttpApi + bearer + a new receipt's work", r, {
+      url: `${r.baseUrl}/api/v1/reliance-receipts`, method: "POST", headers: json, idReplacement: true, body: newReceiptBody
+    }],
     ["machine", "GET /machine", service, { url: base + machinePath, headers: auth }],
     ["mcp", "MCP tools/call resolve_trust (2025-06-18)", service, {
       url: `${base}/api/v1/mcp`, method: "POST", headers: { ...json, accept: "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18" },
@@ -138,11 +158,7 @@ try {
     }],
     ["events", "GET /events, a page of 30", service, { url: `${base}/api/v1/events?public_id=${publicId}&after=0&limit=30`, headers: auth }],
     ["created", "POST receipt, new", service, {
-      url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, idReplacement: true,
-      body: JSON.stringify({
-        tenant_id: "bench", organization: "Bench Org", principal: "p-[<id>]", subject_public_id: publicId,
-        purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"]
-      })
+      url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, idReplacement: true, body: newReceiptBody
     }],
     ["replayed", "POST receipt, replay", service, {
       url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json,
@@ -189,8 +205,11 @@ try {
       ratioOf("mcp2026", "machine") <= 1.25),
     row("GET /events, a page of 30", results.events, `${ratioOf("events", "machine").toFixed(2)} × GET /machine${roundsOf("events", "machine")}`, "≤ 1.5 ×",
       ratioOf("events", "machine") <= 1.5),
-    row("POST receipt, new", results.created, `${ratioOf("created", "machine").toFixed(2)} × GET /machine${roundsOf("created", "machine")}`, "≤ 2.5 ×",
-      ratioOf("created", "machine") <= 2.5),
+    row("(r') HttpApi + bearer + a new receipt's work", results.r, `${ratioOf("r", "machine").toFixed(2)} × GET /machine${roundsOf("r", "machine")}`, ""),
+    row("POST receipt, new", results.created,
+      `${ratioOf("created", "machine").toFixed(2)} × GET /machine${roundsOf("created", "machine")}` +
+        (Number.isNaN(results.r) ? "" : `; ${ratioOf("created", "r").toFixed(2)} × (r')${roundsOf("created", "r")}`),
+      "≤ 2.5 ×", ratioOf("created", "machine") <= 2.5),
     row("POST receipt, replay", results.replayed, `${ratioOf("replayed", "machine").toFixed(2)} × GET /machine${roundsOf("replayed", "machine")}`, "≤ 1.2 ×",
       ratioOf("replayed", "machine") <= 1.2)
   ]
@@ -198,5 +217,6 @@ try {
 } finally {
   for (const process of started.reverse()) await process.stop()
   await withAdmin(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`)
+  await withAdmin(`DROP DATABASE IF EXISTS ${baselineDbName} WITH (FORCE)`)
   rmSync(dir, { recursive: true, force: true })
 }
