@@ -1,4 +1,4 @@
-// `node --import tsx bench/perfProfile.ts [dir] [machine|mcp|mcp2026|replay|created|events|bprime] [requests]`: where a
+// `node --import tsx bench/perfProfile.ts [dir] [machine|mcp|mcp2026|replay|created|events|bprime|rprime] [requests]`: where a
 // request's CPU goes, as the operating system sees it: Linux `perf` samples every thread of the service process
 // on the CPU clock (`perf record -e cpu-clock`), so the JavaScript, V8's garbage collection and compilation threads,
 // the kernel's share of the sockets and native code (OpenSSL, llhttp, libuv) are all in one picture. V8's own
@@ -17,19 +17,20 @@
 // and optimising compilation, crypto, JSON, the kernel, libc, other native code; and the 25 symbols with most
 // samples. `bprime` profiles bench/baselines/bearerApi.ts, the (b') of `npm run bench:cpu`, answering the
 // service's trust document under the same key, with node's default flags as there (BENCH_BASELINE_NODE_FLAGS
-// gives it flags). Needs `perf` (Debian's linux-perf) and root, or kernel.perf_event_paranoid ≤ 1 (at 2 perf
+// gives it flags); `rprime` profiles bench/baselines/receiptApi.ts, the (r'), taking new receipts as `created`
+// sends them (on a database of its own, dropped afterwards). Needs `perf` (Debian's linux-perf) and root, or kernel.perf_event_paranoid ≤ 1 (at 2 perf
 // attaches but drops the kernel's samples, so the tool refuses); the sampling adds a few per cent of CPU.
 import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { pathToFileURL } from "node:url"
-import { load, measuredLoad, type Process, root, type ScenarioService, startProcess, startScenarioService } from "./lib.js"
+import { adminQuery, benchAdminUrl, load, measuredLoad, type Process, root, type ScenarioService, startProcess, startScenarioService } from "./lib.js"
 
 const [dir = ".", scenario = "machine", requestsArg = "20000"] = process.argv.slice(2)
 const requests = Number(requestsArg)
 if (!(Number.isInteger(requests) && requests > 0)) {
-  throw new Error("usage: bench/perfProfile.ts [dir] [machine|mcp|mcp2026|replay|created|events|bprime] [requests > 0]")
+  throw new Error("usage: bench/perfProfile.ts [dir] [machine|mcp|mcp2026|replay|created|events|bprime|rprime] [requests > 0]")
 }
 if (spawnSync("perf", ["--version"]).status !== 0) throw new Error("perf is not installed (Debian: apt-get install linux-perf)")
 const paranoid = (() => {
@@ -141,6 +142,7 @@ let running: ScenarioService | undefined
 let baseline: Process | undefined
 let recording: { readonly recorder: ChildProcess; readonly exited: Promise<void> } | undefined
 let scratch: string | undefined
+let baselineDb: string | undefined
 try {
   scratch = mkdtempSync(join(tmpdir(), "pv-perf-"))
   const samplesFile = join(scratch, "perf.data")
@@ -160,7 +162,25 @@ try {
     target = baseline
     options = { ...machine, url: machine.url.replace(service.baseUrl, baseline.baseUrl) }
   }
-  if (options === undefined) throw new Error(`unknown scenario ${scenario}: one of ${[...Object.keys(scenarios), "bprime"].join(", ")}`)
+  if (scenario === "rprime") {
+    // (r') as bench/cpu.ts starts it: the service's trust document, the scenarios' key, a database of its own.
+    const machine = scenarios.machine!, created = scenarios.created!
+    const documentFile = join(scratch, "machine.json")
+    const headers = machine.headers ?? {}
+    writeFileSync(documentFile, await fetch(machine.url, { headers }).then((r) => r.text()))
+    const key = (headers.authorization ?? "").slice("Bearer ".length)
+    baselineDb = `pv_perf_r_${Date.now()}`
+    await adminQuery(`CREATE DATABASE ${baselineDb}`)
+    const databaseUrl = new URL(benchAdminUrl)
+    databaseUrl.pathname = `/${baselineDb}`
+    const baselineFlags = (process.env.BENCH_BASELINE_NODE_FLAGS ?? "").split(" ").filter((flag) => flag !== "")
+    baseline = await startProcess("bench/baselines/receiptApi.ts", {
+      BENCH_DOCUMENT_FILE: documentFile, BENCH_KEY: key, DATABASE_URL: databaseUrl.toString()
+    }, [], [...baselineFlags, "--perf-basic-prof"])
+    target = baseline
+    options = { ...created, url: created.url.replace(service.baseUrl, baseline.baseUrl) }
+  }
+  if (options === undefined) throw new Error(`unknown scenario ${scenario}: one of ${[...Object.keys(scenarios), "bprime", "rprime"].join(", ")}`)
   await load({ ...options, connections: 16, seconds: 0, amount: requests })
 
   const pid = target.child.pid!
@@ -230,5 +250,6 @@ try {
     // --perf-basic-prof's symbol maps (one per process, /tmp/perf-<pid>.map) are read by `perf report` only.
     for (const pid of pids) if (pid !== undefined) rmSync(`/tmp/perf-${pid}.map`, { force: true })
     if (scratch !== undefined) rmSync(scratch, { recursive: true, force: true })
+    if (baselineDb !== undefined) await adminQuery(`DROP DATABASE IF EXISTS ${baselineDb} WITH (FORCE)`)
   }
 }
