@@ -174,8 +174,9 @@ try {
     const databaseUrl = new URL(benchAdminUrl)
     databaseUrl.pathname = `/${baselineDb}`
     const baselineFlags = (process.env.BENCH_BASELINE_NODE_FLAGS ?? "").split(" ").filter((flag) => flag !== "")
+    const publicId = (JSON.parse(String(created.body)) as { subject_public_id: string }).subject_public_id
     baseline = await startProcess("bench/baselines/receiptApi.ts", {
-      BENCH_DOCUMENT_FILE: documentFile, BENCH_KEY: key, DATABASE_URL: databaseUrl.toString()
+      BENCH_DOCUMENT_FILE: documentFile, BENCH_PUBLIC_ID: publicId, BENCH_KEY: key, DATABASE_URL: databaseUrl.toString()
     }, [], [...baselineFlags, "--perf-basic-prof"])
     target = baseline
     options = { ...created, url: created.url.replace(service.baseUrl, baseline.baseUrl) }
@@ -250,6 +251,9 @@ try {
     // --perf-basic-prof's symbol maps (one per process, /tmp/perf-<pid>.map) are read by `perf report` only.
     for (const pid of pids) if (pid !== undefined) rmSync(`/tmp/perf-${pid}.map`, { force: true })
     if (scratch !== undefined) rmSync(scratch, { recursive: true, force: true })
-    if (baselineDb !== undefined) await adminQuery(`DROP DATABASE IF EXISTS ${baselineDb} WITH (FORCE)`)
+    // A failed drop is reported, not thrown: it must not hide the run's own error.
+    if (baselineDb !== undefined) {
+      await adminQuery(`DROP DATABASE IF EXISTS ${baselineDb} WITH (FORCE)`).catch((error) => console.error(`could not drop ${baselineDb}:`, error))
+    }
   }
 }

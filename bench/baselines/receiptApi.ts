@@ -2,11 +2,12 @@
 // HttpApi and `HttpApiSecurity.bearer` middleware (the key's SHA-256 looked up in a Map), a POST endpoint whose
 // payload is decoded by HttpApi through the service's own request schema (RelianceRequest) and whose answer is
 // encoded by HttpApi through the service's NewRelianceReceipt (status 201). The handler does a new receipt's pure
-// work with the service's own domain functions (the evaluation against the trust document in BENCH_DOCUMENT_FILE
-// and policy/policy.v1.json, `sealReceipt`'s RFC 8785 digest, the Ed25519 signature of the digest, the log
-// entry's bytes) and writes it durably in one autocommitted statement per request through @effect/sql-pg: the
-// receipt row (`ON CONFLICT … DO NOTHING` on the idempotency key) and its pending log entry, as the service's
-// migrations lay them out. What it leaves out of the service's work: rate limits, request ids, access log,
+// work with the service's own domain functions and ids (the trust document looked up by the request's subject in
+// a Map: BENCH_DOCUMENT_FILE's under BENCH_PUBLIC_ID, a 404 for any other; the evaluation against it and
+// policy/policy.v1.json, `sealReceipt`'s RFC 8785 digest, the Ed25519 signature of the digest, the log entry's
+// bytes) and writes it durably in one autocommitted statement per request through @effect/sql-pg with the
+// service's pool size (16): the receipt row (`ON CONFLICT … DO NOTHING` on the idempotency key) and its pending
+// log entry, in tables laid out as the service's migrations lay them out. What it leaves out of the service's work: rate limits, request ids, access log,
 // metrics, CORS, the body checks of the front door, replays, the log's integration, the group commit.
 // DATABASE_URL: a database of its own (it creates its two tables); BENCH_KEY: the accepted key.
 import { createHash, generateKeyPairSync } from "node:crypto"
@@ -19,16 +20,18 @@ import { Context, Effect, Layer, Redacted, References, Result, Schema } from "ef
 import { HttpRouter, HttpServer } from "effect/http"
 import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity } from "effect/http-api"
 import { NetAddress } from "effect/net"
-import { ulid } from "ulid"
 import { MachineTrustResponse } from "../../src/domain/MachineTrust.js"
 import { loadPolicy, PolicyDocument } from "../../src/domain/PolicyDocument.js"
 import { NewRelianceReceipt, ReceiptSchemaId, RelianceRequest, sealReceipt } from "../../src/domain/Receipt.js"
 import { signerFromPrivateKey } from "../../src/events/Signer.js"
 import { entryBytesOf, receiptEntryOf, signReceiptDigest } from "../../src/log/Entries.js"
+import { Ids } from "../../src/platform/Ids.js"
 import { evaluateActionability } from "../../src/receipts/Actionability.js"
 import { runBaseline } from "./cluster.js"
 
-const trust = Schema.decodeUnknownSync(MachineTrustResponse)(JSON.parse(readFileSync(process.env.BENCH_DOCUMENT_FILE!, "utf8")))
+const trustBySubject = new Map([
+  [process.env.BENCH_PUBLIC_ID!, Schema.decodeUnknownSync(MachineTrustResponse)(JSON.parse(readFileSync(process.env.BENCH_DOCUMENT_FILE!, "utf8")))]
+])
 const policy = loadPolicy(Schema.decodeUnknownSync(PolicyDocument)(JSON.parse(readFileSync("policy/policy.v1.json", "utf8"))))
 const signer = signerFromPrivateKey(generateKeyPairSync("ed25519").privateKey, "ephemeral")
 const sha256 = (text: string) => createHash("sha256").update(text).digest("hex")
@@ -53,13 +56,14 @@ class BaselineApi extends HttpApi.make("baseline").add(
     HttpApiEndpoint.post("create", "/api/v1/reliance-receipts", {
       payload: RelianceRequest,
       success: NewRelianceReceipt.pipe(HttpApiSchema.status(201)),
-      error: [HttpApiError.Forbidden, HttpApiError.Conflict]
+      error: [HttpApiError.Forbidden, HttpApiError.NotFound, HttpApiError.Conflict]
     })
   ).middleware(Bearer)
 ) {}
 
 const ReceiptsLive = HttpApiBuilder.group(BaselineApi, "receipts", Effect.fnUntraced(function*(handlers) {
   const sql = yield* PgClient.PgClient
+  const ids = yield* Ids
   yield* sql`
     CREATE TABLE IF NOT EXISTS reliance_receipts (
       receipt_id text PRIMARY KEY, tenant_id text NOT NULL, principal text NOT NULL, subject_public_id text NOT NULL,
@@ -67,17 +71,22 @@ const ReceiptsLive = HttpApiBuilder.group(BaselineApi, "receipts", Effect.fnUntr
       determination_id text NOT NULL, decision text NOT NULL, receipt_digest text NOT NULL, receipt json NOT NULL,
       created_at timestamptz NOT NULL,
       UNIQUE (tenant_id, principal, subject_public_id, purpose_id, requested_action, determination_digest))`
+  yield* sql`CREATE INDEX IF NOT EXISTS reliance_receipts_subject ON reliance_receipts (subject_public_id, created_at)`
   yield* sql`
     CREATE TABLE IF NOT EXISTS log_pending (
-      id bigserial PRIMARY KEY, kind text NOT NULL, ref text NOT NULL, entry bytea NOT NULL, UNIQUE (kind, ref))`
+      id bigserial PRIMARY KEY, kind text NOT NULL CHECK (kind IN ('receipt', 'event')), ref text NOT NULL,
+      entry bytea NOT NULL, UNIQUE (kind, ref))`
   return handlers.handle("create", ({ payload }) =>
     Effect.gen(function*() {
       const caller = yield* Caller
       if (payload.tenant_id !== caller.tenant_id) return yield* new HttpApiError.Forbidden({})
+      const trust = trustBySubject.get(payload.subject_public_id)
+      if (trust === undefined) return yield* new HttpApiError.NotFound({})
       const evaluation = evaluateActionability(trust, policy, payload)
       if (Result.isFailure(evaluation)) return yield* new HttpApiError.Forbidden({})
+      const receiptId = yield* ids.make("rr")
       const now = Date.now()
-      const sealed = sealReceipt({ schema: ReceiptSchemaId, receipt_id: `rr_${ulid(now)}`, created_at: new Date(now).toISOString(), ...evaluation.success })
+      const sealed = sealReceipt({ schema: ReceiptSchemaId, receipt_id: receiptId, created_at: new Date(now).toISOString(), ...evaluation.success })
       const receipt = { ...sealed, signature: signReceiptDigest(sealed.receipt_digest, signer) }
       const inserted = yield* sql<{ receipt_id: string }>`
         WITH inserted AS (
@@ -110,7 +119,8 @@ runBaseline((banner) => {
   }).pipe(
     Layer.provideMerge(Banner),
     Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
-    Layer.provide(PgClient.layer({ url: Redacted.make(process.env.DATABASE_URL!) })),
+    Layer.provide(PgClient.layer({ url: Redacted.make(process.env.DATABASE_URL!), maxConnections: 16 })),
+    Layer.provide(Ids.layer),
     Layer.provide(Layer.succeed(References.TracerEnabled, false)),
     Layer.launch,
     NodeRuntime.runMain
