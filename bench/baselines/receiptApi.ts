@@ -10,16 +10,11 @@
 // log entry, in tables laid out as the service's migrations lay them out. What it leaves out of the service's work: rate limits, request ids, access log,
 // metrics, CORS, the body checks of the front door, replays, the log's integration, the group commit.
 // DATABASE_URL: a database of its own (it creates its two tables); BENCH_KEY: the accepted key.
-import { createHash, generateKeyPairSync } from "node:crypto"
+import { generateKeyPairSync } from "node:crypto"
 import { readFileSync } from "node:fs"
-import { createServer } from "node:http"
-import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Redacted, References, Result, Schema } from "effect"
-import { HttpRouter, HttpServer } from "effect/http"
-import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity } from "effect/http-api"
-import { NetAddress } from "effect/net"
+import { Effect, Layer, Redacted, Result, Schema } from "effect"
+import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema } from "effect/http-api"
 import { MachineTrustResponse } from "../../src/domain/MachineTrust.js"
 import { loadPolicy, PolicyDocument } from "../../src/domain/PolicyDocument.js"
 import { NewRelianceReceipt, ReceiptSchemaId, RelianceRequest, sealReceipt } from "../../src/domain/Receipt.js"
@@ -27,30 +22,13 @@ import { signerFromPrivateKey } from "../../src/events/Signer.js"
 import { entryBytesOf, receiptEntryOf, signReceiptDigest } from "../../src/log/Entries.js"
 import { Ids } from "../../src/platform/Ids.js"
 import { evaluateActionability } from "../../src/receipts/Actionability.js"
-import { runBaseline } from "./cluster.js"
+import { Bearer, BearerLive, Caller, serveBaseline } from "./bearer.js"
 
 const trustBySubject = new Map([
   [process.env.BENCH_PUBLIC_ID!, Schema.decodeUnknownSync(MachineTrustResponse)(JSON.parse(readFileSync(process.env.BENCH_DOCUMENT_FILE!, "utf8")))]
 ])
 const policy = loadPolicy(Schema.decodeUnknownSync(PolicyDocument)(JSON.parse(readFileSync("policy/policy.v1.json", "utf8"))))
 const signer = signerFromPrivateKey(generateKeyPairSync("ed25519").privateKey, "ephemeral")
-const sha256 = (text: string) => createHash("sha256").update(text).digest("hex")
-const keys = new Map([[sha256(process.env.BENCH_KEY!), { tenant_id: "bench" }]])
-
-class Caller extends Context.Service<Caller, { readonly tenant_id: string }>()("bench/Caller") {}
-
-class Bearer extends HttpApiMiddleware.Service<Bearer, { provides: Caller }>()("bench/Bearer", {
-  error: HttpApiError.Unauthorized,
-  security: { bearer: HttpApiSecurity.bearer }
-}) {}
-
-const BearerLive = Layer.succeed(Bearer, {
-  bearer: (effect, { credential }) => {
-    const caller = keys.get(sha256(Redacted.value(credential)))
-    return caller === undefined ? Effect.fail(new HttpApiError.Unauthorized({})) : Effect.provideService(effect, Caller, caller)
-  }
-})
-
 class BaselineApi extends HttpApi.make("baseline").add(
   HttpApiGroup.make("receipts").add(
     HttpApiEndpoint.post("create", "/api/v1/reliance-receipts", {
@@ -108,21 +86,9 @@ const ReceiptsLive = HttpApiBuilder.group(BaselineApi, "receipts", Effect.fnUntr
     }))
 }))
 
-runBaseline((banner) => {
-  const Banner = Layer.effectDiscard(Effect.gen(function*() {
-    const server = yield* HttpServer.HttpServer
-    if (NetAddress.isInetAddress(server.address)) banner(server.address.port)
-  }))
-  HttpRouter.serve(HttpApiBuilder.layer(BaselineApi).pipe(Layer.provide(ReceiptsLive), Layer.provide(BearerLive)), {
-    disableLogger: true,
-    disableListenLog: true
-  }).pipe(
-    Layer.provideMerge(Banner),
-    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
-    Layer.provide(PgClient.layer({ url: Redacted.make(process.env.DATABASE_URL!), maxConnections: 16 })),
-    Layer.provide(Ids.layer),
-    Layer.provide(Layer.succeed(References.TracerEnabled, false)),
-    Layer.launch,
-    NodeRuntime.runMain
-  )
-})
+serveBaseline(HttpApiBuilder.layer(BaselineApi).pipe(
+  Layer.provide(ReceiptsLive),
+  Layer.provide(BearerLive),
+  Layer.provide(PgClient.layer({ url: Redacted.make(process.env.DATABASE_URL!), maxConnections: 16 })),
+  Layer.provide(Ids.layer)
+))
