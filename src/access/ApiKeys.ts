@@ -69,12 +69,17 @@ const makeApiKeys = Effect.gen(function*() {
   // Verification never waits on the database for a key seen within the last second (found or not).
   const ttlMs = Duration.toMillis(KeyCacheTtl)
   const known = new Map<string, { readonly key: Option.Option<ApiKeyRecord>; readonly at: number }>()
+  /** The cache's record of `keyHash` when it was seen within the TTL before `now`. */
+  const cachedAt = (keyHash: string, now: number) => {
+    const hit = known.get(keyHash)
+    return hit !== undefined && hit.at <= now && now - hit.at < ttlMs ? hit : undefined
+  }
   const byHash = {
     get: (keyHash: string) =>
       Effect.clockWith((clock) => {
         const now = clock.currentTimeMillisUnsafe()
-        const hit = known.get(keyHash)
-        if (hit !== undefined && hit.at <= now && now - hit.at < ttlMs) return Effect.succeed(hit.key)
+        const hit = cachedAt(keyHash, now)
+        if (hit !== undefined) return Effect.succeed(hit.key)
         return Effect.orDie(store.findByHash(keyHash)).pipe(
           Effect.tap((key) =>
             Effect.sync(() => {
@@ -139,12 +144,6 @@ const makeApiKeys = Effect.gen(function*() {
     const key = activeAt(found, now)
     return key === undefined ? Effect.fail(invalidKey) : Effect.succeed(key)
   }
-  /** The cache's record of `keyHash` when it was seen within the TTL before `now`. */
-  const cachedAt = (keyHash: string, now: number) => {
-    const hit = known.get(keyHash)
-    return hit !== undefined && hit.at <= now && now - hit.at < ttlMs ? hit : undefined
-  }
-
   /**
    * The cached record (only well-formed keys get there), else shape and checksum (no database) and the
    * store; then revocation and expiry. A record seen within the TTL is judged at once, with one clock

@@ -68,7 +68,7 @@ const scopeTable = (): ((endpoint: HttpApiEndpoint.Top) => Scope | null) => {
  * The API-key middleware: the key is checked (and failures throttled) before the key's limits are
  * counted, then the key's scope against the endpoint's `RequiredScope` (403 insufficient-scope, after the
  * limits, before the request's parameters and body are read); the endpoint then runs with the key as
- * `Caller`. The RateLimit fields are set by `RateLimits.consumeKey` on the request's Node response, so they
+ * `Caller`. The RateLimit fields are set by `RateLimits.consumeKeyAt` on the request's Node response, so they
  * are on answers and refusals alike.
  */
 export const ApiKeyAuthLive = Layer.effect(

@@ -93,11 +93,10 @@ interface Allowed {
 }
 
 export interface RateLimitsShape {
-  /** Counts one request of `key`; sets the RateLimit fields on whatever response follows (answer or refusal). */
-  readonly consumeKey: (key: ApiKeyRecord, request: HttpServerRequest.HttpServerRequest) => Effect.Effect<void, RateLimited | QuotaExceeded | Unavailable>
   /**
-   * `consumeKey` at `now`, done at once where it can be: undefined when both windows allowed the request from
-   * local state (the usual case; the fields are set), else the rest of it to run.
+   * Counts one request of `key` at `now` and sets the RateLimit fields on whatever response follows (answer or
+   * refusal), done at once where it can be: undefined when both windows allowed the request from local state
+   * (the usual case; the fields are set), else the rest of it to run.
    */
   readonly consumeKeyAt: (
     key: ApiKeyRecord,
@@ -192,12 +191,6 @@ const makeRateLimits = Effect.gen(function*() {
     return set === undefined ? rest : Effect.andThen(set, rest)
   }
 
-  const consumeKey = (
-    key: ApiKeyRecord,
-    request: HttpServerRequest.HttpServerRequest
-  ): Effect.Effect<void, RateLimited | QuotaExceeded | Unavailable> =>
-    Effect.clockWith((clock) => consumeKeyAt(key, request, clock.currentTimeMillisUnsafe()) ?? Effect.void)
-
   const takeDayRefused = (key: ApiKeyRecord, now: number) =>
     Effect.andThen(countQuotaExceeded, Effect.fail(new QuotaExceeded({
       detail: `This key's daily quota of ${key.daily_quota} requests is used up until 00:00 UTC.`,
@@ -272,7 +265,7 @@ const makeRateLimits = Effect.gen(function*() {
       Effect.ignore
     )
 
-  return { consumeKey, consumeKeyAt, consumeAddress, guardAuthentication, recordAuthenticationFailure } satisfies RateLimitsShape
+  return { consumeKeyAt, consumeAddress, guardAuthentication, recordAuthenticationFailure } satisfies RateLimitsShape
 })
 
 /** For a request that did not come through a Node server (none of the service's own): a pre-response handler. */

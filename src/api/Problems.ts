@@ -7,6 +7,10 @@ import { problemInstance, RequestId } from "../observability/RequestRecord.js"
 /** docs/API.md §4.3: bodies over 64 KiB are refused before they are read in full. */
 export const MaxBodyBytes = 64 * 1024
 
+/** Whether a request's headers announce a body (chunked, or a Content-Length above 0). */
+export const announcesBody = (headers: { readonly [name: string]: string | ReadonlyArray<string> | undefined }): boolean =>
+  headers["transfer-encoding"] !== undefined || Number(headers["content-length"] ?? "0") > 0
+
 /** Where RequestGuardLive (src/http/RequestGuard.ts) leaves the JSON value of a REST body it read and checked. */
 const CheckedJson = Symbol.for("pv/CheckedJson")
 

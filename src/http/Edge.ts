@@ -3,13 +3,13 @@ import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequ
 import { Cause, Effect, Layer, Option } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiError } from "effect/http-api"
-import { problemResponse } from "../api/Problems.js"
+import { announcesBody, problemResponse } from "../api/Problems.js"
 import { BadRequest, Internal, isProblemError, MalformedJson, NotFound, OriginNotAllowed, type ProblemError, Unauthorized } from "../domain/Problem.js"
-import { makeRequestRecord, problemInstance, RequestId, RequestIdHeader, requestIdFrom, type RequestRecord } from "../observability/RequestRecord.js"
+import { problemInstance, RequestId, RequestIdHeader, type RequestRecord } from "../observability/RequestRecord.js"
 import { Telemetry } from "../observability/Telemetry.js"
 import { AppConfig } from "../platform/Config.js"
 import { originOutcome } from "./Cors.js"
-import { admittedAt } from "./FrontDoor.js"
+import { arrivalRecord } from "./FrontDoor.js"
 import { decodesAsUtf8, defectProblem, internalTokenRule, schemaProblem } from "./RequestGuard.js"
 
 /** Failures that reach the router: unknown routes, unreadable requests, anything else is ours. */
@@ -61,7 +61,7 @@ export const EdgeLive = HttpRouter.middleware(
         const incoming = NodeHttpServerRequest.toIncomingMessage(request) as Http.IncomingMessage
         const outgoing = NodeHttpServerRequest.toServerResponse(request) as Http.ServerResponse
         // Timed from its arrival at the front door (a request with a body may start later: http/FrontDoor.ts).
-        const record = makeRequestRecord(requestIdFrom(headers[RequestIdHeader]), admittedAt(outgoing) ?? performance.now())
+        const record = arrivalRecord(headers[RequestIdHeader], outgoing)
         outgoing.on("close", () => telemetry.requestEnded(incoming, outgoing, record))
         // Headers every answer carries go on the Node response now, where the platform's `writeHead` merges
         // them with the answer's own: synchronous, and no copy of the answer per header.
@@ -94,8 +94,7 @@ export const EdgeLive = HttpRouter.middleware(
           RequestId,
           record
         )
-        const hasBody = headers["transfer-encoding"] !== undefined || Number(headers["content-length"] ?? "0") > 0
-        if (!hasBody) return answered
+        if (!announcesBody(headers)) return answered
         // An answer given before the body was received in full closes the connection (nobody reads the rest).
         return Effect.map(answered, (response) => {
           if (!incoming.complete) outgoing.setHeader("connection", "close")

@@ -15,8 +15,8 @@ import {
   renderProblem,
   Unavailable
 } from "../domain/Problem.js"
-import { MaxBodyBytes } from "../api/Problems.js"
-import { makeRequestRecord, problemInstance, RequestIdHeader, requestIdFrom } from "../observability/RequestRecord.js"
+import { announcesBody, MaxBodyBytes } from "../api/Problems.js"
+import { makeRequestRecord, problemInstance, RequestIdHeader, requestIdFrom, type RequestRecord } from "../observability/RequestRecord.js"
 import { admissionState } from "../observability/Metrics.js"
 import { Telemetry } from "../observability/Telemetry.js"
 import { closingTurn, ConnectionMessage, DrainMessage, isClusterWorker, ReadyMessage, sendToPrimary } from "../platform/Cluster.js"
@@ -156,6 +156,10 @@ type AdmittedResponse = Http.ServerResponse & { [admittedEntry]?: InFlightEntry<
  */
 export const admittedAt = (res: Http.ServerResponse): number | undefined => (res as AdmittedResponse)[admittedEntry]?.startedAt
 
+/** The record of a request the app runs (its id, the client's when acceptable), timed from its arrival here. */
+export const arrivalRecord = (requestIdHeader: string | ReadonlyArray<string> | undefined, res: Http.ServerResponse): RequestRecord =>
+  makeRequestRecord(requestIdFrom(requestIdHeader), admittedAt(res) ?? performance.now())
+
 /**
  * A request whose body, announced by Content-Length and at most MaxBodyBytes, may already have come with its
  * headers (no `Expect: 100-continue`, whose body waits for the server's go-ahead): it starts once parsed.
@@ -269,7 +273,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
       if (!streaming && open.size >= limit.current()) {
         // A body is never read: a request that has one closes its connection after this answer. One without a
         // body keeps it, so a refusal under overload costs no new connection (and no TLS handshake behind a proxy).
-        const hasBody = req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? "0") > 0
+        const hasBody = announcesBody(req.headers)
         const body = overloadedBody(answeredHere(req, res))
         res.writeHead(
           503,
@@ -297,7 +301,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
         return void setImmediate(() => {
           // The client left before the app saw its request (its reset reaches the socket before the response
           // closes): nothing to do but count and log it (499).
-          if (res.destroyed || req.socket.destroyed) return telemetry.requestEnded(req, res, makeRequestRecord(requestIdFrom(req.headers[RequestIdHeader]), admittedAt(res) ?? performance.now()))
+          if (res.destroyed || req.socket.destroyed) return telemetry.requestEnded(req, res, arrivalRecord(req.headers[RequestIdHeader], res))
           app(req, res)
         })
       }

@@ -22,7 +22,7 @@ import {
   withInstance
 } from "../domain/Problem.js"
 import { RequestGuard } from "../api/Guard.js"
-import { currentInstance, keepCheckedJson, MaxBodyBytes, problemHeaders, problemResponse } from "../api/Problems.js"
+import { announcesBody, currentInstance, keepCheckedJson, MaxBodyBytes, problemHeaders, problemResponse } from "../api/Problems.js"
 import { countDatabaseError } from "../observability/Metrics.js"
 import { databaseFailure } from "../platform/DatabaseErrors.js"
 
@@ -303,8 +303,7 @@ export const RequestGuardLive = Layer.sync(RequestGuard, () => {
     >((fiber) => {
       const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
       // An operation that takes no payload (POST …/resume) may come without a body, and so without a type.
-      const bodiless = endpoint.payload.size === 0 && request.headers["transfer-encoding"] === undefined &&
-        Number(request.headers["content-length"] ?? "0") === 0
+      const bodiless = endpoint.payload.size === 0 && !announcesBody(request.headers)
       if (hasJsonBody(request.method) && !bodiless) {
         const length = Number(request.headers["content-length"] ?? "0")
         if (length > MaxBodyBytes) return Effect.andThen(closeAfterAnswer, Effect.fail(tooLarge()))
