@@ -40,9 +40,12 @@ describe.skipIf(!postgresAvailable)("metrics of a cluster (postgres, PV_WORKERS=
 
     // The banner is worker 0's: worker 1 may still be starting, and until it is ready the primary hands every
     // connection to worker 0. Both are ready once a scrape gathers from both.
-    for (let i = 0; i < 200 && samples(await scrape(baseUrl), "pv_cluster_workers_reporting")[0]?.value !== 2; i++) {
+    let reporting = samples(await scrape(baseUrl), "pv_cluster_workers_reporting")[0]?.value
+    for (let i = 0; i < 200 && reporting !== 2; i++) {
       await new Promise((resolve) => setTimeout(resolve, 100))
+      reporting = samples(await scrape(baseUrl), "pv_cluster_workers_reporting")[0]?.value
     }
+    expect(reporting, "both workers report within 20 s").toBe(2)
 
     // Event streams, each on its own connection, until both workers hold one: the per-worker gauge
     // pv_event_streams_open shows it for worker 0 and worker 1.

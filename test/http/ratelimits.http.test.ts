@@ -160,11 +160,14 @@ describe(`per-key limits (${kind})`, () => {
   })
 
   it("answers 429 quota-exceeded on /api/v1/mcp once the key's day is spent", async () => {
-    const { api_key } = await createKey(server, ["trust:read", "mcp:call"], { daily_quota: 1 })
+    const { api_key } = await createKey(server, ["trust:read", "mcp:call"], { daily_quota: 1, rate_limit_per_minute: 50 })
     expect((await mcp(server, api_key, toolCall(1, "resolve_trust", { public_id: id }))).status).toBe(200)
     const refused = await mcp(server, api_key, toolCall(2, "resolve_trust", { public_id: id }))
     expectProblem(refused, 429, "quota-exceeded")
     expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0)
+    // The minute's window allowed it and set its fields before the day's quota refused it: the refusal carries them.
+    expect(refused.headers.get("ratelimit-policy")).toBe(`"minute";q=50;w=60, "day";q=1;w=86400`)
+    expect(remaining(refused)).toBe(48)
   })
 
   /**
