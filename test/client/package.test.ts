@@ -6,13 +6,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
 import { createKey, putDetermination } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
-import { packageSpecifier, projectRoot, readmeExamples } from "./readmeExamples.js"
+import { packageSpecifier, projectRoot, docExamples } from "./docExamples.js"
 
 /**
  * The package as a consumer gets it: `npm pack` in a copy of the sources (so its `prepack` build runs on a
  * tree with no dist/), `npm install` of the tarball into an empty project, then a plain JavaScript module
  * importing `pv-trust-service/client`, a TypeScript project type-checked against the shipped
- * declarations (the README's examples, verbatim, and type checks of its own), and the `pv` command.
+ * declarations (docs/CLIENT.md's examples, verbatim, and type checks of its own), and the `pv` command.
  * In `npm test` (unit project): about 35 s on an idle 2-core machine, mostly the build and the install
  * (`--prefer-offline`: the npm cache, the registry only for what it lacks).
  */
@@ -142,11 +142,11 @@ console.log(JSON.stringify({
     expect(stdout).toContain("pv verify-receipt")
   }, 120_000)
 
-  it("type-checks a TypeScript project against the shipped declarations (the README examples and more)", async () => {
-    const examples = readmeExamples()
+  it("type-checks a TypeScript project against the shipped declarations (docs/CLIENT.md's examples and more)", async () => {
+    const examples = docExamples()
     expect(examples.length).toBeGreaterThan(0)
     mkdirSync(join(consumer, "ts"))
-    for (const example of examples) writeFileSync(join(consumer, "ts", `readme-${example.name}.ts`), `${example.code}export {}\n`)
+    for (const example of examples) writeFileSync(join(consumer, "ts", `doc-${example.name}.ts`), `${example.code}export {}\n`)
     writeFileSync(join(consumer, "ts", "types.ts"), `
 import { DeterminationNotFound, makeTrustClient, verifyReceiptDigest, type MachineTrustResponse, type TrustClient } from "${packageSpecifier}"
 

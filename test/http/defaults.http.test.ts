@@ -9,7 +9,7 @@ import { createScratchDatabase, testDatabaseKind } from "../support/databases.js
 import { spawnEntry } from "../support/spawned.js"
 
 /**
- * The environment defaults (README "Configuration", docs/API.md §14), on the real entry point: `src/main.ts`
+ * The environment defaults (docs/OPERATIONS.md "Settings", docs/API.md §14), on the real entry point: `src/main.ts`
  * started as a child process with an environment written here in full (nothing from the developer's).
  * Embedded mode with an empty database loads the demo data and generates an operator token (printed once,
  * kept in the data directory with mode 0600); DATABASE_URL mode never invents a credential.

@@ -50,7 +50,7 @@ describe("PV_OPERATOR_TOKEN (docs/API.md §3.4: at least 32 characters)", () => 
   })
 })
 
-describe("defaults (README, Configuration)", () => {
+describe("defaults (docs/OPERATIONS.md, Settings)", () => {
   it("gives the documented value for every unset variable", () => {
     const config = Result.getOrThrow(readConfig({}))
     expect(config).toMatchObject({

@@ -5,10 +5,10 @@ import { demoDeterminations } from "../../src/demo/DemoData.js"
 import { createKey, putDetermination, request } from "../support/http.js"
 import { isolatedConfig } from "../support/testConfig.js"
 import { startTestServer, type TestServer } from "../support/server.js"
-import { packageSpecifier, projectRoot, readmeBaseUrl, readmeExamples } from "./readmeExamples.js"
+import { packageSpecifier, projectRoot, docBaseUrl, docExamples } from "./docExamples.js"
 
 /**
- * README.md's "TypeScript client" examples, run as written against a real server holding the demo data.
+ * docs/CLIENT.md's examples, run as written against a real server holding the demo data.
  * Only two things are rewritten: the package name becomes this checkout's client module (the packaged
  * module is run in package.test.ts) and the address becomes the test server's. Each example's
  * `console.log` lines are the assertions. package.test.ts type-checks the same blocks against the
@@ -17,7 +17,7 @@ import { packageSpecifier, projectRoot, readmeBaseUrl, readmeExamples } from "./
 let server: TestServer
 let key: string
 let dir: string
-const examples = readmeExamples()
+const examples = docExamples()
 
 /** What each example prints, line by line. */
 const expectedOutput: Record<string, ReadonlyArray<string | RegExp>> = {
@@ -36,7 +36,7 @@ beforeAll(async () => {
   key = (await createKey(server, ["trust:read", "receipt:write", "receipt:read", "subscription:write"], { tenant_id: "demo" })).api_key
   // Inside the project (so `effect` resolves from its node_modules), in an ignored directory.
   mkdirSync(join(projectRoot, ".pv-test-data"), { recursive: true })
-  dir = mkdtempSync(join(projectRoot, ".pv-test-data", "readme-examples-"))
+  dir = mkdtempSync(join(projectRoot, ".pv-test-data", "doc-examples-"))
 })
 afterAll(async () => {
   if (dir !== undefined) rmSync(dir, { recursive: true, force: true })
@@ -57,17 +57,17 @@ const changeOnceSubscribed = async () => {
   throw new Error("the webhook example never subscribed")
 }
 
-describe(`README TypeScript client examples (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
+describe(`docs/CLIENT.md TypeScript client examples (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
   it("marks every ts block as an example, and each has its expected output here", () => {
     expect(examples.map((example) => example.name)).toEqual(Object.keys(expectedOutput))
   })
 
   it.each(examples.map((example) => [example.name, example] as const))("runs the example %s", async (name, example) => {
     expect(example.code, "imports the package by name").toContain(`"${packageSpecifier}"`)
-    expect(example.code, "talks to the README's address").toContain(readmeBaseUrl)
+    expect(example.code, "talks to the documented address").toContain(docBaseUrl)
     const source = example.code
       .replaceAll(`"${packageSpecifier}"`, JSON.stringify(join(projectRoot, "src/client/index.ts")))
-      .replaceAll(readmeBaseUrl, server.baseUrl)
+      .replaceAll(docBaseUrl, server.baseUrl)
     const file = join(dir, `${name}.ts`)
     writeFileSync(file, source)
     const printed: Array<string> = []
@@ -79,13 +79,13 @@ describe(`README TypeScript client examples (${process.env.PV_TEST_DB ?? "pglite
       await import(/* @vite-ignore */ file)
       await changed
     } catch (error) {
-      throw new Error(`README.md:${example.line}: example ${name} failed: ${String(error)}`, { cause: error })
+      throw new Error(`docs/CLIENT.md:${example.line}: example ${name} failed: ${String(error)}`, { cause: error })
     } finally {
       log.mockRestore()
       delete process.env.KEY
     }
     const expected = expectedOutput[name]!
-    expect(printed, `README.md:${example.line}`).toHaveLength(expected.length)
+    expect(printed, `docs/CLIENT.md:${example.line}`).toHaveLength(expected.length)
     expected.forEach((line, i) => (typeof line === "string" ? expect(printed[i]).toBe(line) : expect(printed[i]).toMatch(line)))
   })
 })
