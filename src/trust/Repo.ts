@@ -12,7 +12,7 @@ import * as Rows from "../platform/Rows.js"
  */
 const StoredBody = Schema.declare((u: unknown): u is DeterminationBody => typeof u === "object" && u !== null && !Array.isArray(u))
 
-/** One stored version with its head, as the trust read path decodes it (exported for bench/sqlSchema.ts). */
+/** One stored version with its head, as the trust read path decodes it. */
 export const VersionRow = Schema.Struct({
   public_id: PublicId,
   determination_id: Schema.String,

@@ -1,8 +1,8 @@
-// `node --import tsx bench/idleProbe.ts`: the compiled server's CPU and database transactions per second while idle
+// `node --import tsx bench/tools/idleProbe.ts`: the compiled server's CPU and database transactions per second while idle
 // (PostgreSQL scratch database, dropped afterwards): the floor under every CPU-per-request figure.
 import { generateKeyPairSync, randomBytes } from "node:crypto"
 import pg from "pg"
-import { adminQuery, benchAdminUrl, cpuSeconds, serviceNodeFlags, startProcess } from "./lib.js"
+import { adminQuery, benchAdminUrl, cpuSeconds, serviceNodeFlags, startProcess } from "../lib.js"
 const pem = () => generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }).toString()
 const dbName = `pv_idle_${Date.now()}`
 await adminQuery(`CREATE DATABASE ${dbName}`)

@@ -1,4 +1,4 @@
-// `node --import tsx bench/gcTrace.ts [dir] [machine|mcp|mcp2026|replay|created|events] [requests] [rounds] [connections]`: what the
+// `node --import tsx bench/tools/gcTrace.ts [dir] [machine|mcp|mcp2026|replay|created|events] [requests] [rounds] [connections]`: what the
 // garbage collector and the compiler do per request. The compiled service of checkout `dir` (default `.`,
 // `npm run build` first; a copy of dist/ with one change in it works too, which is how docs/PERFORMANCE.md's
 // eighth pass attributed a new receipt's CPU) runs one process on a fresh PostgreSQL database with npm start's
@@ -14,14 +14,14 @@
 // V8 writes its trace through a buffered stdout (about 4 KB, two or three collections' lines), so a round's slice
 // of it may hold a few lines of the one before or miss its own last few: the per-request figures are good to a
 // few per cent, the small counts (full collections, compilations) to a few.
-import { load, measuredLoad, type ScenarioService, startScenarioService } from "./lib.js"
+import { load, measuredLoad, type ScenarioService, startScenarioService } from "../lib.js"
 
 const [dir = ".", scenario = "created", requestsArg = "10000", roundsArg = "2", connectionsArg = "16"] = process.argv.slice(2)
 const requests = Number(requestsArg)
 const rounds = Number(roundsArg)
 const connections = Number(connectionsArg)
 if (!(Number.isInteger(requests) && requests > 0 && Number.isInteger(rounds) && rounds > 0 && Number.isInteger(connections) && connections > 0)) {
-  throw new Error("usage: bench/gcTrace.ts [dir] [machine|mcp|mcp2026|replay|created|events] [requests > 0] [rounds > 0] [connections > 0]")
+  throw new Error("usage: bench/tools/gcTrace.ts [dir] [machine|mcp|mcp2026|replay|created|events] [requests > 0] [rounds > 0] [connections > 0]")
 }
 
 /**

@@ -2,7 +2,7 @@
  * Evidence for docs/EFFECT4-PORT.md §5 ("effect/ai McpServer.layerHttp"): effect 4.1's own MCP server over
  * HTTP (McpServer.layerHttp with the revisions /api/v1/mcp serves, one tool), asked the raw requests
  * test/http/mcp2026.http.test.ts and test/http/mcp.http.test.ts put to ours. Prints each request and the
- * answer (status, session header, body). `node --import tsx bench/mcpServerProbe.ts` (not a benchmark: it lives here to be type-checked)
+ * answer (status, session header, body). `node --import tsx bench/tools/mcpServerProbe.ts` (not a benchmark: it lives here to be type-checked)
  */
 import { createServer } from "node:http"
 import { NodeHttpServer } from "@effect/platform-node"

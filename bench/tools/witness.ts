@@ -1,4 +1,4 @@
-// `node --import tsx bench/witness.ts [--seconds 10] [--logs 32] [--entries 1000000] [--postgres] [--profile] [--entry dist/src/cli/main.js] [--runs 1]`:
+// `node --import tsx bench/tools/witness.ts [--seconds 10] [--logs 32] [--entries 1000000] [--postgres] [--profile] [--entry dist/src/cli/main.js] [--runs 1]`:
 // row W1 of `npm run bench` alone (bench/witnessRows.ts): add-checkpoint answers per second of one compiled
 // `pv witness serve` process (embedded database by default, so the witness and its database share one core;
 // --postgres uses a fresh database on DATABASE_URL's server), with consistency proofs from a tree of --entries
@@ -8,9 +8,9 @@ import { copyFileSync, mkdtempSync, readdirSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
-import { adminQuery, benchAdminUrl } from "./lib.js"
-import { stepsOf } from "./profileSummary.js"
-import { profileOf, witnessThroughput } from "./witnessRows.js"
+import { adminQuery, benchAdminUrl } from "../lib.js"
+import { stepsOf } from "../profileSummary.js"
+import { profileOf, witnessThroughput } from "../witnessRows.js"
 
 /** The steps of an answer, as --profile splits the witness's busy time (the first that matches a frame of a sample's stack). */
 const witnessSteps: ReadonlyArray<readonly [string, RegExp]> = [

@@ -1,8 +1,8 @@
-// `node --import tsx bench/perfProfile.ts [dir] [machine|mcp|mcp2026|replay|created|events|bprime|rprime] [requests]`: where a
+// `node --import tsx bench/tools/perfProfile.ts [dir] [machine|mcp|mcp2026|replay|created|events|bprime|rprime] [requests]`: where a
 // request's CPU goes, as the operating system sees it: Linux `perf` samples every thread of the service process
 // on the CPU clock (`perf record -e cpu-clock`), so the JavaScript, V8's garbage collection and compilation threads,
 // the kernel's share of the sockets and native code (OpenSSL, llhttp, libuv) are all in one picture. V8's own
-// profiler (bench/profileCompiled.ts) samples the main thread only and by wall clock: a thread that the kernel
+// profiler (the former bench/profileCompiled.ts) samples the main thread only and by wall clock: a thread that the kernel
 // put aside during a `write` still shows as busy in it, and the collector's and compiler's threads not at all.
 //
 // The compiled service of checkout `dir` (a path from the working directory, default `.`; `npm run build` first,
@@ -25,12 +25,12 @@ import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { pathToFileURL } from "node:url"
-import { adminQuery, benchAdminUrl, load, measuredLoad, type Process, root, type ScenarioService, startProcess, startScenarioService } from "./lib.js"
+import { adminQuery, benchAdminUrl, load, measuredLoad, type Process, root, type ScenarioService, startProcess, startScenarioService } from "../lib.js"
 
 const [dir = ".", scenario = "machine", requestsArg = "20000"] = process.argv.slice(2)
 const requests = Number(requestsArg)
 if (!(Number.isInteger(requests) && requests > 0)) {
-  throw new Error("usage: bench/perfProfile.ts [dir] [machine|mcp|mcp2026|replay|created|events|bprime|rprime] [requests > 0]")
+  throw new Error("usage: bench/tools/perfProfile.ts [dir] [machine|mcp|mcp2026|replay|created|events|bprime|rprime] [requests > 0]")
 }
 if (spawnSync("perf", ["--version"]).status !== 0) throw new Error("perf is not installed (Debian: apt-get install linux-perf)")
 const paranoid = (() => {

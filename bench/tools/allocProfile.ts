@@ -1,4 +1,4 @@
-// `node --import tsx bench/allocProfile.ts [dir] [scenario] [requests] [--survivors] [--warm N] [--depth D] [--top N] [--connections C]`:
+// `node --import tsx bench/tools/allocProfile.ts [dir] [scenario] [requests] [--survivors] [--warm N] [--depth D] [--top N] [--connections C]`:
 // where a request's heap allocations come from, by allocation site, with V8's sampling heap profiler (one sample
 // per 128 bytes on average). The compiled service of checkout `dir` (default `.`; a copy of dist/ with one change
 // works too) runs one process on a fresh PostgreSQL database (bench/lib.ts startScenarioService) with
@@ -14,7 +14,7 @@
 //   by something long-lived (a cache), or by a dead object the young collector cannot tell from a live one
 //   (docs/PERFORMANCE.md, tenth pass). Run with a `requests` small enough that few full collections happen,
 //   as the note printed says.
-import { load, type ScenarioService, startScenarioService } from "./lib.js"
+import { load, type ScenarioService, startScenarioService } from "../lib.js"
 
 const positional: Array<string> = []
 const flags = new Map<string, string>()
