@@ -12,7 +12,7 @@
 //   collector is asked for young collections until the young generation holds nothing of it, and V8 keeps
 //   the samples full collections freed. A request whose objects show here outlives a young collection: held
 //   by something long-lived (a cache), or by a dead object the young collector cannot tell from a live one
-//   (docs/PERFORMANCE.md, tenth pass). Run with a `requests` small enough that few full collections happen,
+//   (`git show ca4607b:docs/PERFORMANCE.md`, "Tenth pass"). Run with a `requests` small enough that few full collections happen,
 //   as the note printed says.
 import { load, type ScenarioService, startScenarioService } from "../lib.js"
 

@@ -8,7 +8,7 @@
  * collection takes every pointer from the old generation as a root, so those requests (their responses,
  * bodies and fibers) outlive their answers, are promoted, and wait for a full collection: measured at 2–6 KB
  * promoted per request and a full collection every ~2,000 requests on the front door's old `Map`
- * (docs/PERFORMANCE.md, tenth pass). Here an entry that leaves is unlinked and cleared, so nothing dead points
+ * (docs/PERFORMANCE.md, "Decisions"). Here an entry that leaves is unlinked and cleared, so nothing dead points
  * at anything.
  */
 export interface InFlightEntry<A extends object> {
