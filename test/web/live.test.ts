@@ -1,4 +1,5 @@
 import * as fc from "fast-check"
+import { makeParser } from "effect/encoding/Sse"
 import { describe, expect, it } from "vitest"
 import type { TrustEvent } from "../../src/domain/TrustEvent.js"
 import { HeartbeatComment, sseMessageOf, StreamEventName } from "../../src/events/LiveStream.js"
@@ -106,6 +107,36 @@ describe("the page's SSE parser", () => {
     // An id with a NUL is ignored; a message is not dispatched before its blank line.
     expect(parse("id: 8\0\ndata: two\n")).toEqual([])
     expect(parse("\n")).toEqual([{ id: "7", event: "message", data: "two" }])
+  })
+
+  it("reads any stream as Effect's own SSE parser (effect/encoding/Sse makeParser) does, however it is cut", () => {
+    // An implementation that is not ours: every field kind, comments, retry lines, ids with and without NUL,
+    // blocks without data, every line ending, and arbitrary cuts.
+    const field = fc.oneof(
+      fc.stringMatching(/^[a-z0-9 {}":,]{0,8}$/).map((v) => `data: ${v}`),
+      fc.stringMatching(/^[a-z0-9]{0,6}$/).map((v) => `data:${v}`),
+      fc.constant("data"),
+      fc.stringMatching(/^[a-z.]{0,8}$/).map((v) => `event: ${v}`),
+      fc.stringMatching(/^[0-9]{0,4}$/).map((v) => `id: ${v}`),
+      fc.constant("id: 9\0"),
+      fc.stringMatching(/^[0-9]{1,4}$/).map((v) => `retry: ${v}`),
+      fc.constant(": keep-alive"),
+      fc.constant("")
+    )
+    fc.assert(fc.property(
+      fc.array(field, { maxLength: 24 }),
+      fc.constantFrom("\n", "\r\n", "\r"),
+      fc.array(fc.nat(), { maxLength: 20 }),
+      (lines, eol, offsets) => {
+        const text = lines.map((line) => line + eol).join("") + eol
+        const theirs: Array<SseMessage> = []
+        const parser = makeParser((event) => {
+          if (event._tag === "Event") theirs.push({ id: event.id ?? "", event: event.event, data: event.data })
+        })
+        for (const chunk of cut(text, offsets)) expect(parser.feed(chunk)).toBeUndefined()
+        expect(parseAll(cut(text, offsets))).toEqual(theirs)
+      }
+    ))
   })
 
   it("refuses a line longer than MaxSseLine instead of buffering without end", () => {
