@@ -7,7 +7,7 @@ import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 /**
  * The page for people at `/` (issue 13 item 5): static files from `src/web/assets` (copied beside the
  * compiled server by `npm run build`), read once at start. Verification runs in the browser
- * (/web/verify.js, bundled from src/web/browser.ts: the client module's own verifiers), so the page
+ * (/web/verify.js, bundled from src/web/browser.ts: the client module's own verifiers; /web/app.js from src/web/app.ts), so the page
  * calls only the service's own open endpoints, or the event feed with a key the visitor types in.
  */
 export const assetsDir = fileURLToPath(new URL("./assets/", import.meta.url))
@@ -61,20 +61,21 @@ const loadAsset = (file: string, contentType: string): Asset => {
   try {
     body = readFileSync(assetsDir + file)
   } catch (error) {
-    throw new Error(`the page's file ${assetsDir}${file} is missing (npm run build copies src/web/assets and bundles verify.js): ${String(error)}`)
+    throw new Error(`the page's file ${assetsDir}${file} is missing (npm run build copies src/web/assets and bundles verify.js and app.js): ${String(error)}`)
   }
   return assetOf(body, contentType)
 }
 
-/** The bundle the build writes into dist; absent from the source tree, where the server is run by tsx or vitest. */
-const BundledFile = "verify.js"
+/** The bundles the build writes into dist (src/web/Bundle.ts); absent from the source tree, where the server is run by tsx or vitest. */
+const BundledFiles: ReadonlySet<string> = new Set(["verify.js", "app.js"])
 
 const fromSource = import.meta.url.endsWith(".ts")
 
-/** Run from source, the verifier is bundled in memory on its first request (once per process), not at every start. */
-let bundling: Promise<Asset> | undefined
-const bundledFromSource = (contentType: string): Effect.Effect<Asset> =>
-  Effect.promise(() => (bundling ??= import("./Bundle.js").then(async (bundle) => assetOf(await bundle.bundleVerifier(), contentType))))
+/** Run from source, a bundle is made in memory on its first request (once per router), not at every start. */
+const bundledFromSource = (file: string, contentType: string): Effect.Effect<Asset> => {
+  let made: Promise<Asset> | undefined
+  return Effect.promise(() => (made ??= import("./Bundle.js").then(async (b) => assetOf(await b.bundle(file as "verify.js" | "app.js"), contentType))))
+}
 
 /** `no-cache`: a browser keeps the file but asks every time; an unchanged file costs a 304 (ETag). */
 const respond = (load: Effect.Effect<Asset>) =>
@@ -93,8 +94,8 @@ const respond = (load: Effect.Effect<Asset>) =>
 export const WebLive = HttpRouter.use((router) =>
   Effect.gen(function*() {
     for (const [route, file, contentType] of pageFiles) {
-      const asset = fromSource && file === BundledFile
-        ? bundledFromSource(contentType)
+      const asset = fromSource && BundledFiles.has(file)
+        ? bundledFromSource(file, contentType)
         : Effect.succeed(yield* Effect.sync(() => loadAsset(file, contentType)))
       yield* router.add("GET", route as HttpRouter.PathInput, respond(asset))
     }

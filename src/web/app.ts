@@ -1,31 +1,49 @@
-// @ts-check
 /**
  * The page's behaviour: three forms, each rendering into its result area, and the event chain followed
- * live. Every check is delegated to ./verify.js (bundled from src/web/browser.ts: the same verifiers as the
- * client module, and the live stream's parser); this file only
- * fetches, parses and shows. The DOM is built with textContent only (the page's CSP enforces Trusted
- * Types with no policy, so markup from a string cannot happen). The API key lives in its input field,
- * and in an open stream's request while it is followed; never in storage, cookies or the URL.
+ * live. Every check is delegated to ./browser.ts (bundled as /web/verify.js: the same verifiers as the
+ * client module, and the live stream's parser), which this module imports at run time as `./verify.js`
+ * (src/web/Bundle.ts): this file only fetches, parses and shows. The DOM is built with textContent only (the
+ * page's CSP enforces Trusted Types with no policy, so markup from a string cannot happen). The API key lives
+ * in its input field, and in an open stream's request while it is followed; never in storage, cookies or the URL.
+ *
+ * What the service answers is read through `Loose<T>` views of the API's own types (the HttpApi schemas'
+ * `Type`s): a field name that is not in the API fails to compile, while every value is still checked here
+ * before use, so a malformed or hostile answer is shown as such, never trusted.
  */
-import { checkArrival, cryptoAvailable, keyring, sseParser, verifyEventChain, verifyReceiptBundle } from "./verify.js"
+import type { MachineTrustResponse } from "../domain/MachineTrust.js"
+import type { EventJwks, EventPage } from "../domain/TrustEvent.js"
+import type { LogKeyInfo } from "../log/Api.js"
+import {
+  type Arrival,
+  type BundleStep,
+  type BundleVerdict,
+  type ChainHead,
+  type ChainReport,
+  checkArrival,
+  cryptoAvailable,
+  keyring,
+  sseParser,
+  verifyEventChain,
+  verifyReceiptBundle
+} from "./browser.js"
 
-/** @typedef {Record<string, unknown>} JsonRecord */
-/** @typedef {import("./verify.js").ChainReport} ChainReport */
-/** @typedef {import("./verify.js").BundleVerdict} BundleVerdict */
-/** @typedef {import("./verify.js").BundleStep} BundleStep */
+/** An answer of the API seen through its type's field names, each value still unchecked. */
+type Loose<T> = { readonly [K in keyof T]?: unknown }
+
+type JsonRecord = Record<string, unknown>
+type Tone = "ok" | "bad" | "warn" | "info"
+type Child = Node | string | null | undefined | false
 
 const EventPageSize = 1000
 
-/** @param {unknown} u @returns {u is JsonRecord} */
-const isRecord = (u) => typeof u === "object" && u !== null && !Array.isArray(u)
+const isRecord = (u: unknown): u is JsonRecord => typeof u === "object" && u !== null && !Array.isArray(u)
 
-/**
- * @param {string} tag
- * @param {Record<string, string>} [attributes]
- * @param {ReadonlyArray<Node | string | null | undefined | false>} children
- * @returns {HTMLElement}
- */
-const el = (tag, attributes = {}, ...children) => {
+/** `value` as a view of the API type `T` when it is an object, else an empty one. */
+const loose = <T>(value: unknown): Loose<T> => (isRecord(value) ? value : {}) as Loose<T>
+
+const arrayOf = (value: unknown): ReadonlyArray<unknown> => (Array.isArray(value) ? value : [])
+
+const el = (tag: string, attributes: Record<string, string> = {}, ...children: ReadonlyArray<Child>): HTMLElement => {
   const node = document.createElement(tag)
   for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value)
   for (const child of children) {
@@ -35,71 +53,54 @@ const el = (tag, attributes = {}, ...children) => {
   return node
 }
 
-/** @param {string} id */
-const byId = (id) => {
+const byId = (id: string): HTMLElement => {
   const node = document.getElementById(id)
   if (node === null) throw new Error(`the page has no #${id}`)
   return node
 }
 
-/** @param {string} id */
-const inputById = (id) => /** @type {HTMLInputElement | HTMLTextAreaElement} */ (byId(id))
+const inputById = (id: string) => byId(id) as HTMLInputElement | HTMLTextAreaElement
 
-/** @param {unknown} value */
-const text = (value) => (typeof value === "string" ? value : JSON.stringify(value) ?? String(value))
+const text = (value: unknown): string => (typeof value === "string" ? value : JSON.stringify(value) ?? String(value))
 
-/** @param {string} code */
-const mono = (code) => el("code", {}, code)
+const mono = (code: string) => el("code", {}, code)
 
-/** @param {string} label @param {"ok" | "bad" | "warn" | "info"} tone */
-const badge = (label, tone) => el("span", { class: `badge ${tone}` }, label)
+const badge = (label: string, tone: Tone) => el("span", { class: `badge ${tone}` }, label)
 
-/** @param {boolean} ok @param {string} [label] */
-const tick = (ok, label) => el("span", { class: `tick ${ok ? "ok" : "bad"}`, "data-ok": String(ok) }, ok ? "✓" : "✗", label ? ` ${label}` : "")
+const tick = (ok: boolean, label?: string) =>
+  el("span", { class: `tick ${ok ? "ok" : "bad"}`, "data-ok": String(ok) }, ok ? "✓" : "✗", label ? ` ${label}` : "")
 
-/** An instant as given, and in the reader's own time zone. @param {unknown} iso */
-const instant = (iso) => {
+/** An instant as given, and in the reader's own time zone. */
+const instant = (iso: unknown) => {
   const shownIso = text(iso)
   const ms = typeof iso === "string" ? Date.parse(iso) : NaN
   return el("span", {}, mono(shownIso), Number.isNaN(ms) ? "" : el("span", { class: "muted" }, ` (${new Date(ms).toLocaleString()})`))
 }
 
-/** @param {ReadonlyArray<unknown>} items @param {string} [empty] */
-const list = (items, empty = "none") =>
+const list = (items: ReadonlyArray<unknown>, empty = "none") =>
   items.length === 0 ? el("p", { class: "muted" }, empty) : el("ul", {}, ...items.map((item) => el("li", {}, text(item))))
 
-/**
- * @param {HTMLElement} target
- * @param {...(Node | string)} nodes
- */
-const show = (target, ...nodes) => target.replaceChildren(...nodes)
+const show = (target: HTMLElement, ...nodes: ReadonlyArray<Node | string>) => target.replaceChildren(...nodes)
 
-/** @param {string} message */
-const working = (message) => el("p", { class: "muted working" }, message)
+const working = (message: string) => el("p", { class: "muted working" }, message)
+
+const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error))
 
 // ---------------------------------------------------------------------------------------------------
 // Fetching: JSON bodies, and problem+json shown as what it says.
 
-/**
- * @typedef {{ readonly ok: true, readonly body: unknown, readonly response: Response }
- *   | { readonly ok: false, readonly problem: HTMLElement }} Fetched
- */
+type Problem = { readonly ok: false; readonly problem: HTMLElement }
+type Fetched = { readonly ok: true; readonly body: unknown; readonly response: Response } | Problem
 
-/**
- * @param {string} url
- * @param {RequestInit} [init]
- * @returns {Promise<Fetched>}
- */
-const getJson = async (url, init = {}) => {
-  let response
+const getJson = async (url: string, init: RequestInit = {}): Promise<Fetched> => {
+  let response: Response
   try {
     response = await fetch(url, { ...init, headers: { accept: "application/json", ...init.headers }, cache: "no-store" })
   } catch (error) {
-    return { ok: false, problem: problemBox("The service did not answer", String(error instanceof Error ? error.message : error)) }
+    return { ok: false, problem: problemBox("The service did not answer", messageOf(error)) }
   }
   const raw = await response.text()
-  /** @type {unknown} */
-  let body
+  let body: unknown
   try {
     body = raw.length === 0 ? undefined : JSON.parse(raw)
   } catch {
@@ -109,37 +110,40 @@ const getJson = async (url, init = {}) => {
   return { ok: false, problem: problemView(response, body, raw) }
 }
 
-/**
- * @param {string} title
- * @param {string} detail
- * @param {ReadonlyArray<Node>} [extra]
- */
-const problemBox = (title, detail, extra = []) =>
+const problemBox = (title: string, detail: string, extra: ReadonlyArray<Node> = []) =>
   el("div", { class: "problem", role: "alert" }, el("p", { class: "problem-title" }, title), el("p", {}, detail), ...extra)
 
-/**
- * An RFC 9457 problem document, readably; anything else as its status and text.
- * @param {Response} response
- * @param {unknown} body
- * @param {string} raw
- */
-const problemView = (response, body, raw) => {
+/** The fields of an RFC 9457 problem document as the service sends them (contract §1). */
+interface ProblemDocument {
+  readonly title: string
+  readonly detail: string
+  readonly code: string
+  readonly instance: string
+  readonly errors: ReadonlyArray<{ readonly pointer: string; readonly detail: string }>
+}
+
+/** An RFC 9457 problem document, readably; anything else as its status and text. */
+const problemView = (response: Response, body: unknown, raw: string) => {
   const retryAfter = response.headers.get("retry-after")
   const retry = retryAfter === null ? null : el("p", { class: "muted" }, `Retry after ${retryAfter} second(s).`)
-  if (isRecord(body) && typeof body.title === "string") {
+  const problem = loose<ProblemDocument>(body)
+  if (typeof problem.title === "string") {
     const box = problemBox(
-      `${response.status} ${body.title}`,
-      typeof body.detail === "string" ? body.detail : "",
+      `${response.status} ${problem.title}`,
+      typeof problem.detail === "string" ? problem.detail : "",
       [
-        ...(Array.isArray(body.errors)
-          ? [el("ul", {}, ...body.errors.map((e) => el("li", {}, isRecord(e) ? `${text(e.pointer)}: ${text(e.detail)}` : text(e))))]
+        ...(Array.isArray(problem.errors)
+          ? [el("ul", {}, ...problem.errors.map((e: unknown) => {
+            const error = loose<ProblemDocument["errors"][number]>(e)
+            return el("li", {}, isRecord(e) ? `${text(error.pointer)}: ${text(error.detail)}` : text(e))
+          }))]
           : []),
-        el("p", { class: "muted" }, "code ", mono(text(body.code ?? "(none)")), typeof body.instance === "string" ? ` · ${body.instance}` : ""),
+        el("p", { class: "muted" }, "code ", mono(text(problem.code ?? "(none)")), typeof problem.instance === "string" ? ` · ${problem.instance}` : ""),
         ...(retry === null ? [] : [retry])
       ]
     )
     box.dataset.status = String(response.status)
-    box.dataset.code = text(body.code ?? "")
+    box.dataset.code = text(problem.code ?? "")
     return box
   }
   const box = problemBox(`${response.status} ${response.statusText}`, raw.slice(0, 500), retry === null ? [] : [retry])
@@ -153,37 +157,28 @@ const problemView = (response, body, raw) => {
 const RelianceRule =
   "A successful resolution is not permission to rely: check freshness CURRENT, lifecycle, authority and claim scope before relying."
 
-/** @param {unknown} state */
-const freshnessTone = (state) => (state === "CURRENT" ? "ok" : state === "APPROACHING_STALE" ? "warn" : "bad")
+const freshnessTone = (state: unknown): Tone => (state === "CURRENT" ? "ok" : state === "APPROACHING_STALE" ? "warn" : "bad")
 
-/** @param {unknown} state */
-const lifecycleTone = (state) => (state === "ACTIVE" ? "ok" : state === "NOT_ISSUED" ? "info" : "bad")
+const lifecycleTone = (state: unknown): Tone => (state === "ACTIVE" ? "ok" : state === "NOT_ISSUED" ? "info" : "bad")
 
-/**
- * @param {string} title
- * @param {"ok" | "bad" | "warn" | "info"} tone
- * @param {ReadonlyArray<Node | string>} body
- * @param {string} testId
- */
-const fact = (title, tone, body, testId) =>
+const fact = (title: string, tone: Tone, body: ReadonlyArray<Node | string>, testId: string) =>
   el("div", { class: `fact ${tone}`, "data-fact": testId }, el("h4", {}, title), ...body)
 
-/** @param {string} publicId @param {JsonRecord} doc */
-const trustView = (publicId, doc) => {
+type Trust = MachineTrustResponse
+
+const trustView = (publicId: string, doc: Loose<Trust>) => {
   if (doc.schema !== "pv.machine-trust.v1") {
     return problemBox("Not a trust document", `The answer's schema is ${text(doc.schema)}, not pv.machine-trust.v1: do not use it.`)
   }
-  const determination = isRecord(doc.determination) ? doc.determination : {}
-  const freshness = isRecord(doc.freshness) ? doc.freshness : {}
-  const lifecycle = isRecord(doc.lifecycle) ? doc.lifecycle : {}
-  const authority = isRecord(doc.authority) ? doc.authority : {}
-  const integrity = isRecord(doc.integrity) ? doc.integrity : {}
-  const head = isRecord(integrity.event_head) ? integrity.event_head : {}
-  const subject = isRecord(doc.subject) ? doc.subject : {}
-  const policy = isRecord(doc.policy) ? doc.policy : {}
-  const claims = Array.isArray(doc.claims) ? doc.claims : []
-  const allowed = Array.isArray(doc.allowed_claims) ? doc.allowed_claims : []
-  const prohibited = Array.isArray(doc.prohibited_inferences) ? doc.prohibited_inferences : []
+  const determination = loose<Trust["determination"]>(doc.determination)
+  const freshness = loose<Trust["freshness"]>(doc.freshness)
+  const lifecycle = loose<Trust["lifecycle"]>(doc.lifecycle)
+  const authority = loose<Trust["authority"]>(doc.authority)
+  const integrity = loose<Trust["integrity"]>(doc.integrity)
+  const head = loose<Trust["integrity"]["event_head"]>(integrity.event_head)
+  const subject = loose<Trust["subject"]>(doc.subject)
+  const policy = loose<Trust["policy"]>(doc.policy)
+  const claims = arrayOf(doc.claims)
   const notAuthorized = authority.issuance_authorized === false && authority.authority_state === "NOT_AUTHORIZED"
 
   return el("article", { class: "card", "data-public-id": publicId },
@@ -210,28 +205,28 @@ const trustView = (publicId, doc) => {
       ], "authority"),
       fact("Claim scope", "info", [
         el("p", {}, "Rely only on the claims allowed here:"),
-        list(allowed)
+        list(arrayOf(doc.allowed_claims))
       ], "claims")),
     el("div", { class: "prohibited", "data-fact": "prohibited" },
       el("h4", {}, "Prohibited inferences"),
       el("p", {}, "Do not conclude any of these from this document:"),
-      list(prohibited),
+      list(arrayOf(doc.prohibited_inferences)),
       el("p", { class: "muted" }, "Nor that a credential was issued: no response of this service means that.")),
     el("details", {},
       el("summary", {}, "Details: why this tier, claims, subject, integrity"),
       el("div", { class: "details" },
-        el("h4", {}, "Why this tier"), list(Array.isArray(determination.why_this_tier) ? determination.why_this_tier : []),
-        el("h4", {}, "Why not higher"), list(Array.isArray(determination.why_not_higher) ? determination.why_not_higher : []),
+        el("h4", {}, "Why this tier"), list(arrayOf(determination.why_this_tier)),
+        el("h4", {}, "Why not higher"), list(arrayOf(determination.why_not_higher)),
         el("h4", {}, "Claims"),
         claims.length === 0
           ? el("p", { class: "muted" }, "none")
           : el("table", {},
             el("thead", {}, el("tr", {}, el("th", {}, "type"), el("th", {}, "value"), el("th", {}, "scope"))),
             el("tbody", {}, ...claims.map((c) => {
-              const claim = isRecord(c) ? c : {}
+              const claim = loose<Trust["claims"][number]>(c)
               return el("tr", {}, el("td", {}, text(claim.type)), el("td", {}, text(claim.value)), el("td", {}, text(claim.scope)))
             }))),
-        el("h4", {}, "Limitations"), list(Array.isArray(doc.limitations) ? doc.limitations : []),
+        el("h4", {}, "Limitations"), list(arrayOf(doc.limitations)),
         el("h4", {}, "Subject"),
         el("p", {}, mono(text(subject.subject_id)), " · identity ", text(subject.identity_state)),
         el("h4", {}, "Integrity"),
@@ -242,40 +237,35 @@ const trustView = (publicId, doc) => {
           el("dt", {}, "policy"), el("dd", {}, `${text(policy.policy_id)} ${text(policy.policy_version)}`)))))
 }
 
-/** @param {string} publicId */
-const lookUp = async (publicId) => {
+const lookUp = async (publicId: string) => {
   const target = byId("lookup-result")
   show(target, working(`Looking up ${publicId}…`))
   const fetched = await getJson(`/api/v1/trust/${encodeURIComponent(publicId)}/human`)
   if (!fetched.ok) return show(target, fetched.problem)
   if (!isRecord(fetched.body)) return show(target, problemBox("Unexpected answer", "The service's answer is not a JSON object."))
-  show(target, trustView(publicId, fetched.body))
+  show(target, trustView(publicId, loose<Trust>(fetched.body)))
   history.replaceState(null, "", `?id=${encodeURIComponent(publicId)}`)
 }
 
 // ---------------------------------------------------------------------------------------------------
 // 2. The event chain.
 
-/** @param {unknown} value @returns {value is { sequence: number, eventHash: string | null }} */
-const isHead = (value) =>
-  isRecord(value) && Number.isSafeInteger(value.sequence) && (value.eventHash === null || typeof value.eventHash === "string")
+const isHead = (value: unknown): value is ChainHead => {
+  const head = loose<EventPage["head"]>(value)
+  return isRecord(value) && Number.isSafeInteger(head.sequence) && (head.eventHash === null || typeof head.eventHash === "string")
+}
 
-/** @returns {Promise<{ readonly ok: true, readonly jwks: unknown } | { readonly ok: false, readonly problem: HTMLElement }>} */
-const serviceJwks = async () => {
+const serviceJwks = async (): Promise<{ readonly ok: true; readonly jwks: unknown } | Problem> => {
   const fetched = await getJson("/api/v1/events/keys")
   return fetched.ok ? { ok: true, jwks: fetched.body } : fetched
 }
 
-/**
- * Every page from the start, following next_after; the head is the one the last page reports.
- * @param {string} publicId
- * @param {string} apiKey
- * @returns {Promise<{ readonly ok: true, readonly events: ReadonlyArray<unknown>, readonly head: { sequence: number, eventHash: string | null } }
- *   | { readonly ok: false, readonly problem: HTMLElement }>}
- */
-const fetchFeed = async (publicId, apiKey) => {
-  /** @type {Array<unknown>} */
-  const events = []
+/** Every page from the start, following next_after; the head is the one the last page reports. */
+const fetchFeed = async (
+  publicId: string,
+  apiKey: string
+): Promise<{ readonly ok: true; readonly events: ReadonlyArray<unknown>; readonly head: ChainHead } | Problem> => {
+  const events: Array<unknown> = []
   let after = 0
   for (;;) {
     const fetched = await getJson(
@@ -283,8 +273,8 @@ const fetchFeed = async (publicId, apiKey) => {
       { headers: { authorization: `Bearer ${apiKey}` } }
     )
     if (!fetched.ok) return fetched
-    const page = fetched.body
-    if (!isRecord(page) || !Array.isArray(page.events) || !isHead(page.head)) {
+    const page = loose<EventPage>(fetched.body)
+    if (!Array.isArray(page.events) || !isHead(page.head)) {
       return { ok: false, problem: problemBox("Unexpected answer", "The event page is not { events, next_after, head }.") }
     }
     events.push(...page.events)
@@ -296,14 +286,12 @@ const fetchFeed = async (publicId, apiKey) => {
   }
 }
 
-/** @param {unknown} value */
-const short = (value) => (typeof value === "string" && value.length > 20 ? `${value.slice(0, 12)}…${value.slice(-6)}` : text(value))
+const short = (value: unknown) => (typeof value === "string" && value.length > 20 ? `${value.slice(0, 12)}…${value.slice(-6)}` : text(value))
 
-/**
- * @param {ChainReport} report
- * @param {{ readonly publicId: string | undefined, readonly source: string, readonly keySource: string, readonly head: unknown }} about
- */
-const chainView = (report, about) => {
+const chainView = (
+  report: ChainReport,
+  about: { readonly publicId: string | undefined; readonly source: string; readonly keySource: string; readonly head: unknown }
+) => {
   const name = about.publicId ?? "this chain"
   const verdict = report.ok
     ? el("p", { class: "verdict ok", "data-verdict": "ok" },
@@ -352,24 +340,27 @@ const verifyFetchedChain = async () => {
   show(target, chainView(report, { publicId, source: `Fetched ${feed.events.length} event(s) from this service`, keySource: "this service's /api/v1/events/keys", head: feed.head }))
 }
 
+/** A saved feed: an event page, optionally with the JWKS it was checked against. */
+type SavedFeed = EventPage & { readonly jwks: EventJwks }
+
 const verifyPastedChain = async () => {
   const target = byId("chain-result")
-  let saved
+  let saved: unknown
   try {
     saved = JSON.parse(inputById("feed-json").value)
   } catch (error) {
-    return show(target, problemBox("Not JSON", `The pasted feed does not parse: ${error instanceof Error ? error.message : String(error)}`))
+    return show(target, problemBox("Not JSON", `The pasted feed does not parse: ${messageOf(error)}`))
   }
-  const events = Array.isArray(saved) ? saved : isRecord(saved) && Array.isArray(saved.events) ? saved.events : undefined
+  const record = loose<SavedFeed>(saved)
+  const events = Array.isArray(saved) ? saved : Array.isArray(record.events) ? record.events : undefined
   if (events === undefined) return show(target, problemBox("Not a feed", "Paste an event page ({ events, … }) or an array of events."))
-  const record = isRecord(saved) ? saved : {}
   const publicId = typeof record.public_id === "string" ? record.public_id : undefined
   const head = isHead(record.head) ? record.head : undefined
   show(target, working(`Verifying ${events.length} pasted event(s)…`))
   // The service's keys win; a saved JWKS is used only when the service's cannot be fetched.
   const keys = await serviceJwks()
-  let jwks
-  let keySource
+  let jwks: unknown
+  let keySource: string
   if (keys.ok) {
     jwks = keys.jwks
     keySource = "this service's /api/v1/events/keys"
@@ -383,7 +374,7 @@ const verifyPastedChain = async () => {
 
 // ---------------------------------------------------------------------------------------------------
 // 2b. The event chain, followed live: GET /api/v1/events/stream read with fetch (EventSource cannot send
-// the key), each event checked by ./verify.js (src/web/live.ts) as it arrives.
+// the key), each event checked by ./browser.ts (src/web/live.ts) as it arrives.
 
 const StreamEventName = "pv.trust.event"
 /** The first wait before reconnecting; it doubles on each failure up to ReconnectMaxMs, and resets once connected. */
@@ -394,29 +385,28 @@ const SilenceMs = 45_000
 /** Rows kept on the page; older ones are dropped (their verdicts are still counted). */
 const MaxLiveRows = 500
 
-/** @typedef {"connecting" | "connected" | "reconnecting" | "stopped"} LiveState */
-/** @typedef {import("./verify.js").Arrival} Arrival */
+type LiveState = "connecting" | "connected" | "reconnecting" | "stopped"
 
-/** @type {{ readonly stop: (why: string) => void } | undefined} */
-let following
-
-/** @param {boolean} active */
-const liveButtons = (active) => {
-  const [followButton, stopButton] = ["follow-live", "stop-live"].map((id) => /** @type {HTMLButtonElement} */ (byId(id)))
-  if (followButton !== undefined) followButton.disabled = active
-  if (stopButton !== undefined) stopButton.disabled = !active
+interface Following {
+  readonly stop: (why: string, problem?: HTMLElement) => void
 }
 
-/** @param {string} publicId */
-const liveView = (publicId) => {
+/** The stream followed now, if any (the page's one piece of state besides its DOM). */
+let following: Following | undefined
+
+const liveButtons = (active: boolean) => {
+  ;(byId("follow-live") as HTMLButtonElement).disabled = active
+  ;(byId("stop-live") as HTMLButtonElement).disabled = !active
+}
+
+const liveView = (publicId: string) => {
   const state = el("span", { class: "live-state", id: "live-state", "data-state": "connecting", role: "status" }, "connecting")
   const summary = el("p", { class: "muted", id: "live-summary" }, "No event yet.")
   const problem = el("div", {})
   const events = el("ol", { class: "live-events", id: "live-events" })
   let verified = 0
   let rejected = 0
-  /** @type {number | undefined} */
-  let brokenAt
+  let brokenAt: number | undefined
   const card = el("div", { class: "card" },
     el("div", { class: "card-head" }, el("h3", {}, `Following ${publicId}`), state),
     el("p", { class: "muted" },
@@ -425,19 +415,16 @@ const liveView = (publicId) => {
     summary, problem, events)
   return {
     card,
-    /** @param {LiveState} next @param {string} [detail] */
-    setState: (next, detail) => {
+    setState: (next: LiveState, detail?: string) => {
       state.dataset.state = next
       state.className = `live-state ${next}`
       state.textContent = detail === undefined ? next : `${next}: ${detail}`
     },
-    /** @param {HTMLElement | null} box */
-    setProblem: (box) => (box === null ? problem.replaceChildren() : problem.replaceChildren(box)),
-    /** @param {Arrival} arrival */
-    add: (arrival) => {
+    setProblem: (box: HTMLElement | null) => (box === null ? problem.replaceChildren() : problem.replaceChildren(box)),
+    add: (arrival: Arrival) => {
       const { report } = arrival
       const check = report.events[0]
-      const record = isRecord(arrival.event) ? arrival.event : {}
+      const record = loose<EventPage["events"][number]>(arrival.event)
       if (report.ok) verified += 1
       else {
         rejected += 1
@@ -476,28 +463,21 @@ const liveView = (publicId) => {
  * Opens the stream and keeps it open: after a dropped connection, a server that stopped, a 429 or a 5xx,
  * it reconnects with Last-Event-ID (the last event received) after a short, growing wait. Any other
  * refusal (401, 403, 404, 400) stops it with the problem shown.
- * @param {string} publicId
- * @param {string} apiKey
- * @param {ReturnType<typeof liveView>} view
  */
-const follow = (publicId, apiKey, view) => {
+const follow = (publicId: string, apiKey: string, view: ReturnType<typeof liveView>): Following => {
   let stopped = false
   let lastEventId = ""
-  /** @type {import("./verify.js").ChainHead} */
-  let previous = { sequence: 0, eventHash: null }
+  let previous: ChainHead = { sequence: 0, eventHash: null }
   let wait = ReconnectMs
-  /** @type {AbortController | undefined} */
-  let connection
-  /** @type {ReturnType<typeof setTimeout> | undefined} */
-  let timer
+  let connection: AbortController | undefined
+  let timer: ReturnType<typeof setTimeout> | undefined
   const keys = keyring(async () => {
     const fetched = await serviceJwks()
     if (!fetched.ok) throw new Error("the service's keys (/api/v1/events/keys) could not be fetched")
     return fetched.jwks
   })
 
-  /** @param {string} why @param {number} [afterMs] */
-  const reconnect = (why, afterMs) => {
+  const reconnect = (why: string, afterMs?: number) => {
     if (stopped) return
     const delay = Math.max(wait, afterMs ?? 0)
     wait = Math.min(wait * 2, ReconnectMaxMs)
@@ -505,22 +485,20 @@ const follow = (publicId, apiKey, view) => {
     timer = setTimeout(() => void connect(), delay)
   }
 
-  const connect = async () => {
+  const connect = async (): Promise<void> => {
     const controller = new AbortController()
     connection = controller
-    /** @type {Record<string, string>} */
-    const headers = { accept: "text/event-stream", authorization: `Bearer ${apiKey}` }
+    const headers: Record<string, string> = { accept: "text/event-stream", authorization: `Bearer ${apiKey}` }
     if (lastEventId !== "") headers["last-event-id"] = lastEventId
-    let response
+    let response: Response
     try {
       response = await fetch(`/api/v1/events/stream?public_id=${encodeURIComponent(publicId)}`, { headers, cache: "no-store", signal: controller.signal })
     } catch (error) {
-      return reconnect(`the service did not answer (${error instanceof Error ? error.message : String(error)})`)
+      return reconnect(`the service did not answer (${messageOf(error)})`)
     }
     if (!response.ok || response.body === null) {
       const raw = await response.text().catch(() => "")
-      /** @type {unknown} */
-      let body
+      let body: unknown
       try {
         body = JSON.parse(raw)
       } catch {
@@ -544,8 +522,7 @@ const follow = (publicId, apiKey, view) => {
     const reader = response.body.getReader()
     const decoder = new TextDecoder()
     const parse = sseParser()
-    /** @type {ReturnType<typeof setTimeout> | undefined} */
-    let silence
+    let silence: ReturnType<typeof setTimeout> | undefined
     const listen = () => {
       clearTimeout(silence)
       silence = setTimeout(() => controller.abort(), SilenceMs)
@@ -567,7 +544,7 @@ const follow = (publicId, apiKey, view) => {
         }
       }
     } catch (error) {
-      why = controller.signal.aborted ? `nothing heard for ${SilenceMs / 1000} s` : `the connection failed (${error instanceof Error ? error.message : String(error)})`
+      why = controller.signal.aborted ? `nothing heard for ${SilenceMs / 1000} s` : `the connection failed (${messageOf(error)})`
     } finally {
       clearTimeout(silence)
     }
@@ -577,8 +554,7 @@ const follow = (publicId, apiKey, view) => {
     }
   }
 
-  /** @param {string} why @param {HTMLElement} [problem] */
-  const stop = (why, problem) => {
+  const stop = (why: string, problem?: HTMLElement) => {
     stopped = true
     clearTimeout(timer)
     connection?.abort()
@@ -587,7 +563,7 @@ const follow = (publicId, apiKey, view) => {
     liveButtons(false)
     if (following === handle) following = undefined
   }
-  const handle = { stop }
+  const handle: Following = { stop }
   void connect()
   return handle
 }
@@ -608,8 +584,7 @@ const followLive = async () => {
 // ---------------------------------------------------------------------------------------------------
 // 3. A receipt proof bundle.
 
-/** @type {Record<BundleStep, string>} */
-const stepTitles = {
+const stepTitles: Record<BundleStep, string> = {
   digest: "Receipt digest: receipt_digest is SHA-256 of the RFC 8785 form of snapshot_payload",
   entry: "Log entry: the bundle's entry is this receipt's",
   leaf: "Merkle leaf: SHA-256(0x00 ‖ entry)",
@@ -619,16 +594,16 @@ const stepTitles = {
   receipt_signature: "Receipt signature: Ed25519 over \"pv-receipt-v1\\n\" + receipt_digest"
 }
 
-/**
- * The keys to pin when the reader chose this service's: the event/receipt JWKS and the log's note key.
- * @returns {Promise<{ readonly ok: true, readonly receiptKeys: { keys: ReadonlyArray<unknown> }, readonly verifierKey: string | undefined, readonly note: string } | { readonly ok: false, readonly problem: HTMLElement }>}
- */
-const servicePins = async () => {
+/** The keys to pin when the reader chose this service's: the event/receipt JWKS and the log's note key. */
+const servicePins = async (): Promise<
+  { readonly ok: true; readonly receiptKeys: { keys: ReadonlyArray<unknown> }; readonly verifierKey: string | undefined; readonly note: string } | Problem
+> => {
   const [jwks, logKey] = await Promise.all([serviceJwks(), getJson("/api/v1/log/key")])
   if (!jwks.ok) return jwks
-  const receiptKeys = isRecord(jwks.jwks) && Array.isArray(jwks.jwks.keys) ? { keys: jwks.jwks.keys } : { keys: [] }
-  if (logKey.ok && isRecord(logKey.body) && typeof logKey.body.verifier_key === "string") {
-    return { ok: true, receiptKeys, verifierKey: logKey.body.verifier_key, note: "pinned to this service's /api/v1/events/keys and /api/v1/log/key" }
+  const receiptKeys = { keys: arrayOf(loose<EventJwks>(jwks.jwks).keys) }
+  const verifierKey = logKey.ok ? loose<typeof LogKeyInfo.Type>(logKey.body).verifier_key : undefined
+  if (typeof verifierKey === "string") {
+    return { ok: true, receiptKeys, verifierKey, note: "pinned to this service's /api/v1/events/keys and /api/v1/log/key" }
   }
   return {
     ok: true,
@@ -638,8 +613,7 @@ const servicePins = async () => {
   }
 }
 
-/** @param {BundleVerdict} verdict @param {string} note */
-const bundleView = (verdict, note) => {
+const bundleView = (verdict: BundleVerdict, note: string) => {
   const failed = verdict.failed_step
   const head = verdict.ok
     ? el("p", { class: "verdict ok", "data-verdict": "ok" }, "Bundle verified: every step passed.")
@@ -661,13 +635,13 @@ const bundleView = (verdict, note) => {
 
 const verifyBundle = async () => {
   const target = byId("bundle-result")
-  let bundle
+  let bundle: unknown
   try {
     bundle = JSON.parse(inputById("bundle-json").value)
   } catch (error) {
-    return show(target, problemBox("Not JSON", `The pasted bundle does not parse: ${error instanceof Error ? error.message : String(error)}`))
+    return show(target, problemBox("Not JSON", `The pasted bundle does not parse: ${messageOf(error)}`))
   }
-  const choice = /** @type {HTMLInputElement | null} */ (document.querySelector("input[name=bundle-keys]:checked"))
+  const choice = document.querySelector<HTMLInputElement>("input[name=bundle-keys]:checked")
   // Witness keys are typed in, one per line: the page never takes them from the service it checks.
   const witnesses = inputById("witness-keys").value.split("\n").map((line) => line.trim()).filter((line) => line.length > 0)
   const quorumText = inputById("witness-quorum").value.trim()
@@ -690,15 +664,10 @@ const verifyBundle = async () => {
 // ---------------------------------------------------------------------------------------------------
 // Wiring.
 
-/**
- * @param {string} formId
- * @param {() => Promise<unknown>} action
- * @param {string} resultId
- */
-const onSubmit = (formId, action, resultId) =>
+const onSubmit = (formId: string, action: () => Promise<unknown>, resultId: string) =>
   byId(formId).addEventListener("submit", (event) => {
     event.preventDefault()
-    action().catch((error) => show(byId(resultId), problemBox("The page failed", error instanceof Error ? error.message : String(error))))
+    action().catch((error: unknown) => show(byId(resultId), problemBox("The page failed", messageOf(error))))
   })
 
 const start = () => {
@@ -708,7 +677,7 @@ const start = () => {
   onSubmit("chain-paste-form", verifyPastedChain, "chain-result")
   onSubmit("bundle-form", verifyBundle, "bundle-result")
   byId("follow-live").addEventListener("click", () => {
-    followLive().catch((error) => show(byId("live-result"), problemBox("The page failed", error instanceof Error ? error.message : String(error))))
+    followLive().catch((error: unknown) => show(byId("live-result"), problemBox("The page failed", messageOf(error))))
   })
   byId("stop-live").addEventListener("click", () => following?.stop("stopped by you"))
   // Forgetting the key ends the stream too: an open stream holds the key in its request.
