@@ -1,3 +1,3 @@
-import { launch, workersFromEnv } from "./app/Launch.js"
+import { launch, launchSettingsFromEnv } from "./app/Launch.js"
 
-launch(workersFromEnv())
+launch(launchSettingsFromEnv())

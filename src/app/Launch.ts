@@ -1,6 +1,7 @@
 import cluster, { type Worker } from "node:cluster"
 import * as Net from "node:net"
 import { setFlagsFromString } from "node:v8"
+import { Cause, ConfigProvider, Effect, Exit, Option } from "effect"
 import {
   closingTurn,
   ConnectionMessage,
@@ -12,6 +13,7 @@ import {
   MetricsGatherMs,
   ReadyMessage
 } from "../platform/Cluster.js"
+import { launchSettings, type LaunchSettings } from "../platform/Config.js"
 
 /** The server, loaded only in the process that serves (a cluster primary only forks and watches). */
 const serve = async () => {
@@ -57,20 +59,14 @@ const serve = async () => {
  * channel (node's IPC queues messages behind a socket in flight), so each is answered (503 with
  * `Connection: close` once draining), none reset.
  */
-export const launch = (workers: number): void => {
+export const launch = (settings: LaunchSettings): void => {
+  const { workers, host, port } = settings
   if (workers <= 1 || cluster.isWorker) {
     void serve()
     return
   }
-  if (!process.env.DATABASE_URL) {
+  if (Option.isNone(settings.databaseUrl)) {
     console.error("PV_WORKERS / --workers above 1 needs DATABASE_URL: the embedded database belongs to one process.")
-    process.exitCode = 1
-    return
-  }
-  const host = process.env.HOST ?? "127.0.0.1"
-  const port = Number(process.env.PORT ?? "8080")
-  if (!Number.isInteger(port) || port < 0 || port > 65_535) {
-    console.error("PORT must be an integer from 0 to 65535")
     process.exitCode = 1
     return
   }
@@ -157,7 +153,7 @@ export const launch = (workers: number): void => {
   }
   const fork = (index: number) => {
     const worker = cluster.fork({
-      PV_BANNER: index === 0 ? (process.env.PV_BANNER ?? "true") : "false",
+      PV_BANNER: index === 0 ? String(settings.banner) : "false",
       PV_WORKER_INDEX: String(index),
       PV_WORKERS: String(workers),
       PORT: String(listener.address() === null ? port : (listener.address() as Net.AddressInfo).port)
@@ -213,10 +209,10 @@ export const launch = (workers: number): void => {
     stopping = true
     setTimeout(() => {
       for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill("SIGKILL")
-    }, shutdownGraceMs() + 12_000).unref()
+    }, settings.shutdownGraceMs + 12_000).unref()
     // Stop accepting first, then hand the connections held meanwhile to the workers (none ready: they
     // are closed, nothing was sent on them yet that anyone answered): the drain message follows them.
-    closeListener(Math.min(ListenerCloseMaxMs, shutdownGraceMs()), () => {
+    closeListener(Math.min(ListenerCloseMaxMs, settings.shutdownGraceMs), () => {
       for (const socket of waiting.splice(0)) dispatch(socket)
       const workersLeft = Object.values(cluster.workers ?? {})
       if (workersLeft.length === 0) process.exit(exitCode)
@@ -298,16 +294,14 @@ const ListenerCloseMaxMs = 500
 /** How often it asks the workers how many handed connections are still open. */
 const ConnectionsAskMs = 10
 
-const shutdownGraceMs = () => {
-  const value = Number(process.env.PV_SHUTDOWN_GRACE_MS ?? "10000")
-  return Number.isFinite(value) && value > 0 ? value : 10_000
-}
-
-export const workersFromEnv = (): number => {
-  const value = Number(process.env.PV_WORKERS ?? "1")
-  if (!Number.isInteger(value) || value < 1) {
-    console.error("PV_WORKERS must be a positive integer")
-    process.exit(1)
-  }
-  return value
+/**
+ * The launch's settings from the process environment, through the same Config definitions AppConfig reads
+ * (platform/Config.ts), so a bad value stops the start naming its variable instead of becoming a default.
+ */
+export const launchSettingsFromEnv = (): LaunchSettings => {
+  const read = Effect.runSyncExit(launchSettings.parse(ConfigProvider.fromEnv()))
+  if (Exit.isSuccess(read)) return read.value
+  const error = Cause.squash(read.cause)
+  console.error(`bad configuration: ${error instanceof Error ? error.message : String(error)}`)
+  return process.exit(1)
 }

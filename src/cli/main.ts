@@ -3,7 +3,7 @@ import { parseArgs } from "node:util"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect, Layer, Option, Schema } from "effect"
 import { ApiKeys } from "../access/ApiKeys.js"
-import { launch, workersFromEnv } from "../app/Launch.js"
+import { launch, launchSettingsFromEnv } from "../app/Launch.js"
 import { ServicesLive } from "../app/Server.js"
 import { CreateApiKeyRequest } from "../domain/ApiKeyRecord.js"
 import { verifyEventsCommand } from "../events/VerifyCommand.js"
@@ -180,11 +180,12 @@ if (argv[0] === "witness" && argv[1] === "serve" && argv.length === 2) {
 } else if (argv[0] === "serve") {
   // The server owns the process (signals, exit code), as with `npm start`.
   const { values } = parseArgs({ args: argv.slice(1), options: { workers: { type: "string" } } })
-  const workers = values.workers === undefined ? workersFromEnv() : Number(values.workers)
+  const settings = launchSettingsFromEnv()
+  const workers = values.workers === undefined ? settings.workers : Number(values.workers)
   if (!Number.isInteger(workers) || workers < 1) {
     console.error("--workers must be a positive integer")
     process.exitCode = 1
-  } else launch(workers)
+  } else launch({ ...settings, workers })
 } else {
   program(argv).pipe(
     Effect.catch((error) =>

@@ -10,8 +10,7 @@ import {
   type MetricsGathered,
   MetricsGatherMs,
   type MetricsText,
-  sendToPrimary,
-  workerIndex
+  sendToPrimary
 } from "../platform/Cluster.js"
 import { formatExposition, mergeWorkers } from "./Exposition.js"
 import { MetricsState } from "./Metrics.js"
@@ -105,8 +104,8 @@ const clusterGauges = (expected: number, reporting: number) =>
  * histograms summed, gauges per worker (label `worker`). Every worker answers the primary's requests.
  * Returns the scrape and the listener's removal.
  */
-const joinClusterMetrics = (ownExposition: () => string) => {
-  const me = workerIndex()
+const joinClusterMetrics = (ownExposition: () => string, cluster: { readonly workerIndex: number; readonly workers: number }) => {
+  const me = String(cluster.workerIndex)
   let gathers = 0
   const waiting = new Map<number, (gathered: MetricsGathered | undefined) => void>()
   const onMessage = (message: unknown) => {
@@ -131,7 +130,7 @@ const joinClusterMetrics = (ownExposition: () => string) => {
         const texts = [...(gathered?.texts ?? [])]
         // Its own text even when the primary's answer lacks it (a drain has begun, or the primary is gone).
         if (!texts.some((part) => part.worker === me)) texts.push({ worker: me, text: ownExposition() })
-        const expected = gathered?.expected ?? Math.max(texts.length, Number(process.env.PV_WORKERS ?? "1") || 1)
+        const expected = gathered?.expected ?? Math.max(texts.length, cluster.workers)
         return formatExposition(mergeWorkers(texts)) + clusterGauges(expected, texts.length)
       }))
     }
@@ -153,7 +152,7 @@ const makeTelemetry = Effect.gen(function*() {
   const json = config.logFormat === "json"
   const { recordRequest, observeGauges } = yield* MetricsState
   const ownExposition = expositionOf(observeGauges)
-  const clustered = isClusterWorker() ? joinClusterMetrics(ownExposition) : undefined
+  const clustered = isClusterWorker() ? joinClusterMetrics(ownExposition, config) : undefined
   if (clustered !== undefined) yield* Effect.addFinalizer(() => Effect.sync(clustered.leave))
   const telemetry: TelemetryShape = {
     metricsAuthorized: (authorization) => Option.isNone(token) || bearerMatches(authorization, token.value),

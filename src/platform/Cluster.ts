@@ -71,9 +71,6 @@ export const closingTurn = (accepted: number, turnMs: number): boolean => accept
 /** True in a worker forked by `launch` (it serves connections the primary hands it). */
 export const isClusterWorker = (): boolean => cluster.isWorker && typeof process.send === "function"
 
-/** This worker's index (0 … PV_WORKERS − 1; replaced workers keep the index of the one they replace). */
-export const workerIndex = (): string => process.env.PV_WORKER_INDEX ?? "0"
-
 /** Sends `message` to the primary; false when the channel is gone (the primary died or disconnected). */
 export const sendToPrimary = (message: unknown): boolean => {
   if (typeof process.send !== "function" || !process.connected) return false

@@ -9,10 +9,7 @@ import { isValidKeyName } from "../log/Note.js"
  * environment); tests read a provider they build (`AppConfig.layerFromEnv`, `readAppConfig`), so nothing of
  * the developer's environment reaches them. Nothing here reads `process.env` itself.
  */
-export interface AppConfigShape {
-  readonly port: number
-  readonly host: string
-  readonly databaseUrl: Option.Option<Redacted.Redacted>
+export interface AppConfigShape extends LaunchSettings {
   readonly dataDir: string
   readonly operatorToken: Option.Option<Redacted.Redacted>
   readonly internalToken: Option.Option<Redacted.Redacted>
@@ -23,15 +20,11 @@ export interface AppConfigShape {
   readonly authFailureLimitPerMinute: number
   readonly redisUrl: Option.Option<Redacted.Redacted>
   readonly loadDemoData: boolean
-  /** Print the start-up banner (URL, docs, operator token location, a curl to paste). */
-  readonly banner: boolean
   /**
    * Requests one process works on at once; beyond it 503 `overloaded` at once (PV_MAX_IN_FLIGHT). Unset:
    * an adaptive limit that follows measured latency (http/ConcurrencyLimit.ts).
    */
   readonly maxInFlight: Option.Option<number>
-  /** How long SIGTERM/SIGINT lets requests in flight finish before connections are closed. */
-  readonly shutdownGraceMs: number
   /** Time a client has to send complete request headers. */
   readonly headersTimeoutMs: number
   /** Time a client has to send a whole request, body included. */
@@ -178,14 +171,43 @@ const list = (name: string, message: string, check: (entry: string) => boolean) 
     validate(name, message, (entries: ReadonlyArray<string>) => entries.every(check))
   )
 
+/** What a launch needs before any server code loads (app/Launch.ts, a cluster's primary among them). */
+export interface LaunchSettings {
+  readonly port: number
+  readonly host: string
+  readonly databaseUrl: Option.Option<Redacted.Redacted>
+  /** Processes serving the port (PV_WORKERS; above 1 needs DATABASE_URL). */
+  readonly workers: number
+  /** This worker's index, 0 … workers − 1, set by the primary for the workers it forks (PV_WORKER_INDEX). */
+  readonly workerIndex: number
+  /** How long SIGTERM/SIGINT lets requests in flight finish before connections are closed. */
+  readonly shutdownGraceMs: number
+  /** Print the start-up banner (URL, docs, operator token location, a curl to paste). */
+  readonly banner: boolean
+}
+
 // An empty variable counts as unset (the ConfigProvider's rule), as environment files often leave them.
-const settings: Config.Config<AppConfigShape> = Config.all({
+// One definition each: the launch reads these, and AppConfig reads them again with everything else.
+const launchDefinitions = {
   // 0 asks the OS for a free port (the banner prints the one chosen).
   port: integer("PORT", "PORT must be an integer from 0 to 65535", (n) => n >= 0 && n <= 65535).pipe(Config.withDefault(8080)),
   host: Config.String("HOST").pipe(Config.withDefault("127.0.0.1")),
   databaseUrl: secret("DATABASE_URL", "DATABASE_URL must be a postgres:// or postgresql:// URL", (url) => /^postgres(ql)?:\/\//.test(url)).pipe(
     Config.option
   ),
+  workers: positive("PV_WORKERS", 1),
+  workerIndex: integer("PV_WORKER_INDEX", "PV_WORKER_INDEX must be an integer ≥ 0 (set by the cluster's primary)", (n) => n >= 0).pipe(
+    Config.withDefault(0)
+  ),
+  shutdownGraceMs: positive("PV_SHUTDOWN_GRACE_MS", 10_000),
+  banner: Config.Boolean("PV_BANNER").pipe(Config.withDefault(true))
+}
+
+/** The launch's settings, refused with the same messages as AppConfig's. */
+export const launchSettings: Config.Config<LaunchSettings> = Config.all(launchDefinitions)
+
+const settings: Config.Config<AppConfigShape> = Config.all({
+  ...launchDefinitions,
   dataDir: Config.String("PV_DATA_DIR").pipe(Config.withDefault("./.pv-data")),
   operatorToken: secret("PV_OPERATOR_TOKEN", "PV_OPERATOR_TOKEN must be at least 32 characters", (token) => token.length >= 32).pipe(
     Config.option
@@ -197,9 +219,7 @@ const settings: Config.Config<AppConfigShape> = Config.all({
   authFailureLimitPerMinute: positive("PV_AUTH_FAILURE_LIMIT_PER_MINUTE", 20),
   redisUrl: secret("REDIS_URL", "REDIS_URL must be a redis:// or rediss:// URL", (url) => /^rediss?:\/\//.test(url)).pipe(Config.option),
   loadDemoData: Config.Boolean("PV_DEMO_DATA").pipe(Config.withDefault(true)),
-  banner: Config.Boolean("PV_BANNER").pipe(Config.withDefault(true)),
   maxInFlight: integer("PV_MAX_IN_FLIGHT", "PV_MAX_IN_FLIGHT must be a positive integer (unset: adaptive)", (n) => n > 0).pipe(Config.option),
-  shutdownGraceMs: positive("PV_SHUTDOWN_GRACE_MS", 10_000),
   headersTimeoutMs: positive("PV_HEADERS_TIMEOUT_MS", 10_000),
   requestTimeoutMs: positive("PV_REQUEST_TIMEOUT_MS", 30_000),
   keepAliveTimeoutMs: positive("PV_KEEP_ALIVE_TIMEOUT_MS", 5_000),

@@ -1,13 +1,19 @@
+import { spawnSync } from "node:child_process"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Option, Redacted, Result } from "effect"
+import { ConfigProvider, Effect, Exit, Layer, Option, Redacted, Result } from "effect"
 import * as fc from "fast-check"
-import { AppConfig, AppConfigFrom } from "../../src/platform/Config.js"
+import { AppConfig, AppConfigFrom, launchSettings } from "../../src/platform/Config.js"
 import { readConfig, testConfigLayer, testEnvironment } from "../support/testConfig.js"
 
 /**
  * The configuration rules, read through ConfigProviders built here: nothing in these tests depends on the
  * environment of the machine that runs them.
  */
+
+const projectRoot = fileURLToPath(new URL("../..", import.meta.url))
 
 const refusal = (env: Record<string, string>): string => {
   const read = readConfig(env)
@@ -105,4 +111,48 @@ describe("AppConfigFrom", () => {
     }).pipe(Effect.provide(
       AppConfigFrom({ port: 0 }).pipe(Layer.provide(testConfigLayer({ PV_HUMAN_RATE_LIMIT_PER_MINUTE: "7" })))
     )))
+})
+
+describe("the launch's settings (app/Launch.ts: read before any server code, a cluster's primary too)", () => {
+  const launchRead = (env: Record<string, string>) => Effect.runSyncExit(launchSettings.parse(ConfigProvider.fromEnv({ env })))
+
+  it("refuses what AppConfig refuses, naming the variable, instead of falling back to a default", () => {
+    for (const [variable, value] of [["PV_SHUTDOWN_GRACE_MS", "-5"], ["PV_SHUTDOWN_GRACE_MS", "soon"], ["PV_WORKERS", "0"], ["PV_WORKERS", "two"], ["PORT", "70000"], ["PV_WORKER_INDEX", "-1"]] as const) {
+      const exit = launchRead({ [variable]: value })
+      expect(Exit.isFailure(exit), `${variable}=${value}`).toBe(true)
+      expect(String(Exit.isFailure(exit) ? exit.cause : ""), `${variable}=${value}`).toContain(variable)
+      expect(refusal({ ...testEnvironment(), [variable]: value }), `AppConfig, ${variable}=${value}`).toContain(variable)
+    }
+  })
+
+  it("reads the same values AppConfig reads, by property", () => {
+    fc.assert(fc.property(
+      fc.integer({ min: 0, max: 65_535 }), fc.integer({ min: 1, max: 64 }), fc.integer({ min: 1, max: 600_000 }), fc.boolean(),
+      (port, workers, grace, banner) => {
+        const env = { PORT: String(port), PV_WORKERS: String(workers), PV_SHUTDOWN_GRACE_MS: String(grace), PV_BANNER: String(banner) }
+        const exit = launchRead(env)
+        if (!Exit.isSuccess(exit)) throw new Error("refused")
+        const app = Result.getOrThrow(readConfig({ ...testEnvironment(), ...env }))
+        expect(exit.value).toEqual({ port: app.port, host: app.host, databaseUrl: app.databaseUrl, workers: app.workers, workerIndex: app.workerIndex, shutdownGraceMs: app.shutdownGraceMs, banner: app.banner })
+        expect(exit.value).toMatchObject({ port, workers, shutdownGraceMs: grace, banner })
+      }
+    ))
+  })
+})
+
+describe("a launch with a bad setting (src/main.ts as a process)", () => {
+  it("stops before serving, exit 1, naming the variable: a cluster's primary included", () => {
+    for (const env of [{ PV_WORKERS: "2", DATABASE_URL: "postgres://127.0.0.1:9/none", PV_SHUTDOWN_GRACE_MS: "soon" }, { PV_WORKERS: "many" }]) {
+      const run = spawnSync(process.execPath, ["--import", "tsx", "src/main.ts"], {
+        cwd: projectRoot,
+        env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", PORT: "0", PV_DATA_DIR: join(tmpdir(), "pv-launch-refused"), ...env },
+        encoding: "utf8",
+        timeout: 60_000
+      })
+      expect(run.status, JSON.stringify(env)).toBe(1)
+      expect(run.stderr, JSON.stringify(env)).toContain(env.PV_SHUTDOWN_GRACE_MS === undefined ? "PV_WORKERS" : "PV_SHUTDOWN_GRACE_MS")
+      // Refused by the launch itself: the primary forked no worker to find out.
+      expect(run.stderr, JSON.stringify(env)).not.toContain("failed to start")
+    }
+  })
 })
