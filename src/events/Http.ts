@@ -50,7 +50,7 @@ export const EventsHttpLive = Layer.unwrap(Effect.gen(function*() {
           const key = yield* Caller
           const publicId = yield* requirePublicId(query.public_id)
           const resumeFrom = yield* lastEventIdOf(headers["last-event-id"])
-          // The stream's slot lives as long as its response, not its body (which HEAD or a client gone never pulls).
+          // The slot lives as long as the response, not its body (which a client gone before the first byte never pulls).
           const body = yield* streams.open(key.key_id, publicId, resumeFrom ?? query.after ?? 0).pipe(Scope.provide(yield* responseScope))
           return HttpServerResponse.stream(body, {
             contentType: "text/event-stream",
