@@ -1,7 +1,7 @@
 import { Effect } from "effect"
 import { HttpServerResponse } from "effect/http"
 import type { HttpServerRequest } from "effect/http"
-import { ProblemContentType, type ProblemError, renderProblem } from "../domain/Problem.js"
+import { MethodNotAllowed, ProblemContentType, type ProblemError, renderProblem } from "../domain/Problem.js"
 import { problemInstance, RequestId } from "../observability/RequestRecord.js"
 
 /** docs/API.md §4.3: bodies over 64 KiB are refused before they are read in full. */
@@ -51,3 +51,7 @@ export const currentInstance: Effect.Effect<string | undefined> = Effect.map(
 /** `problemResponse` for the current request, its `instance` naming the request id. */
 export const problemAnswer = (error: ProblemError): Effect.Effect<HttpServerResponse.HttpServerResponse> =>
   Effect.map(currentInstance, (instance) => problemResponse(error, instance))
+
+/** 405 `method-not-allowed` for the current request, with `Allow` naming the methods the path takes. */
+export const methodNotAllowedAnswer = (detail: string, allow: string): Effect.Effect<HttpServerResponse.HttpServerResponse> =>
+  Effect.map(problemAnswer(new MethodNotAllowed({ detail })), (response) => HttpServerResponse.setHeader(response, "allow", allow))

@@ -8,7 +8,8 @@ export const TrustChangedChannel = "pv_trust_changed"
 
 /**
  * What a listener hears: a determination whose trust state (and so its event chain) changed, or
- * `resync` when changes may have been missed (the PostgreSQL listener was down): assume everything changed.
+ * `resync` when changes may have been missed (the PostgreSQL listener went down, and again once it listens
+ * again, on PostgreSQL also when it first listens): assume everything changed.
  */
 export type ChangeNotice = { readonly _tag: "changed"; readonly publicId: string } | { readonly _tag: "resync" }
 
@@ -76,12 +77,19 @@ const make = Effect.gen(function*() {
 
   // The embedded database has one instance (and one connection, which LISTEN would hold forever).
   if (mode.kind === "postgres") {
+    const resync = Effect.sync(() => dispatch({ _tag: "resync" }))
     yield* Effect.scoped(Effect.flatMap(
       sql.listen(TrustChangedChannel),
-      (notifications) => Stream.runForEach(Stream.fromQueue(notifications), (n) => Effect.sync(() => dispatch({ _tag: "changed", publicId: n.payload })))
+      // Once PostgreSQL confirms LISTEN, everyone re-reads: what committed while nobody listened (the moment
+      // before the first LISTEN, the gap before a LISTEN that came back) was announced to no one.
+      (notifications) =>
+        Effect.andThen(
+          resync,
+          Stream.runForEach(Stream.fromQueue(notifications), (n) => Effect.sync(() => dispatch({ _tag: "changed", publicId: n.payload })))
+        )
     )).pipe(
-      // A dropped listener may have missed notifications: everyone starts over, then we listen again.
-      Effect.tapCause(() => Effect.sync(() => dispatch({ _tag: "resync" }))),
+      // A dropped listener may have missed notifications: everyone starts over now, again once we listen again.
+      Effect.tapCause(() => resync),
       Effect.retry(Schedule.spaced("1 second")),
       Effect.forkScoped
     )

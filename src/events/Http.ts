@@ -1,13 +1,15 @@
-import { Effect, Layer } from "effect"
-import { HttpServerResponse } from "effect/http"
+import { Effect, Layer, Scope } from "effect"
+import { HttpRouter, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Caller } from "../access/Auth.js"
 import { Api } from "../api/Api.js"
+import { methodNotAllowedAnswer } from "../api/Problems.js"
 import { FieldError, ValidationFailed } from "../domain/Problem.js"
 import { requirePublicId } from "../domain/PublicId.js"
 import { MaxSequence } from "./Api.js"
 import { etagMatches } from "../trust/Http.js"
 import { EventLog } from "./EventLog.js"
+import { EventStreamPath, responseScope } from "../http/FrontDoor.js"
 import { withMiddlewaresOnly } from "../http/GroupContext.js"
 import { EventPages, pageValidators } from "./EventPages.js"
 import { LiveStreams } from "./LiveStream.js"
@@ -48,7 +50,8 @@ export const EventsHttpLive = Layer.unwrap(Effect.gen(function*() {
           const key = yield* Caller
           const publicId = yield* requirePublicId(query.public_id)
           const resumeFrom = yield* lastEventIdOf(headers["last-event-id"])
-          const body = yield* streams.open(key.key_id, publicId, resumeFrom ?? query.after ?? 0)
+          // The slot lives as long as the response, not its body (which a client gone before the first byte never pulls).
+          const body = yield* streams.open(key.key_id, publicId, resumeFrom ?? query.after ?? 0).pipe(Scope.provide(yield* responseScope))
           return HttpServerResponse.stream(body, {
             contentType: "text/event-stream",
             // Proxies must pass each message on at once, and nobody may cache a live stream.
@@ -57,3 +60,12 @@ export const EventsHttpLive = Layer.unwrap(Effect.gen(function*() {
         }))
       .handle("keys", () => log.jwks)))
 }))
+
+/**
+ * HEAD on the live stream: 405 (`Allow: GET`), before authentication, so it opens nothing and costs the key
+ * nothing. Without it the router answers HEAD with the GET handler: a stream opened for a body never sent.
+ * A router route (as /metrics), outside the HttpApi definition: an endpoint of its own would be a documented
+ * operation that only ever refuses.
+ */
+export const EventStreamHeadLive = HttpRouter.use((router) =>
+  router.addAll([HttpRouter.route("HEAD", EventStreamPath, methodNotAllowedAnswer("The event stream takes GET only: open it with GET.", "GET"))]))

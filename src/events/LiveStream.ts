@@ -1,4 +1,4 @@
-import { Context, Effect, Layer, Stream } from "effect"
+import { Context, Duration, Effect, Layer, type Scope, Stream } from "effect"
 import { type DeterminationNotFound, RateLimited } from "../domain/Problem.js"
 import type { PublicId } from "../domain/PublicId.js"
 import type { TrustEvent } from "../domain/TrustEvent.js"
@@ -25,12 +25,14 @@ export interface LiveStreamsShape {
    * appended on any instance (the change feed), with a comment line whenever nothing else was sent for the
    * heartbeat interval; it ends when this instance starts to stop. Refused with 429 when the key already
    * has its maximum of open streams here. Opening it is the one request counted against the key's limits.
+   * The slot it takes is held by the scope it is opened in (the response's: http/FrontDoor.ts, `responseScope`),
+   * never by the body, which a response that is never sent (a client gone before the first byte) never pulls.
    */
   readonly open: (
     keyId: string,
     publicId: PublicId,
     after: number
-  ) => Effect.Effect<Stream.Stream<Uint8Array>, DeterminationNotFound | RateLimited>
+  ) => Effect.Effect<Stream.Stream<Uint8Array>, DeterminationNotFound | RateLimited, Scope.Scope>
 }
 
 const make = Effect.gen(function*() {
@@ -41,6 +43,21 @@ const make = Effect.gen(function*() {
   const streamState = (yield* MetricsState).streams
   const openByKey = new Map<string, number>()
   const encoder = new TextEncoder()
+  const heartbeat = Duration.millis(config.streamHeartbeatMs)
+
+  const acquire = (keyId: string) =>
+    Effect.suspend(() => {
+      const held = openByKey.get(keyId) ?? 0
+      if (held >= config.maxStreamsPerKey) {
+        return Effect.fail(new RateLimited({
+          detail: `This key may hold ${config.maxStreamsPerKey} open event streams at once; close one first.`,
+          retry_after: 5
+        }))
+      }
+      openByKey.set(keyId, held + 1)
+      streamState.open += 1
+      return Effect.void
+    })
 
   const release = (keyId: string) =>
     Effect.sync(() => {
@@ -54,25 +71,23 @@ const make = Effect.gen(function*() {
     Effect.gen(function*() {
       // An unknown determination is a 404 before anything is streamed.
       yield* log.head(publicId)
-      const held = openByKey.get(keyId) ?? 0
-      if (held >= config.maxStreamsPerKey) {
-        return yield* Effect.fail(new RateLimited({
-          detail: `This key may hold ${config.maxStreamsPerKey} open event streams at once; close one first.`,
-          retry_after: 5
-        }))
-      }
-      openByKey.set(keyId, held + 1)
-      streamState.open += 1
+      yield* Effect.acquireRelease(acquire(keyId), () => release(keyId))
 
       const events = Stream.unwrap(Effect.gen(function*() {
         // Watch first, then read: a change committed while the backlog is read still wakes the loop.
         const changes = yield* feed.watch((id) => id === publicId)
         let cursor = after
-        /** The next messages: stored events after the cursor, or (caught up) a wait for the next change. */
+        /**
+         * The next messages: stored events after the cursor or, caught up, a wait for the next change or one
+         * heartbeat interval, whichever comes first, then a read again: a notice the feed missed (its
+         * connection to PostgreSQL was down) costs at most one interval, and a quiet stream one cheap read each.
+         */
         const next = Effect.gen(function*() {
-          const page = yield* log.page(publicId, { after: cursor, limit: BacklogPageSize })
+          // Not interrupted when the client leaves: a read takes milliseconds, while an interrupted statement costs
+          // the pool its connection (the embedded database never answers the cancel: the driver waits 5 s).
+          const page = yield* Effect.uninterruptible(log.page(publicId, { after: cursor, limit: BacklogPageSize }))
           if (page.events.length === 0) {
-            yield* changes.next
+            yield* Effect.raceFirst(changes.next, Effect.sleep(heartbeat))
             return []
           }
           cursor = page.events[page.events.length - 1]!.sequence
@@ -86,8 +101,7 @@ const make = Effect.gen(function*() {
         Stream.interruptWhen(frontDoor.stopping),
         // A database error mid-stream ends it too: the client reconnects and resumes with Last-Event-ID.
         Stream.catchCause(() => Stream.empty),
-        Stream.map((text) => encoder.encode(text)),
-        Stream.ensuring(release(keyId))
+        Stream.map((text) => encoder.encode(text))
       )
       return body
     }).pipe(Effect.withSpan("LiveStreams.open"))

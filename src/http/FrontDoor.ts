@@ -2,8 +2,9 @@ import * as Http from "node:http"
 import * as Net from "node:net"
 import type { Duplex } from "node:stream"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Context, Deferred, Effect, Layer, Option, Result, Scope } from "effect"
-import { HttpServer } from "effect/http"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
+import { Context, Deferred, Effect, Exit, Layer, Option, Result, Scope } from "effect"
+import { HttpServer, HttpServerRequest } from "effect/http"
 import { NetAddress } from "effect/net"
 import {
   BadRequest,
@@ -85,6 +86,23 @@ export interface FrontDoorShape {
  * for it: it ends when the drain starts (events/LiveStream.ts).
  */
 export const EventStreamPath = "/api/v1/events/stream"
+
+/**
+ * A scope for what the current response holds (a live stream's slot): it closes as soon as the response is
+ * over, sent or its client gone (the Node response's `close`), or with the request's scope, whichever comes
+ * first. The request's own scope waits for the request's fiber, which an interrupted database read can hold
+ * (the embedded database never answers a cancel request: the driver gives up after 5 s).
+ */
+export const responseScope: Effect.Effect<Scope.Closeable, never, Scope.Scope | HttpServerRequest.HttpServerRequest> = Effect.gen(
+  function*() {
+    const scope = yield* Scope.fork(yield* Scope.Scope)
+    const res = NodeHttpServerRequest.toServerResponse(yield* HttpServerRequest.HttpServerRequest) as Http.ServerResponse
+    const over = () => void Effect.runFork(Scope.close(scope, Exit.void))
+    if (res.destroyed || res.writableFinished) over()
+    else res.once("close", over)
+    return scope
+  }
+)
 
 export class FrontDoor extends Context.Service<FrontDoor, FrontDoorShape>()("pv/FrontDoor") {}
 

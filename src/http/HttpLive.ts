@@ -4,7 +4,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { ApiKeyAuthLive, OperatorAuthLive } from "../access/AuthLive.js"
 import { ApiKeysHttpLive } from "../access/Http.js"
 import { Api } from "../api/Api.js"
-import { EventsHttpLive } from "../events/Http.js"
+import { EventsHttpLive, EventStreamHeadLive } from "../events/Http.js"
 import { EventPages } from "../events/EventPages.js"
 import { LiveStreams } from "../events/LiveStream.js"
 import { SubscriptionsHttpLive } from "../events/SubscriptionsHttp.js"
@@ -34,7 +34,8 @@ const HandlersLive = Layer.mergeAll(
 ).pipe(Layer.provide([ApiKeyAuthLive, OperatorAuthLive, RequestGuardLive, LiveStreams.layer, EventPages.layer]))
 
 /**
- * The routes: the HttpApi (with /openapi.json), its docs at /docs, the page for people and /metrics, each
+ * The routes: the HttpApi (with /openapi.json), its docs at /docs, the page for people, /metrics and HEAD on the
+ * event stream (405), each
  * noting its route pattern for metrics and logs (observability/Routes.ts); around them all, the edge
  * (http/Edge.ts: request ids, origins, problems).
  */
@@ -43,7 +44,8 @@ const RoutesLive = Layer.mergeAll(
     HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(Layer.provide(HandlersLive)),
     DocsLive,
     WebLive,
-    MetricsRouteLive
+    MetricsRouteLive,
+    EventStreamHeadLive
   ).pipe(Layer.provide(ObserveRoutesLive)),
   EdgeLive
 )

@@ -2,8 +2,8 @@ import { Effect, Layer, Option } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.js"
-import { MaxBodyBytes, problemAnswer } from "../api/Problems.js"
-import { MethodNotAllowed, type NotAcceptable, PayloadTooLarge, type UnsupportedMediaType } from "../domain/Problem.js"
+import { MaxBodyBytes, methodNotAllowedAnswer } from "../api/Problems.js"
+import { type NotAcceptable, PayloadTooLarge, type UnsupportedMediaType } from "../domain/Problem.js"
 import { withMiddlewaresOnly } from "../http/GroupContext.js"
 import { readBoundedBytesThen } from "../http/RequestGuard.js"
 import type * as JsonRpc from "./JsonRpc.js"
@@ -29,10 +29,7 @@ const bodyText = (bytes: Buffer): string => {
   }
 }
 
-const methodNotAllowed = Effect.map(
-  problemAnswer(new MethodNotAllowed({ detail: "This MCP endpoint takes POST only: it offers no SSE stream and no sessions." })),
-  (response) => HttpServerResponse.setHeader(response, "allow", "POST")
-)
+const methodNotAllowed = methodNotAllowedAnswer("This MCP endpoint takes POST only: it offers no SSE stream and no sessions.", "POST")
 
 const accepted = HttpServerResponse.empty({ status: 202 })
 

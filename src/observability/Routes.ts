@@ -1,7 +1,7 @@
 import { Effect, Option } from "effect"
 import { HttpRouter, type HttpServerRequest, HttpServerResponse } from "effect/http"
-import { problemAnswer } from "../api/Problems.js"
-import { MethodNotAllowed, Unauthorized } from "../domain/Problem.js"
+import { methodNotAllowedAnswer, problemAnswer } from "../api/Problems.js"
+import { Unauthorized } from "../domain/Problem.js"
 import { AppConfig } from "../platform/Config.js"
 import { RequestId } from "./RequestRecord.js"
 import { MetricsPath, Telemetry } from "./Telemetry.js"
@@ -48,10 +48,7 @@ export const ObserveRoutesLive = ObserveRoutes.layer
  */
 const serveMetrics = (telemetry: Telemetry["Service"]) => (request: HttpServerRequest.HttpServerRequest) => {
   if (request.method !== "GET" && request.method !== "HEAD") {
-    return Effect.map(
-      problemAnswer(new MethodNotAllowed({ detail: "The metrics endpoint takes GET only." })),
-      (response) => HttpServerResponse.setHeader(response, "allow", "GET, HEAD")
-    )
+    return methodNotAllowedAnswer("The metrics endpoint takes GET only.", "GET, HEAD")
   }
   if (!telemetry.metricsAuthorized(request.headers.authorization)) {
     return Effect.map(

@@ -1,5 +1,7 @@
+import { connect } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { testDatabaseKind } from "../support/databases.js"
+import { pollUntil } from "../support/clockShift.js"
+import { testDatabaseKind, withAdmin } from "../support/databases.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
 import { createKey, expectProblem, putDetermination, request } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
@@ -20,6 +22,44 @@ const change = async (target: TestServer, publicId: string) => {
 
 const stream = (query: string, headers: Record<string, string> = {}, bearer = key.api_key, target = server) =>
   openSse(`${target.baseUrl}/api/v1/events/stream?${query}`, { authorization: `Bearer ${bearer}`, ...headers })
+
+/** pv_event_streams_open as `target`'s /metrics reports it. */
+const streamsOpen = async (target = server) => {
+  const text = (await request(target, "GET", "/metrics")).text
+  return Number(/^pv_event_streams_open (\S+)$/m.exec(text)?.[1])
+}
+
+/**
+ * Polls /metrics until no stream is open on `target`: a slot is freed when its client is gone, so within moments
+ * (2 s for a busy machine; a slot held until an interrupted database read gave up took 5 s).
+ */
+const expectNoStreamOpen = async (target = server) => {
+  expect(await pollUntil(() => streamsOpen(target), (open) => open === 0, { timeoutMs: 2_000 })).toBe(0)
+}
+
+/**
+ * A client on a raw socket that sends GET /events/stream and leaves: at once (before the first byte of the
+ * answer can be written), or once `bytes` of the answer arrived (while its body is written).
+ */
+const leaveStream = (publicId: string, bearer: string, bytes: number) =>
+  new Promise<void>((resolve, reject) => {
+    const url = new URL(server.baseUrl)
+    const socket = connect(Number(url.port), url.hostname)
+    let received = 0
+    socket.on("connect", () => {
+      socket.write(
+        `GET /api/v1/events/stream?public_id=${publicId} HTTP/1.1\r\nHost: ${url.host}\r\n` +
+          `Authorization: Bearer ${bearer}\r\nAccept: text/event-stream\r\n\r\n`
+      )
+      if (bytes === 0) socket.destroy()
+    })
+    socket.on("data", (chunk: Buffer) => {
+      received += chunk.length
+      if (received >= bytes) socket.destroy()
+    })
+    socket.on("close", () => resolve())
+    socket.on("error", reject)
+  })
 
 const storedEvents = async (publicId: string) =>
   (await request(server, "GET", `/api/v1/events?public_id=${publicId}&limit=100`, { bearer: key.api_key })).body.events
@@ -107,6 +147,87 @@ describe(`live event stream (${testDatabaseKind()})`, () => {
     const again = await stream(`public_id=${id}`, {}, capped.api_key)
     expect(again.status, again.text).toBe(200)
     for (const sse of [...open, again]) sse.close()
+  })
+
+  it("answers HEAD with 405 (Allow: GET) and opens nothing: 24 HEADs, then a GET of the same key still opens", async () => {
+    const id = "DET-V1-STREAM-HEAD"
+    await change(server, id)
+    const own = await createKey(server, ["trust:read"])
+    for (let i = 0; i < 24; i++) {
+      const reply = await request(server, "HEAD", `/api/v1/events/stream?public_id=${id}`, { bearer: own.api_key })
+      expect(reply.status, reply.text).toBe(405)
+      expect(reply.headers.get("allow")).toBe("GET")
+      expect(reply.headers.get("content-type")).toMatch(/^application\/problem\+json\b/)
+      expect(reply.headers.get("x-request-id")).toBeTruthy()
+      expect(reply.text).toBe("")
+    }
+    // Before authentication: without a key it is the same 405.
+    const anonymous = await request(server, "HEAD", `/api/v1/events/stream?public_id=${id}`)
+    expect(anonymous.status).toBe(405)
+    expect(anonymous.headers.get("allow")).toBe("GET")
+    await expectNoStreamOpen()
+    const sse = await stream(`public_id=${id}`, {}, own.api_key)
+    expect(sse.status, sse.text).toBe(200)
+    await sse.until((m) => eventsOf(m).length === 1)
+    sse.close()
+    await expectNoStreamOpen()
+  })
+
+  it("frees a stream's slot at once when its client leaves before the first byte or while the body is written", async () => {
+    const id = "DET-V1-STREAM-LEAVERS"
+    await change(server, id)
+    const own = await createKey(server, ["trust:read"])
+    // The cap is 3 per key here: 3 times as many leavers of each kind, then every slot must be free again.
+    for (let i = 0; i < 9; i++) await leaveStream(id, own.api_key, 0)
+    await expectNoStreamOpen()
+    // Leaving once the head and the first message arrived: the body was being written.
+    for (let i = 0; i < 9; i++) await leaveStream(id, own.api_key, 1)
+    await expectNoStreamOpen()
+    const open = await Promise.all([1, 2, 3].map(() => stream(`public_id=${id}`, {}, own.api_key)))
+    for (const sse of open) expect(sse.status, sse.text).toBe(200)
+    await Promise.all(open.map((sse) => sse.until((m) => eventsOf(m).length === 1)))
+    expect(await streamsOpen()).toBe(3)
+    for (const sse of open) sse.close()
+    await expectNoStreamOpen()
+  })
+
+  it("delivers what was appended while the change feed's LISTEN was down, within 2 s (PostgreSQL)", async () => {
+    if (server.database !== "postgres") return
+    // The default heartbeat (15 s): only the re-read once LISTEN is back can deliver in time.
+    const listening = await startTestServer({ databaseUrl: server.databaseUrl! })
+    const writer = await startTestServer({ databaseUrl: server.databaseUrl! })
+    try {
+      const database = new URL(server.databaseUrl!).pathname.slice(1)
+      const listeners = () =>
+        withAdmin((client) =>
+          client.query("SELECT pid FROM pg_stat_activity WHERE datname = $1 AND query ILIKE 'LISTEN%'", [database]).then((r) => r.rowCount ?? 0)
+        )
+      // This file's server, `listening` and `writer` each hold one listener.
+      expect(await pollUntil(listeners, (n) => n >= 3, { timeoutMs: 5_000 })).toBeGreaterThanOrEqual(3)
+      const ownKey = await createKey(listening, ["trust:read"])
+      const id = "DET-V1-STREAM-RELISTEN"
+      await change(writer, id)
+      const sse = await stream(`public_id=${id}`, {}, ownKey.api_key, listening)
+      await sse.until((m) => eventsOf(m).length === 1)
+      const terminated = await withAdmin((client) =>
+        client.query(
+          "SELECT pg_terminate_backend(pid) AS done FROM pg_stat_activity WHERE datname = $1 AND query ILIKE 'LISTEN%'",
+          [database]
+        )
+      )
+      expect(terminated.rows.every((row: { done: boolean }) => row.done)).toBe(true)
+      const started = Date.now()
+      await change(writer, id)
+      expect(Date.now() - started, "the append took longer than the listener's 1 s retry").toBeLessThan(1_000)
+      const messages = await sse.until((m) => eventsOf(m).length === 2, 5_000)
+      expect(messages.filter((m) => m.event !== undefined)[1]!.at - started).toBeLessThan(2_000)
+      expect(eventsOf(sse.messages).map((e) => e.sequence)).toEqual([1, 2])
+      sse.close()
+      await expectNoStreamOpen(listening)
+    } finally {
+      await writer.close()
+      await listening.close()
+    }
   })
 
   it("hears of changes made on another instance (PostgreSQL)", async () => {
