@@ -18,6 +18,7 @@
  *   reset the connection, failed TLS, timed out, answered 5xx or 429, which is the receiver's own rate),
  *   or this URL's ("url": any other 4xx, a redirect, an address the SSRF rules refuse, a URL that cannot be
  *   sent to). Deliveries holds back a failing origin's other subscriptions, a failing URL's only its own.
+ * - A failure's `Retry-After` is passed on as sent; webhooks/Signals.ts decides what it means.
  * - Never throws, and never logs: the headers carry the signature.
  */
 import { request as httpRequest, type ClientRequest, type IncomingMessage } from "node:http"

@@ -50,14 +50,15 @@ const runs = (received: ReadonlyArray<Received>): Array<{ path: string; length: 
 const hookSettings = { PV_WEBHOOK_ALLOW_HTTP: "true", PV_WEBHOOK_ALLOW_PRIVATE: "true" }
 
 describe(`bounded delivery turns (${testDatabaseKind()})`, () => {
-  // One slot, so two busy subscriptions must share it; turns of at most 3 events or 600 ms.
+  // One slot, so two busy subscriptions must share it; turns of at most 3 events or 600 ms. The attempt
+  // time-out is the longest allowed, so a gated first attempt outlasts the changes made meanwhile.
   let server: TestServer
   let key: { api_key: string }
   beforeAll(async () => {
     server = await startTestServer({
       config: isolatedConfig({
         ...hookSettings,
-        PV_WEBHOOK_TIMEOUT_MS: "5000",
+        PV_WEBHOOK_TIMEOUT_MS: "10000",
         PV_WEBHOOK_CONCURRENCY: "1",
         PV_WEBHOOK_TURN_EVENTS: "3",
         PV_WEBHOOK_TURN_MS: "600"
@@ -130,7 +131,7 @@ describe(`receivers' signals and secrets (${testDatabaseKind()})`, () => {
   let server: TestServer
   let key: { api_key: string }
   beforeAll(async () => {
-    server = await startTestServer({ config: isolatedConfig({ ...hookSettings, PV_WEBHOOK_TIMEOUT_MS: "5000" }) })
+    server = await startTestServer({ config: isolatedConfig({ ...hookSettings, PV_WEBHOOK_TIMEOUT_MS: "10000" }) })
     key = await createKey(server, ["subscription:write"])
   })
   afterAll(() => server?.close())
