@@ -59,7 +59,8 @@ const EventCacheSize = 256
  * The webhook delivery worker of one instance. The outbox is the subscriptions table (migration 0006):
  * the event append raises `pending_through` in its own transaction, and here each instance claims due
  * subscriptions with `FOR UPDATE SKIP LOCKED` and a lease, sends the next owed event, and on a 2xx moves
- * `delivered_through` on (keeping the lease while more is owed), or on a failure schedules the retry
+ * `delivered_through` on (keeping the lease while more is owed, for one bounded turn: see `deliver`), or on a
+ * failure schedules the retry
  * (webhooks/Backoff.ts) and gives the lease back. So each subscription has at most one attempt in flight
  * across all instances, in sequence order, and a dead instance's work is taken over when its lease runs out.
  *
@@ -190,7 +191,7 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
         failures += 1
         const random = Math.random()
         // The backoff, or later if the receiver asked (429/503 Retry-After); a 410 disables the subscription.
-        const { gone, retryMs } = receiverSignal(outcome, retryDelayMs(failures, random), now)
+        const { gone, retryMs } = receiverSignal(outcome, retryDelayMs(failures, random), yield* Clock.currentTimeMillis)
         const steps = stepDelaysMs(random)
         // One statement: the failure, and the hold of its group (the origin's or the URL's) behind one probe.
         const failed = yield* persist(repo.recordFailure({
