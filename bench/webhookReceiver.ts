@@ -1,11 +1,12 @@
 // A webhook receiver for bench/webhooks.ts, in its own process on loopback: it answers every delivery with
 // the status given in argv[2] (204 by default; 500 for a receiver that always fails) as soon as the body is
-// in, and records when it arrived (wall clock, sub-millisecond, comparable with the bench process's) and
+// in, or argv[3] ms later (a receiver that hangs: 10000 outlasts the service's 10 s attempt time-out), and records when it arrived (wall clock, sub-millisecond, comparable with the bench process's) and
 // which event it carried. No signature check: that costs the receiver, not the service being measured.
 //   GET /_records?from=N → [[arrival_ms, public_id, version, occurred_at_ms, path], …] from the N-th on.
 import { createServer } from "node:http"
 
 const status = Number(process.argv[2] ?? "204")
+const delayMs = Number(process.argv[3] ?? "0")
 const now = () => performance.timeOrigin + performance.now()
 const records: Array<[number, string, number, number, string]> = []
 
@@ -19,7 +20,8 @@ const server = createServer((req, res) => {
   const chunks: Array<Buffer> = []
   req.on("data", (chunk: Buffer) => chunks.push(chunk))
   req.on("end", () => {
-    res.writeHead(status).end()
+    if (delayMs > 0) setTimeout(() => res.writeHead(status).end(), delayMs)
+    else res.writeHead(status).end()
     try {
       const body = JSON.parse(Buffer.concat(chunks).toString()) as {
         event: { public_id: string; occurred_at: string; payload: { version?: number } }

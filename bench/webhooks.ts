@@ -10,13 +10,16 @@
 //   4. 1,000 subscriptions to the failing receiver retrying while GET /machine is driven with autocannon:
 //      throughput ≥ 0.9 × and server CPU per request ≤ 1.1 × the same GET without them (before and after),
 //      in the first 8 s of the outage and again from 30 s on, when the backoff has spread the retries.
+//   5. fair delivery: 1,000 subscriptions on one determination, 10 of them to a receiver (its own origin)
+//      that hangs 10 s on every request, served by 2 service processes sharing the database: after one
+//      change every other subscription has it within 5 s (p100) of the PUT's answer.
 // Lag is a delivery's arrival at the receiver minus the moment the PUT that made the event was answered
 // (both wall clocks of this machine); the event's occurred_at, the figure the service's own
 // pv_webhook_delivery_lag_seconds uses, is reported beside it. Server CPU is utime + stime from /proc of the
 // service process over a window (until the last delivery arrived), so CPU per delivery includes the PUTs;
 // the same PUTs on determinations nobody subscribed to are measured too ("net of the change"), and the CPU
 // of the PostgreSQL backends serving the bench database is reported beside it (when the server is local).
-//   npm run bench:webhooks [-- --only fanout,steady,growth,failing] [--seconds 20] [--rate 50] [--fanout 1000]
+//   npm run bench:webhooks [-- --only fanout,steady,growth,failing,hanging] [--seconds 20] [--rate 50] [--fanout 1000]
 //     [--total 10000] [--failing 1000] [--failingUrls distinct|one] [--getSeconds 8] [--laterFrom 30] [--connections 32]
 // Uses a fresh database on DATABASE_URL's server (default postgres://postgres@127.0.0.1:5432/postgres),
 // dropped afterwards; the JSON result goes to bench/results/.
@@ -41,7 +44,7 @@ const { values } = parseArgs({
     getSeconds: { type: "string", default: "8" },
     laterFrom: { type: "string", default: "30" },
     connections: { type: "string", default: "32" },
-    only: { type: "string", default: "fanout,steady,growth,failing" }
+    only: { type: "string", default: "fanout,steady,growth,failing,hanging" }
   }
 })
 const only = new Set(values.only!.split(","))
@@ -68,6 +71,10 @@ const FanoutIndex = 10
 const FailingIndex = 11
 const IdleFrom = 20
 const IdleHosts = 100
+// The fair-delivery scenario's determination, after the idle ones; its hanging subscriptions.
+const HangingIndex = IdleFrom + IdleHosts
+const HangingSubscriptions = 10
+const HangMs = 10_000
 
 const operatorToken = `bench_${randomBytes(24).toString("hex")}`
 const signingKey = generateKeyPairSync("ed25519").privateKey.export({ format: "pem", type: "pkcs8" }).toString()
@@ -101,8 +108,8 @@ const serviceEnv = {
 type Arrival = readonly [arrival: number, publicId: string, version: number, occurredAt: number, path: string]
 
 /** A receiver process and what it has recorded so far (fetched on demand). */
-const startReceiver = async (status: number) => {
-  const process_ = await startProcess("bench/webhookReceiver.ts", {}, [String(status)])
+const startReceiver = async (status: number, delayMs = 0) => {
+  const process_ = await startProcess("bench/webhookReceiver.ts", {}, [String(status), String(delayMs)])
   const arrivals: Array<Arrival> = []
   const poll = async () => {
     const fresh = (await (await fetch(`${process_.baseUrl}/_records?from=${arrivals.length}`)).json()) as Array<Arrival>
@@ -307,7 +314,7 @@ const main = async () => {
     log("building (npm run build)")
     execFileSync("npm", ["run", "-s", "build"], { cwd: root, stdio: "inherit" })
     log(`seeding ${IdleFrom + IdleHosts} determinations`)
-    await runScript("bench/seed.ts", ["--determinations", String(IdleFrom + IdleHosts)], serviceEnv)
+    await runScript("bench/seed.ts", ["--determinations", String(HangingIndex + 1)], serviceEnv)
     const ok = await startReceiver(204)
     processes.push(ok.process)
     const failing = await startReceiver(500)
@@ -453,6 +460,33 @@ const main = async () => {
         failingRow(`the same from ${laterFrom} s into the outage`, later, laterAttempts)
       )
       results.machine = { before, during, attempts, later, laterAttempts, after }
+    }
+
+    if (only.has("hanging")) {
+      // A second instance on the same database: the deliveries are shared through it (leases, NOTIFY).
+      const second = await startProcess("dist/src/main.js", serviceEnv, [], serviceNodeFlags())
+      processes.push(second)
+      const hanging = await startReceiver(204, HangMs)
+      processes.push(hanging.process)
+      const healthy = fanoutSize - HangingSubscriptions
+      log(`fair delivery: ${fanoutSize} subscriptions on ${benchPublicId(HangingIndex)}, ${HangingSubscriptions} to a receiver hanging ${HangMs / 1000} s; 2 instances`)
+      await subscribeMany(service, key, () => benchPublicId(HangingIndex),
+        (i) => (i < HangingSubscriptions ? `${hanging.url}/h/${i}` : `${ok.url}/h/${i}`), fanoutSize)
+      const fair: Array<Lags> = []
+      for (let run = 0; run < 3; run++) {
+        await sleep(1_000)
+        const from = (await ok.poll()).length
+        const event = await change(service, HangingIndex)
+        const lags = await collect(ok, from, [event], healthy, 30_000)
+        fair.push(lags)
+        log(`  run ${run + 1}: ${lags.deliveries}/${lags.expected} delivered, p50 ${lags.p50.toFixed(0)} ms, p99 ${lags.p99.toFixed(0)} ms, p100 ${lags.max.toFixed(0)} ms`)
+      }
+      rows.push(...fair.map((r, k) => [
+        `fair delivery: 1 change → ${count(fanoutSize)} subscriptions, ${HangingSubscriptions} of them hanging ${HangMs / 1000} s, 2 instances (run ${k + 1})`,
+        `${count(r.deliveries)} of ${count(r.expected)} others delivered; lag p50 ${ms(r.p50)}, p99 ${ms(r.p99)}, p100 ${ms(r.max)} after the PUT's answer`,
+        `p100 ≤ 5 s ${mark(r.deliveries === r.expected && r.max <= 5000)}`
+      ]))
+      results.fair = fair
     }
 
     if (refusedChanges > 0) log(`${refusedChanges} PUTs were answered 503 overloaded and sent again`)

@@ -62,6 +62,7 @@ const SubscriptionRow = Schema.Struct({
   created_at: Schema.Date,
   webhook_url: Schema.NullOr(Schema.String),
   status: Schema.Literals(["active", "disabled"]),
+  disabled_reason: Schema.NullOr(Schema.Literals(["gone", "failing"])),
   pending_through: Schema.Int,
   delivered_through: Schema.Int,
   attempts: Schema.Int,
@@ -83,14 +84,25 @@ export interface NewSubscription {
   readonly secret: string | null
 }
 
+/**
+ * What signs a subscription's deliveries, as the claim and every acknowledgement read it: each attempt is
+ * signed with the secrets current when the statement before it ran, so a rotation signs the very next attempt.
+ */
+const SigningFields = {
+  secret: Schema.String,
+  previous_secret: Schema.NullOr(Schema.String),
+  previous_secret_until: Schema.NullOr(Schema.Date)
+}
+export type SigningRow = Schema.Struct<typeof SigningFields>["Type"]
+/** The columns of `SigningFields`, as the statements that return them name them. */
+const SigningColumns = "secret, previous_secret, previous_secret_until"
+
 /** What a delivery worker needs of a subscription it has claimed (secrets included: they never leave the worker). */
 const ClaimedRow = Schema.Struct({
   subscription_id: Schema.String,
   public_id: PublicId,
   webhook_url: Schema.String,
-  secret: Schema.String,
-  previous_secret: Schema.NullOr(Schema.String),
-  previous_secret_until: Schema.NullOr(Schema.Date),
+  ...SigningFields,
   pending_through: Schema.Int,
   delivered_through: Schema.Int,
   attempts: Schema.Int,
@@ -99,8 +111,13 @@ const ClaimedRow = Schema.Struct({
 })
 export type ClaimedRow = typeof ClaimedRow.Type
 
-const AckRow = Schema.Struct({ pending_through: Schema.Int, released: Schema.Int })
-const FailRow = Schema.Struct({ status: Schema.Literals(["active", "disabled"]), next_attempt_at: Schema.Date, held: Schema.Int })
+const AckRow = Schema.Struct({ pending_through: Schema.Int, released: Schema.Int, ...SigningFields })
+const FailRow = Schema.Struct({
+  status: Schema.Literals(["active", "disabled"]),
+  disabled_reason: Schema.NullOr(Schema.Literals(["gone", "failing"])),
+  next_attempt_at: Schema.Date,
+  held: Schema.Int
+})
 
 /** A failed attempt, as the delivery worker records it (see `recordFailure`). */
 export interface FailedAttempt {
@@ -110,6 +127,8 @@ export interface FailedAttempt {
   /** The subscription's own backoff: its next attempt no sooner than this. */
   readonly retryMs: number
   readonly maxFailureSeconds: number
+  /** The receiver answered 410 Gone: the subscription is disabled now (`disabled_reason` "gone"), nothing held back. */
+  readonly gone: boolean
   /** Whose failure it is: the receiver's ("origin": its other subscriptions are held back too) or this URL's. */
   readonly scope: "origin" | "url"
   /** The origin or the URL, as `scope` says. */
@@ -127,6 +146,7 @@ const FailedAttemptRequest = Schema.Struct({
   error: Schema.String,
   retryMs: Schema.Number,
   maxFailureSeconds: Schema.Number,
+  gone: Schema.Boolean,
   scope: Schema.String,
   group: Schema.String,
   stepDelaysMs: Schema.Array(Schema.Number),
@@ -166,11 +186,12 @@ export interface EventsRepoShape {
     token: string,
     sequence: number,
     leaseMs: number,
-    releaseOrigin: string | null
-  ) => Sql<Option.Option<{ readonly pending_through: number; readonly released: number }>>
+    releaseOrigin: string | null,
+    keepLease: boolean
+  ) => Sql<Option.Option<{ readonly pending_through: number; readonly released: number } & SigningRow>>
   readonly recordFailure: (
     attempt: FailedAttempt
-  ) => Sql<Option.Option<{ readonly status: "active" | "disabled"; readonly next_attempt_at: Date; readonly held: number }>>
+  ) => Sql<Option.Option<typeof FailRow.Type>>
   readonly releaseLeases: (token: string) => Sql<Array<PublicId>>
   readonly releaseStrayLeases: (token: string, keep: ReadonlyArray<string>, dueInMs: number) => Sql<void>
   readonly nextDueInMs: Sql<number | null>
@@ -182,7 +203,7 @@ export interface EventsRepoShape {
 
 /** The columns a subscription is read with (never the secrets). */
 const SubscriptionColumns = `subscription_id, tenant_id, key_id, public_id, after_sequence, created_at, webhook_url, status,
-  pending_through, delivered_through, attempts, last_attempt_at, last_error, next_attempt_at`
+  disabled_reason, pending_through, delivered_through, attempts, last_attempt_at, last_error, next_attempt_at`
 
 const make = Effect.gen(function*() {
   const sql = yield* PgClient.PgClient
@@ -273,6 +294,7 @@ const make = Effect.gen(function*() {
     Effect.andThen(sql`SELECT 1 FROM determinations WHERE public_id = ${publicId} FOR UPDATE`, freshnessRow(publicId))
 
   const columns = sql.literal(SubscriptionColumns)
+  const signing = sql.literal(SigningColumns)
 
   const insertSubscription = Rows.findOneOption({
     Request: Schema.Struct({
@@ -336,7 +358,7 @@ const make = Effect.gen(function*() {
     Result: SubscriptionRow,
     execute: ({ subscriptionId, tenantId }) => sql`
       UPDATE subscriptions
-      SET status = 'active', attempts = 0, failing_since = NULL, retry_at = NULL, held_step = NULL, next_attempt_at = now(),
+      SET status = 'active', disabled_reason = NULL, attempts = 0, failing_since = NULL, retry_at = NULL, held_step = NULL, next_attempt_at = now(),
         lease_token = NULL, lease_until = NULL
       WHERE subscription_id = ${subscriptionId} AND tenant_id = ${tenantId} AND status = 'disabled'
       RETURNING ${columns}`
@@ -384,15 +406,18 @@ const make = Effect.gen(function*() {
         FOR UPDATE SKIP LOCKED
       ) due
       WHERE s.subscription_id = due.subscription_id
-      RETURNING s.subscription_id, s.public_id, s.webhook_url, s.secret, s.previous_secret, s.previous_secret_until,
-        s.pending_through, s.delivered_through, s.attempts, s.webhook_origin, s.held_step`
+      RETURNING s.subscription_id, s.public_id, s.webhook_url, ${signing}, s.pending_through, s.delivered_through, s.attempts,
+        s.webhook_origin, s.held_step`
   })
   const claim = (limit: number, token: string, leaseMs: number) => claimed({ limit, token, leaseMs })
 
   /**
-   * `sequence` was acknowledged. The lease is kept (and extended) while more is owed, so the worker goes on
-   * with the next event without a new claim; none when the lease was lost (the row was deleted, or its
-   * lease ran out and another instance has it: that instance sends the event again, at least once).
+   * `sequence` was acknowledged. With `keepLease` the lease is kept (and extended) while more is owed, so the
+   * worker goes on with the next event without a new claim; without it (the turn is over) the lease is given
+   * back and the row is due now, behind every row due earlier (claims take the soonest `next_attempt_at`
+   * first). None when the lease was lost (the row was deleted, or its lease ran out and another instance
+   * has it: that instance sends the event again, at least once). Answers the signing secrets as they are
+   * now, for the next attempt.
    *
    * With `releaseOrigin` (the delivered row was held back or was a probe, or had failed itself): the
    * receiver answers again, so in the same statement every subscription held back at that origin is due
@@ -404,38 +429,34 @@ const make = Effect.gen(function*() {
       token: Schema.String,
       sequence: Schema.Number,
       leaseMs: Schema.Number,
-      releaseOrigin: Schema.NullOr(Schema.String)
+      releaseOrigin: Schema.NullOr(Schema.String),
+      keepLease: Schema.Boolean
     }),
     Result: AckRow,
-    execute: ({ subscriptionId, token, sequence, leaseMs, releaseOrigin }) => releaseOrigin === null
-      ? sql`
+    execute: ({ subscriptionId, token, sequence, leaseMs, releaseOrigin, keepLease }) => {
+      const acked = sql`
         UPDATE subscriptions
         SET delivered_through = ${sequence}, attempts = 0, failing_since = NULL, last_attempt_at = now(), last_error = NULL,
           next_attempt_at = now(), retry_at = NULL, held_step = NULL,
-          lease_token = CASE WHEN pending_through > ${sequence} THEN lease_token END,
-          lease_until = CASE WHEN pending_through > ${sequence} THEN now() + make_interval(secs => ${leaseMs / 1000}) END
+          lease_token = CASE WHEN ${keepLease} AND pending_through > ${sequence} THEN lease_token END,
+          lease_until = CASE WHEN ${keepLease} AND pending_through > ${sequence} THEN now() + make_interval(secs => ${leaseMs / 1000}) END
         WHERE subscription_id = ${subscriptionId} AND lease_token = ${token} AND delivered_through < ${sequence}
-        RETURNING pending_through, 0 AS released`
-      : sql`
-        WITH acked AS (
-          UPDATE subscriptions
-          SET delivered_through = ${sequence}, attempts = 0, failing_since = NULL, last_attempt_at = now(), last_error = NULL,
-            next_attempt_at = now(), retry_at = NULL, held_step = NULL,
-            lease_token = CASE WHEN pending_through > ${sequence} THEN lease_token END,
-            lease_until = CASE WHEN pending_through > ${sequence} THEN now() + make_interval(secs => ${leaseMs / 1000}) END
-          WHERE subscription_id = ${subscriptionId} AND lease_token = ${token} AND delivered_through < ${sequence}
-          RETURNING pending_through
-        ), released AS (
+        RETURNING pending_through, 0 AS released, ${signing}`
+      return releaseOrigin === null
+        ? acked
+        : sql`
+        WITH acked AS (${acked}), released AS (
           UPDATE subscriptions SET next_attempt_at = greatest(now(), coalesce(retry_at, now())), held_step = NULL
           WHERE webhook_origin = ${releaseOrigin} AND webhook_url IS NOT NULL AND status = 'active'
             AND pending_through > delivered_through AND held_step IS NOT NULL AND lease_token IS NULL
             AND subscription_id <> ${subscriptionId} AND EXISTS (SELECT 1 FROM acked)
           RETURNING 1
         )
-        SELECT pending_through, (SELECT count(*) FROM released)::int AS released FROM acked`
+        SELECT pending_through, (SELECT count(*) FROM released)::int AS released, ${signing} FROM acked`
+    }
   })
-  const acknowledge = (subscriptionId: string, token: string, sequence: number, leaseMs: number, releaseOrigin: string | null) =>
-    acknowledged({ subscriptionId, token, sequence, leaseMs, releaseOrigin })
+  const acknowledge = (subscriptionId: string, token: string, sequence: number, leaseMs: number, releaseOrigin: string | null, keepLease: boolean) =>
+    acknowledged({ subscriptionId, token, sequence, leaseMs, releaseOrigin, keepLease })
 
   /**
    * A failed attempt, in one statement: the lease is given back, the same event is due again after the
@@ -468,13 +489,15 @@ const make = Effect.gen(function*() {
     return sql`
       WITH me AS (
         SELECT subscription_id, held_step,
-          coalesce(failing_since, now()) <= now() - make_interval(secs => ${attempt.maxFailureSeconds}) AS disabling
+          CASE WHEN ${attempt.gone} THEN 'gone'
+            WHEN coalesce(failing_since, now()) <= now() - make_interval(secs => ${attempt.maxFailureSeconds}) THEN 'failing'
+          END AS disabling
         FROM subscriptions WHERE subscription_id = ${attempt.subscriptionId} AND lease_token = ${attempt.token}
       ), peers AS (
         SELECT subscription_id, last_attempt_at, retry_at, held_step FROM subscriptions
         WHERE ${groupColumn} = ${attempt.group} AND webhook_url IS NOT NULL AND status = 'active'
           AND pending_through > delivered_through AND lease_token IS NULL AND subscription_id <> ${attempt.subscriptionId}
-          AND EXISTS (SELECT 1 FROM me WHERE NOT disabling)
+          AND EXISTS (SELECT 1 FROM me WHERE disabling IS NULL)
       ), step AS (
         SELECT n, now() + make_interval(secs => (${delays}::int[])[least(n, ${steps})] / 1000.0) AS probe_by
         FROM (SELECT greatest(coalesce((SELECT held_step FROM me) + 1, 1), coalesce((SELECT max(held_step) FROM peers), 1)) AS n) s
@@ -503,12 +526,13 @@ const make = Effect.gen(function*() {
           last_error = ${attempt.error}, retry_at = now() + make_interval(secs => ${attempt.retryMs / 1000}),
           next_attempt_at = greatest(now() + make_interval(secs => ${attempt.retryMs / 1000}), coalesce((SELECT held_until FROM plan), now())),
           held_step = (SELECT n FROM plan), lease_token = NULL, lease_until = NULL,
-          status = CASE WHEN me.disabling THEN 'disabled' ELSE s.status END
+          status = CASE WHEN me.disabling IS NOT NULL THEN 'disabled' ELSE s.status END,
+          disabled_reason = coalesce(me.disabling, s.disabled_reason)
         FROM me
         WHERE s.subscription_id = me.subscription_id AND s.lease_token = ${attempt.token}
-        RETURNING s.status, s.next_attempt_at
+        RETURNING s.status, s.disabled_reason, s.next_attempt_at
       )
-      SELECT status, next_attempt_at, (SELECT count(*) FROM held)::int AS held FROM failed`
+      SELECT status, disabled_reason, next_attempt_at, (SELECT count(*) FROM held)::int AS held FROM failed`
   } })
   const recordFailure = (attempt: FailedAttempt) => failed(attempt)
 

@@ -28,7 +28,11 @@ export const Subscription = Schema.Struct({
     description: "whsec_ + base64 of 32 random bytes: the HMAC key of webhook-signature. Only in the answer that created it; store it now"
   })),
   status: Schema.Literals(["active", "disabled"]).annotate({
-    description: "disabled: deliveries failed for PV_WEBHOOK_MAX_FAILURE_SECONDS and stopped; POST …/resume restarts them"
+    description: "disabled: nothing more is sent (disabled_reason says why); POST …/resume restarts delivery"
+  }),
+  disabled_reason: Schema.NullOr(Schema.Literals(["gone", "failing"])).annotate({
+    description: "Why it is disabled: gone (the receiver answered 410 Gone), failing (attempts failed for " +
+      "PV_WEBHOOK_MAX_FAILURE_SECONDS); null while active"
   }),
   created_at: Timestamp,
   delivered_through: Schema.NullOr(Schema.Int).annotate({ description: "Webhook: the last acknowledged sequence; pull: null" }),
@@ -79,6 +83,7 @@ const toSubscription = (row: SubscriptionRow, secret?: string): Subscription => 
     ...(row.webhook_url !== null ? { webhook_url: row.webhook_url } : {}),
     ...(secret !== undefined ? { webhook_secret: secret } : {}),
     status: row.status,
+    disabled_reason: row.status === "disabled" ? row.disabled_reason : null,
     created_at: row.created_at.toISOString(),
     delivered_through: webhook ? row.delivered_through : null,
     pending: webhook ? pending : null,

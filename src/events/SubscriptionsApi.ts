@@ -67,7 +67,8 @@ export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
     })
       .annotate(OpenApi.Summary, "A subscription and how its delivery goes")
       .annotate(OpenApi.Description,
-        "delivered_through (last acknowledged sequence), pending, attempts, last_attempt_at, last_error, next_attempt_at. " +
+        "delivered_through (last acknowledged sequence), pending, attempts, last_attempt_at, last_error, next_attempt_at; " +
+        "disabled_reason (gone: the receiver answered 410; failing: failed for PV_WEBHOOK_MAX_FAILURE_SECONDS). " +
         "Another tenant's subscription is 404 not-found.")
   )
   .add(

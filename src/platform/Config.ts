@@ -88,6 +88,10 @@ export interface AppConfigShape extends LaunchSettings {
   readonly webhookMaxFailureSeconds: number
   /** One attempt's time limit: connect, answer and the part of its body read (10 s; tests shorten it). */
   readonly webhookTimeoutMs: number
+  /** A subscription's turn ends after this many delivered events (PV_WEBHOOK_TURN_EVENTS, 100): it yields its slot. */
+  readonly webhookTurnEvents: number
+  /** No attempt of a turn starts this long after the turn began (PV_WEBHOOK_TURN_MS, 10 s; tests shorten it). */
+  readonly webhookTurnMs: number
   /** Open event streams one API key may hold on one instance (PV_MAX_STREAMS_PER_KEY). */
   readonly maxStreamsPerKey: number
   /** How often an open event stream sends a comment line when nothing else is sent (15 s; tests shorten it). */
@@ -283,6 +287,8 @@ const settings: Config.Config<AppConfigShape> = Config.all({
   webhookMaxFailureSeconds: positive("PV_WEBHOOK_MAX_FAILURE_SECONDS", 86_400),
   webhookTimeoutMs: integer("PV_WEBHOOK_TIMEOUT_MS", "PV_WEBHOOK_TIMEOUT_MS must be an integer from 100 to 10000", (n) => n >= 100 && n <= 10_000)
     .pipe(Config.withDefault(10_000)),
+  webhookTurnEvents: positive("PV_WEBHOOK_TURN_EVENTS", 100),
+  webhookTurnMs: positive("PV_WEBHOOK_TURN_MS", 10_000),
   maxStreamsPerKey: positive("PV_MAX_STREAMS_PER_KEY", 10),
   streamHeartbeatMs: integer("PV_STREAM_HEARTBEAT_MS", "PV_STREAM_HEARTBEAT_MS must be an integer from 100 to 15000", (n) => n >= 100 && n <= 15_000)
     .pipe(Config.withDefault(15_000))

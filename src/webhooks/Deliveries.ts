@@ -2,12 +2,13 @@ import { randomUUID } from "node:crypto"
 import { Clock, Duration, Effect, FiberSet, Layer, Option, Queue, Schedule } from "effect"
 import type { TrustEvent } from "../domain/TrustEvent.js"
 import { ChangeFeed } from "../events/ChangeFeed.js"
-import { EventsRepo, type ClaimedRow } from "../events/Repo.js"
+import { EventsRepo, type ClaimedRow, type SigningRow } from "../events/Repo.js"
 import { countWebhookAttempt, MetricsState } from "../observability/Metrics.js"
 import { AppConfig } from "../platform/Config.js"
 import { MaxRetryDelayMs, retryDelayMs } from "./Backoff.js"
 import { sendWebhook } from "./Send.js"
 import { webhookHeaders } from "./Signature.js"
+import { receiverSignal } from "./Signals.js"
 
 /** The body type every delivery carries. */
 export const DeliveryType = "pv.trust.event.v1"
@@ -20,7 +21,7 @@ export const deliveryBody = (subscriptionId: string, event: TrustEvent): string 
   JSON.stringify({ type: DeliveryType, subscription_id: subscriptionId, event })
 
 /** The secrets that sign now: the current one, and the one it replaced while its 24 hours last. */
-export const signingSecrets = (row: ClaimedRow, now: number): ReadonlyArray<string> =>
+export const signingSecrets = (row: SigningRow, now: number): ReadonlyArray<string> =>
   row.previous_secret !== null && row.previous_secret_until !== null && row.previous_secret_until.getTime() > now
     ? [row.secret, row.previous_secret]
     : [row.secret]
@@ -58,7 +59,8 @@ const EventCacheSize = 256
  * The webhook delivery worker of one instance. The outbox is the subscriptions table (migration 0006):
  * the event append raises `pending_through` in its own transaction, and here each instance claims due
  * subscriptions with `FOR UPDATE SKIP LOCKED` and a lease, sends the next owed event, and on a 2xx moves
- * `delivered_through` on (keeping the lease while more is owed), or on a failure schedules the retry
+ * `delivered_through` on (keeping the lease while more is owed, for one bounded turn: see `deliver`), or on a
+ * failure schedules the retry
  * (webhooks/Backoff.ts) and gives the lease back. So each subscription has at most one attempt in flight
  * across all instances, in sequence order, and a dead instance's work is taken over when its lease runs out.
  *
@@ -127,10 +129,15 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
   const persist = Effect.retry({ schedule: Schedule.exponential(Duration.millis(200)), times: 5 })
 
   /**
-   * Send the events `claimed` is owed, one at a time, for as long as each is acknowledged. Its end wakes
-   * the claim loop only when that can matter: rows were left behind for want of a slot, or it leaves
-   * something due before the loop would wake by itself (a retry; a lease left to run out after an error).
-   * An acknowledged end leaves nothing due, and waking for it cost a claim and a look-up per delivery.
+   * One turn: send the events `claimed` is owed, one at a time, for as long as each is acknowledged, but at
+   * most PV_WEBHOOK_TURN_EVENTS of them and none started PV_WEBHOOK_TURN_MS after the turn began; then the
+   * lease is given back, due at once behind every subscription due before it, so a busy subscription
+   * yields its slot instead of keeping it while anything is owed. Each attempt is signed with the secrets
+   * the statement before it read (the claim, then each acknowledgement), so a rotation signs the next one.
+   * Its end wakes the claim loop only when that can matter: rows were left behind for want of a slot, or it
+   * leaves something due before the loop would wake by itself (a retry; a turn given back; a lease left to
+   * run out after an error). An acknowledged end leaves nothing due, and waking for it cost a claim and a
+   * look-up per delivery.
    */
   const deliver = (claimed: ClaimedRow) => {
     // The local time at which what this attempt leaves behind falls due; null: nothing.
@@ -140,13 +147,16 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
       let failures = claimed.attempts
       // Held back, a probe, or failing itself: its first delivery shows the receiver answers again.
       let releases = claimed.held_step !== null || claimed.attempts > 0
+      let signing: SigningRow = claimed
+      let delivered = 0
+      const turnEndsAt = (yield* Clock.currentTimeMillis) + config.webhookTurnMs
       while (!stopping) {
         const found = yield* eventAt(claimed.public_id, sequence)
         if (Option.isNone(found)) return 0
         const event = found.value
         const body = deliveryBody(claimed.subscription_id, event)
         const now = yield* Clock.currentTimeMillis
-        const headers = webhookHeaders(signingSecrets(claimed, now), event.event_id, Math.floor(now / 1000), body)
+        const headers = webhookHeaders(signingSecrets(signing, now), event.event_id, Math.floor(now / 1000), body)
         const outcome = yield* Effect.promise((abort) =>
           sendWebhook({
             url: claimed.webhook_url,
@@ -159,20 +169,29 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
           })
         )
         if (outcome.kind === "delivered") {
-          countWebhookAttempt("delivered", ((yield* Clock.currentTimeMillis) - Date.parse(event.occurred_at)) / 1000)
+          const ended = yield* Clock.currentTimeMillis
+          countWebhookAttempt("delivered", (ended - Date.parse(event.occurred_at)) / 1000)
+          delivered += 1
+          const turnOver = delivered >= config.webhookTurnEvents || ended >= turnEndsAt
           // A probe that got through: the receiver answers again, so what was held back at its origin is due now.
-          const acked = yield* persist(repo.acknowledge(claimed.subscription_id, token, sequence, leaseMs, releases ? claimed.webhook_origin : null))
+          const acked = yield* persist(
+            repo.acknowledge(claimed.subscription_id, token, sequence, leaseMs, releases ? claimed.webhook_origin : null, !turnOver)
+          )
           releases = false
           if (Option.isSome(acked) && acked.value.released > 0) signal()
           // Lost the lease (deleted, or taken over after it ran out), or nothing more is owed.
           if (Option.isNone(acked) || acked.value.pending_through <= sequence) return null
+          // The turn is over: the lease was given back and the rest is due now, behind the others due.
+          if (turnOver) return Date.now()
+          signing = acked.value
           sequence += 1
           failures = 0
           continue
         }
         failures += 1
         const random = Math.random()
-        const retryMs = retryDelayMs(failures, random)
+        // The backoff, or later if the receiver asked (429/503 Retry-After); a 410 disables the subscription.
+        const { gone, retryMs } = receiverSignal(outcome, retryDelayMs(failures, random), yield* Clock.currentTimeMillis)
         const steps = stepDelaysMs(random)
         // One statement: the failure, and the hold of its group (the origin's or the URL's) behind one probe.
         const failed = yield* persist(repo.recordFailure({
@@ -181,6 +200,7 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
           error: outcome.error,
           retryMs,
           maxFailureSeconds: config.webhookMaxFailureSeconds,
+          gone,
           scope: outcome.scope,
           group: outcome.scope === "origin" ? claimed.webhook_origin : claimed.webhook_url,
           stepDelaysMs: steps,
@@ -198,7 +218,8 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
           scope: outcome.scope,
           next_attempt_at: disabled || Option.isNone(failed) ? null : failed.value.next_attempt_at.toISOString(),
           held_back: Option.isSome(failed) ? failed.value.held : 0,
-          disabled
+          disabled,
+          ...(disabled ? { disabled_reason: failed.value.disabled_reason } : {})
         })
         // What it leaves due soonest: the probe it chose, or itself.
         return disabled || Option.isNone(failed) ? null : Date.now() + Math.min(retryMs, steps[0]!)

@@ -18,6 +18,7 @@
  *   reset the connection, failed TLS, timed out, answered 5xx or 429, which is the receiver's own rate),
  *   or this URL's ("url": any other 4xx, a redirect, an address the SSRF rules refuse, a URL that cannot be
  *   sent to). Deliveries holds back a failing origin's other subscriptions, a failing URL's only its own.
+ * - A failure's `Retry-After` is passed on as sent; webhooks/Signals.ts decides what it means.
  * - Never throws, and never logs: the headers carry the signature.
  */
 import { request as httpRequest, type ClientRequest, type IncomingMessage } from "node:http"
@@ -32,7 +33,14 @@ export type FailureScope = "origin" | "url"
 
 export type AttemptOutcome =
   | { readonly kind: "delivered"; readonly status: number }
-  | { readonly kind: "failed"; readonly status?: number; readonly error: string; readonly scope: FailureScope }
+  | {
+    readonly kind: "failed"
+    readonly status?: number
+    readonly error: string
+    readonly scope: FailureScope
+    /** The answer's `Retry-After`, as sent (webhooks/Signals.ts reads it). */
+    readonly retryAfter?: string
+  }
 
 export interface SendInput {
   readonly url: string
@@ -94,12 +102,18 @@ export const sendWebhook = (input: SendInput): Promise<AttemptOutcome> =>
 
     // What the outcome is once the status is known; the body only decides when the attempt ends.
     let verdict: AttemptOutcome | undefined
-    const afterStatus = (status: number): AttemptOutcome =>
+    const afterStatus = (status: number, retryAfter: string | undefined): AttemptOutcome =>
       status >= 200 && status < 300
         ? { kind: "delivered", status }
         : status >= 300 && status < 400
           ? { kind: "failed", status, error: `redirect ${status} not followed`, scope: "url" }
-          : { kind: "failed", status, error: `HTTP ${status}`, scope: isOriginStatus(status) ? "origin" : "url" }
+          : {
+            kind: "failed",
+            status,
+            error: `HTTP ${status}`,
+            scope: isOriginStatus(status) ? "origin" : "url",
+            ...(retryAfter === undefined ? {} : { retryAfter })
+          }
 
     timer = setTimeout(
       () => finish(verdict ?? { kind: "failed", error: `timed out after ${seconds(input.timeoutMs)}`, scope: "origin" }),
@@ -148,7 +162,7 @@ export const sendWebhook = (input: SendInput): Promise<AttemptOutcome> =>
     request.on("error", (error) => finish(verdict ?? { kind: "failed", error: errorText(error), scope: errorScope(error) }))
     request.on("response", (res) => {
       response = res
-      verdict = afterStatus(res.statusCode ?? 0)
+      verdict = afterStatus(res.statusCode ?? 0, res.headers["retry-after"])
       let received = 0
       const enough = () => finish(verdict!)
       if (input.maxResponseBytes <= 0) return enough()

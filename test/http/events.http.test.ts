@@ -223,6 +223,7 @@ describe(`event feed (${testDatabaseKind()})`, () => {
       after: head.sequence,
       events_url: `/api/v1/events?public_id=${id}&after=${head.sequence}`,
       status: "active",
+      disabled_reason: null,
       created_at: expect.stringMatching(/Z$/),
       // A pull subscription has nothing acknowledged or owed: the reader keeps its own place.
       delivered_through: null,

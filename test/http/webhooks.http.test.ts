@@ -7,7 +7,7 @@ import { EventsRepo } from "../../src/events/Repo.js"
 import { Determinations } from "../../src/trust/Determinations.js"
 import { testDatabaseKind } from "../support/databases.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
-import { createKey, expectProblem, putDetermination, request } from "../support/http.js"
+import { createKey, expectProblem, putDetermination, request, until } from "../support/http.js"
 import { type Received, type Receiver, startReceiver } from "../support/receiver.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 import { isolatedConfig } from "../support/testConfig.js"
@@ -35,16 +35,6 @@ const status = async (subscriptionId: string) => {
   const reply = await request(server, "GET", `/api/v1/subscriptions/${subscriptionId}`, { bearer: key.api_key })
   expect(reply.status, reply.text).toBe(200)
   return reply.body
-}
-
-const until = async <A>(what: string, read: () => Promise<A>, done: (value: A) => boolean, timeoutMs = 15_000): Promise<A> => {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await read()
-    if (done(value)) return value
-    if (Date.now() > deadline) throw new Error(`${what}: still ${JSON.stringify(value)} after ${timeoutMs} ms`)
-    await new Promise((resolve) => setTimeout(resolve, 100))
-  }
 }
 
 const eventsOf = async (publicId: string): Promise<Array<TrustEvent>> =>
@@ -89,6 +79,7 @@ describe(`subscriptions over REST (${testDatabaseKind()})`, () => {
       delivery: "webhook",
       webhook_url: url,
       status: "active",
+      disabled_reason: null,
       after: 1,
       delivered_through: 1,
       pending: 0,
@@ -210,7 +201,7 @@ describe(`subscriptions over REST (${testDatabaseKind()})`, () => {
     receiver.behaviour = (r) => r.path === "/disable" && broken ? { kind: "close" } : { kind: "answer", status: 200 }
     await change(id)
     const disabled = await until("disabled", () => status(made.body.subscription_id), (s) => s.status === "disabled", 20_000)
-    expect(disabled).toMatchObject({ pending: 1, next_attempt_at: null })
+    expect(disabled).toMatchObject({ pending: 1, next_attempt_at: null, disabled_reason: "failing" })
     expect(disabled.last_error).toBeTruthy()
     const attemptsSeen = receiver.received.filter((r) => r.path === "/disable").length
     await change(id)
@@ -222,7 +213,7 @@ describe(`subscriptions over REST (${testDatabaseKind()})`, () => {
     broken = false
     const resumed = await request(server, "POST", `/api/v1/subscriptions/${made.body.subscription_id}/resume`, { bearer: key.api_key })
     expect(resumed.status, resumed.text).toBe(200)
-    expect(resumed.body).toMatchObject({ status: "active", attempts: 0 })
+    expect(resumed.body).toMatchObject({ status: "active", disabled_reason: null, attempts: 0 })
     const received = await receiver.waitFor(attemptsSeen + 2, "/disable")
     const stored = await eventsOf(id)
     expect(deliveredEvents(received.slice(attemptsSeen)).map((e) => e.sequence)).toEqual([stored[1]!.sequence, stored[2]!.sequence])

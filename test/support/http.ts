@@ -110,3 +110,14 @@ export const expectProblem = (reply: Reply, status: number, code: string) => {
   expect(reply.text).not.toMatch(/\bat .+:\d+:\d+|node_modules|\.ts:\d|stack|SqlError|SELECT |INSERT |syntax error at/i)
   return body
 }
+
+/** Reads `read()` every 100 ms until `done` holds of its value, which it returns; fails naming `what` after `timeoutMs`. */
+export const until = async <A>(what: string, read: () => Promise<A>, done: (value: A) => boolean, timeoutMs = 15_000): Promise<A> => {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = await read()
+    if (done(value)) return value
+    if (Date.now() > deadline) throw new Error(`${what}: still ${JSON.stringify(value)} after ${timeoutMs} ms`)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+}

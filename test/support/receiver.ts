@@ -9,9 +9,19 @@ export interface Received {
   readonly body: string
 }
 
-/** What a receiver does with a request: answer a status (and body), hang, or close the connection. */
+/**
+ * What a receiver does with a request: answer a status (and body), after `delayMs` or once `until` settles
+ * (a gate the test opens), hang, or close the connection.
+ */
 export type Behaviour =
-  | { readonly kind: "answer"; readonly status: number; readonly body?: string; readonly headers?: Record<string, string>; readonly delayMs?: number }
+  | {
+    readonly kind: "answer"
+    readonly status: number
+    readonly body?: string
+    readonly headers?: Record<string, string>
+    readonly delayMs?: number
+    readonly until?: Promise<unknown>
+  }
   | { readonly kind: "hang" }
   | { readonly kind: "close" }
 
@@ -81,8 +91,9 @@ export const startReceiver = async (): Promise<Receiver> => {
         res.writeHead(behaviour.status, behaviour.headers ?? {})
         res.end(behaviour.body ?? "")
       }
-      if (behaviour.delayMs === undefined) answer()
-      else setTimeout(answer, behaviour.delayMs)
+      const delayed = () => behaviour.delayMs === undefined ? answer() : void setTimeout(answer, behaviour.delayMs)
+      if (behaviour.until === undefined) delayed()
+      else void behaviour.until.finally(delayed)
     })
   })
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
