@@ -1,10 +1,14 @@
 import { randomUUID } from "node:crypto"
 import { Clock, Duration, Effect, FiberSet, Layer, Option, Queue, Schedule } from "effect"
+import { decodeTime } from "ulid"
 import type { TrustEvent } from "../domain/TrustEvent.js"
 import { ChangeFeed } from "../events/ChangeFeed.js"
 import { EventsRepo, type ClaimedRow } from "../events/Repo.js"
 import { countWebhookAttempt, MetricsState } from "../observability/Metrics.js"
 import { AppConfig } from "../platform/Config.js"
+import { Ids } from "../platform/Ids.js"
+import { attemptResultOf } from "./Attempts.js"
+import { type AttemptRecord, WebhookAttemptsRepo } from "./AttemptsRepo.js"
 import { MaxRetryDelayMs, retryDelayMs } from "./Backoff.js"
 import { sendWebhook } from "./Send.js"
 import { webhookHeaders } from "./Signature.js"
@@ -91,6 +95,8 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
   const feed = yield* ChangeFeed
   const config = yield* AppConfig
   const deliveryState = (yield* MetricsState).delivery
+  const ids = yield* Ids
+  const attemptsRepo = yield* WebhookAttemptsRepo
   const token = randomUUID()
   const leaseMs = config.webhookTimeoutMs + 10_000
   const concurrency = config.webhookConcurrency
@@ -127,6 +133,13 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
   const persist = Effect.retry({ schedule: Schedule.exponential(Duration.millis(200)), times: 5 })
 
   /**
+   * An attempt's outcome and its record (webhooks/AttemptsRepo.ts) in one transaction; the record's answer
+   * is the position to go on from when a redelivery was asked for while the attempt was in flight.
+   */
+  const withAttempt = <A, E>(outcome: Effect.Effect<A, E>, attempt: AttemptRecord) =>
+    repo.withTransaction(Effect.zip(outcome, attemptsRepo.recordAttempt(attempt)))
+
+  /**
    * Send the events `claimed` is owed, one at a time, for as long as each is acknowledged. Its end wakes
    * the claim loop only when that can matter: rows were left behind for want of a slot, or it leaves
    * something due before the loop would wake by itself (a retry; a lease left to run out after an error).
@@ -147,6 +160,8 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
         const body = deliveryBody(claimed.subscription_id, event)
         const now = yield* Clock.currentTimeMillis
         const headers = webhookHeaders(signingSecrets(claimed, now), event.event_id, Math.floor(now / 1000), body)
+        const attemptId = yield* ids.make("att")
+        const startedNs = yield* Clock.monotonicTimeNanos
         const outcome = yield* Effect.promise((abort) =>
           sendWebhook({
             url: claimed.webhook_url,
@@ -158,12 +173,33 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
             signal: abort
           })
         )
+        const attempt: AttemptRecord = {
+          attempt_id: attemptId,
+          subscription_id: claimed.subscription_id,
+          event_id: event.event_id,
+          sequence,
+          started_at: new Date(decodeTime(attemptId.slice(4))),
+          duration_ms: Number(((yield* Clock.monotonicTimeNanos) - startedNs) / 1_000_000n),
+          ...attemptResultOf(outcome),
+          token,
+          continues: outcome.kind === "delivered",
+          leaseMs
+        }
         if (outcome.kind === "delivered") {
           countWebhookAttempt("delivered", ((yield* Clock.currentTimeMillis) - Date.parse(event.occurred_at)) / 1000)
           // A probe that got through: the receiver answers again, so what was held back at its origin is due now.
-          const acked = yield* persist(repo.acknowledge(claimed.subscription_id, token, sequence, leaseMs, releases ? claimed.webhook_origin : null))
+          const [acked, redo] = yield* persist(withAttempt(
+            repo.acknowledge(claimed.subscription_id, token, sequence, leaseMs, releases ? claimed.webhook_origin : null),
+            attempt
+          ))
           releases = false
           if (Option.isSome(acked) && acked.value.released > 0) signal()
+          // A redelivery asked for meanwhile: on from its first event, still holding the lease.
+          if (Option.isSome(redo)) {
+            sequence = redo.value + 1
+            failures = 0
+            continue
+          }
           // Lost the lease (deleted, or taken over after it ran out), or nothing more is owed.
           if (Option.isNone(acked) || acked.value.pending_through <= sequence) return null
           sequence += 1
@@ -175,7 +211,7 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
         const retryMs = retryDelayMs(failures, random)
         const steps = stepDelaysMs(random)
         // One statement: the failure, and the hold of its group (the origin's or the URL's) behind one probe.
-        const failed = yield* persist(repo.recordFailure({
+        const [failed] = yield* persist(withAttempt(repo.recordFailure({
           subscriptionId: claimed.subscription_id,
           token,
           error: outcome.error,
@@ -186,7 +222,7 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
           stepDelaysMs: steps,
           outcomeMs: config.webhookTimeoutMs + ProbeOutcomeMarginMs,
           marginMs: ProbeOutcomeMarginMs
-        }))
+        }), attempt))
         const disabled = Option.isSome(failed) && failed.value.status === "disabled"
         countWebhookAttempt(disabled ? "disabled" : "failed")
         yield* logFailure({
@@ -297,4 +333,4 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
   )
 }))
 
-export const DeliveriesLive = DeliveriesWorker.pipe(Layer.provide(EventsRepo.layer))
+export const DeliveriesLive = DeliveriesWorker.pipe(Layer.provide([EventsRepo.layer, WebhookAttemptsRepo.layer, Ids.layer]))

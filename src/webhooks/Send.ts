@@ -32,7 +32,14 @@ export type FailureScope = "origin" | "url"
 
 export type AttemptOutcome =
   | { readonly kind: "delivered"; readonly status: number }
-  | { readonly kind: "failed"; readonly status?: number; readonly error: string; readonly scope: FailureScope }
+  | {
+    readonly kind: "failed"
+    readonly status?: number
+    readonly error: string
+    readonly scope: FailureScope
+    /** The attempt's time-out ended it before the receiver's status came. */
+    readonly timedOut?: true
+  }
 
 export interface SendInput {
   readonly url: string
@@ -102,7 +109,7 @@ export const sendWebhook = (input: SendInput): Promise<AttemptOutcome> =>
           : { kind: "failed", status, error: `HTTP ${status}`, scope: isOriginStatus(status) ? "origin" : "url" }
 
     timer = setTimeout(
-      () => finish(verdict ?? { kind: "failed", error: `timed out after ${seconds(input.timeoutMs)}`, scope: "origin" }),
+      () => finish(verdict ?? { kind: "failed", error: `timed out after ${seconds(input.timeoutMs)}`, scope: "origin", timedOut: true }),
       input.timeoutMs
     )
     input.signal?.addEventListener("abort", onAbort, { once: true })
