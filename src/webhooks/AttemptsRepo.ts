@@ -47,7 +47,7 @@ const PruneLockKey = 0x7076617474
 
 export interface WebhookAttemptsRepoShape {
   /**
-   * Inside the transaction that records an attempt's outcome (acknowledge or recordFailure), after it: the
+   * Right after the statement that records an attempt's outcome (acknowledge or recordFailure): the
    * attempt's row, and a redelivery asked for while it was in flight applied. Some(delivered_through) when the
    * worker goes on from there (`continues`, the lease is its own); none otherwise.
    */
@@ -56,6 +56,11 @@ export interface WebhookAttemptsRepoShape {
   readonly page: (subscriptionId: string, before: string | null, limit: number) => Sql<Array<AttemptRow>>
   /** Lower a webhook subscription's acknowledged position to `fromSequence - 1` (see `redeliver` below); none when there is no such subscription. */
   readonly redeliver: (subscriptionId: string, tenantId: string, fromSequence: number) => Sql<Option.Option<PublicId>>
+  /**
+   * Redeliveries left waiting for an outcome that will never be recorded (the worker died between its
+   * outcome's statement and the record's): applied now where no attempt holds the row; their determinations.
+   */
+  readonly applyStranded: Sql<Array<PublicId>>
   /** Delete every attempt but the newest `keep` of each subscription (one instance at a time); how many went. */
   readonly prune: (keep: number) => Sql<number>
 }
@@ -64,9 +69,11 @@ const make = Effect.gen(function*() {
   const sql = yield* PgClient.PgClient
 
   /**
-   * The attempt's row only while its subscription exists (one deleted meanwhile takes its attempts with it).
-   * A pending `redeliver_from` is applied when the row is this worker's or nobody's (after the outcome's own
-   * statement, in the same transaction, so no other instance holds it): `delivered_through` goes down to
+   * The attempt's row only while its subscription exists (one deleted meanwhile takes its attempts with it),
+   * once (a retry after a commit whose answer was lost writes nothing again).
+   * A pending `redeliver_from` is applied when the row is this worker's or nobody's (right after the outcome's
+   * own statement, which gave the lease back or kept it; nothing owed is claimable meanwhile, and a failure's
+   * retry is not due yet): `delivered_through` goes down to
    * `redeliver_from - 1`, and a worker that goes on keeps the lease, or takes it back when the acknowledgement
    * gave it up, as long as something is owed.
    */
@@ -79,6 +86,7 @@ const make = Effect.gen(function*() {
         SELECT ${a.attempt_id}::text, subscription_id, ${a.event_id}::text, ${a.sequence}::int, ${a.started_at}::timestamptz,
           ${a.duration_ms}::int, ${a.status}::int, ${a.outcome}::text, ${a.error}::text
         FROM subscriptions WHERE subscription_id = ${a.subscription_id}
+        ON CONFLICT (attempt_id) DO NOTHING
         RETURNING 1
       ), redo AS (
         UPDATE subscriptions
@@ -141,6 +149,13 @@ const make = Effect.gen(function*() {
   const redeliver = (subscriptionId: string, tenantId: string, fromSequence: number) =>
     Effect.map(redelivered({ subscriptionId, tenantId, fromSequence }), Option.map((row) => row.public_id))
 
+  const stranded = Rows.all(RedeliveredRow, sql`
+    UPDATE subscriptions
+    SET delivered_through = least(delivered_through, redeliver_from - 1), redeliver_from = NULL, lease_token = NULL, lease_until = NULL
+    WHERE redeliver_from IS NOT NULL AND (lease_token IS NULL OR lease_until < now())
+    RETURNING public_id`)
+  const applyStranded = Effect.map(stranded, (rows) => rows.map((row) => row.public_id))
+
   /** Per webhook subscription, the `keep`-th newest attempt is found on the index; everything older goes. */
   const pruned = Rows.findAll({
     Request: Schema.Number,
@@ -169,6 +184,7 @@ const make = Effect.gen(function*() {
     recordAttempt: Effect.fn("WebhookAttemptsRepo.recordAttempt")(recordAttempt),
     page: Effect.fn("WebhookAttemptsRepo.page")(page),
     redeliver: Effect.fn("WebhookAttemptsRepo.redeliver")(redeliver),
+    applyStranded,
     prune: Effect.fn("WebhookAttemptsRepo.prune")(prune)
   } satisfies WebhookAttemptsRepoShape
 })

@@ -133,11 +133,13 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
   const persist = Effect.retry({ schedule: Schedule.exponential(Duration.millis(200)), times: 5 })
 
   /**
-   * An attempt's outcome and its record (webhooks/AttemptsRepo.ts) in one transaction; the record's answer
-   * is the position to go on from when a redelivery was asked for while the attempt was in flight.
+   * An attempt's outcome, then its record (webhooks/AttemptsRepo.ts), one statement each: a transaction
+   * around the two cost every delivery two more round trips. The record's answer is the position to go on
+   * from when a redelivery was asked for while the attempt was in flight; a crash between the two loses the
+   * record and leaves that redelivery to the prune loop's repair (webhooks/AttemptsPruner.ts).
    */
   const withAttempt = <A, E>(outcome: Effect.Effect<A, E>, attempt: AttemptRecord) =>
-    repo.withTransaction(Effect.zip(outcome, attemptsRepo.recordAttempt(attempt)))
+    Effect.zip(outcome, attemptsRepo.recordAttempt(attempt))
 
   /**
    * Send the events `claimed` is owed, one at a time, for as long as each is acknowledged. Its end wakes

@@ -4,6 +4,7 @@ import { encodeTime } from "ulid"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { TrustEvent } from "../../src/domain/TrustEvent.js"
 import { AttemptsKept } from "../../src/webhooks/Attempts.js"
+import { pruneRound } from "../../src/webhooks/AttemptsPruner.js"
 import { WebhookAttemptsRepo } from "../../src/webhooks/AttemptsRepo.js"
 import { testDatabaseKind } from "../support/databases.js"
 import { DAY_MS } from "../support/fixtures.js"
@@ -265,6 +266,22 @@ describe(`webhook attempts (${testDatabaseKind()})`, () => {
     expect(await status(made.subscription_id)).toEqual(before)
     expect((await attemptsOf(made.subscription_id)).body).toEqual(attemptsBefore)
     expect(to("/refused")).toHaveLength(1)
+  })
+
+  it("the prune loop's repair carries on a redelivery whose worker died before recording the attempt in flight", async () => {
+    const id = "DET-V1-ATT-STRANDED"
+    const made = await deliveredSubscription(id, "/stranded", 2)
+    // What a worker that died between its acknowledgement and the attempt's record leaves: a pending
+    // redelivery on a row no attempt holds, with nothing owed (so no claim would ever apply it).
+    await server.run(Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`UPDATE subscriptions SET redeliver_from = 2 WHERE subscription_id = ${made.subscription_id}`
+    }))
+    const round = await server.run(Effect.provide(pruneRound, WebhookAttemptsRepo.layer))
+    expect(round.redelivered).toBe(1)
+    expect(sequencesOf(await receiver.waitFor(4, "/stranded"))).toEqual([2, 3, 2, 3])
+    await until("caught up", () => status(made.subscription_id), (s) => s.pending === 0 && s.delivered_through === 3)
+    expect((await server.run(Effect.provide(pruneRound, WebhookAttemptsRepo.layer))).redelivered).toBe(0)
   })
 
   it(`keeps the newest ${AttemptsKept} attempts of each subscription; the rest go with the subscription`, async () => {
