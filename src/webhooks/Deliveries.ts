@@ -136,10 +136,11 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
    * An attempt's outcome, then its record (webhooks/AttemptsRepo.ts), one statement each: a transaction
    * around the two cost every delivery two more round trips. The record's answer is the position to go on
    * from when a redelivery was asked for while the attempt was in flight; a crash between the two loses the
-   * record and leaves that redelivery to the prune loop's repair (webhooks/AttemptsPruner.ts).
+   * record and leaves that redelivery to the prune loop's repair (webhooks/AttemptsPruner.ts). Each is retried
+   * on its own: the outcome's statement again after it took effect would read as a lost lease.
    */
   const withAttempt = <A, E>(outcome: Effect.Effect<A, E>, attempt: AttemptRecord) =>
-    Effect.zip(outcome, attemptsRepo.recordAttempt(attempt))
+    Effect.zip(persist(outcome), persist(attemptsRepo.recordAttempt(attempt)))
 
   /**
    * Send the events `claimed` is owed, one at a time, for as long as each is acknowledged. Its end wakes
@@ -190,10 +191,10 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
         if (outcome.kind === "delivered") {
           countWebhookAttempt("delivered", ((yield* Clock.currentTimeMillis) - Date.parse(event.occurred_at)) / 1000)
           // A probe that got through: the receiver answers again, so what was held back at its origin is due now.
-          const [acked, redo] = yield* persist(withAttempt(
+          const [acked, redo] = yield* withAttempt(
             repo.acknowledge(claimed.subscription_id, token, sequence, leaseMs, releases ? claimed.webhook_origin : null),
             attempt
-          ))
+          )
           releases = false
           if (Option.isSome(acked) && acked.value.released > 0) signal()
           // A redelivery asked for meanwhile: on from its first event, still holding the lease.
@@ -213,7 +214,7 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
         const retryMs = retryDelayMs(failures, random)
         const steps = stepDelaysMs(random)
         // One statement: the failure, and the hold of its group (the origin's or the URL's) behind one probe.
-        const [failed] = yield* persist(withAttempt(repo.recordFailure({
+        const [failed] = yield* withAttempt(repo.recordFailure({
           subscriptionId: claimed.subscription_id,
           token,
           error: outcome.error,
@@ -224,7 +225,7 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
           stepDelaysMs: steps,
           outcomeMs: config.webhookTimeoutMs + ProbeOutcomeMarginMs,
           marginMs: ProbeOutcomeMarginMs
-        }), attempt))
+        }), attempt)
         const disabled = Option.isSome(failed) && failed.value.status === "disabled"
         countWebhookAttempt(disabled ? "disabled" : "failed")
         yield* logFailure({
