@@ -18,6 +18,7 @@ import { Mcp } from "../mcp/Mcp.js"
 import { MetricsState } from "../observability/Metrics.js"
 import { TracingLive } from "../observability/Tracing.js"
 import { DatabaseLive } from "../platform/Database.js"
+import { AttemptsPrunerLive } from "../webhooks/AttemptsPruner.js"
 import { DeliveriesLive } from "../webhooks/Deliveries.js"
 import { Receipts } from "../receipts/Receipts.js"
 import { Determinations, EventSweeperLive } from "../trust/Determinations.js"
@@ -55,7 +56,7 @@ export const ServicesLive = Layer.mergeAll(
  * The HTTP server (http/FrontDoor.ts: opens the port once the handler is installed, drains on stop) with
  * its API, docs and problem mapping (http/HttpLive.ts), on top of the services; before the port opens, the
  * demo data (app/Startup.ts); beside it, the freshness sweeper, the log integrator, the witnessing loops
- * (log/Witnessing.ts) and the webhook deliveries (webhooks/Deliveries.ts). Effect's tracing
+ * (log/Witnessing.ts), the webhook deliveries (webhooks/Deliveries.ts) and the prune of their attempts. Effect's tracing
  * spans (one per request and per SQL statement) are exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT
  * is set, and off otherwise: they cost measurable time per request (docs/PERFORMANCE.md).
  */
@@ -65,6 +66,7 @@ export const ServerLive = HttpLive.pipe(
   Layer.provide(LogIntegratorLive),
   Layer.provide(LogWitnessingLive),
   Layer.provide(DeliveriesLive),
+  Layer.provide(AttemptsPrunerLive),
   Layer.provideMerge(FrontDoorLive),
   Layer.provideMerge(ServicesLive),
   Layer.provide(TracingLive)

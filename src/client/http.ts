@@ -145,6 +145,12 @@ export interface EventsQuery {
   readonly limit?: number
 }
 
+/** A page of a list that goes newest first or oldest first: its size, and the cursor (`next_after`) of the page before. */
+export interface PageQuery {
+  readonly after?: string
+  readonly limit?: number
+}
+
 /** What a method of the derived client succeeds with: the decoded body (its default `decoded-only` mode). */
 export type SuccessOf<Method> = Method extends (request: infer _Request) => Effect.Effect<infer A, infer _E, infer _R>
   ? Exclude<A, HttpClientResponse.HttpClientResponse | readonly [unknown, HttpClientResponse.HttpClientResponse]>
@@ -189,6 +195,10 @@ export interface TrustClient {
   readonly subscribe: (request: { readonly public_id: string; readonly webhook_url?: string }) => Promise<Endpoint<"subscriptions", "create">>
   /** `GET /api/v1/subscriptions/{id}` (`subscription:write`): with delivered_through, pending, attempts, last_error, … */
   readonly subscription: (subscriptionId: string) => Promise<Endpoint<"subscriptions", "get">>
+  /** `GET /api/v1/subscriptions/{id}/attempts?limit=&after=` (`subscription:write`): one page, newest first; follow `next_after`. */
+  readonly attempts: (subscriptionId: string, page?: PageQuery) => Promise<Endpoint<"subscriptions", "attempts">>
+  /** `POST /api/v1/subscriptions/{id}/redeliver` (`subscription:write`): the events from `fromSequence` are sent again, in order. */
+  readonly redeliver: (subscriptionId: string, fromSequence: number) => Promise<Endpoint<"subscriptions", "redeliver">>
 }
 
 /** `TrustClient` over `fetch`: the derived client, built once, behind async functions. */
@@ -221,6 +231,13 @@ export const makeTrustClient = (options: TrustClientOptions): TrustClient => {
     evaluateActionability: (request) => runPromise(api.receipts.evaluate({ payload: request })),
     logKey: () => runPromise(api.log.key()),
     subscribe: (request) => runPromise(api.subscriptions.create({ payload: request })),
-    subscription: (subscriptionId) => runPromise(api.subscriptions.get({ params: { subscriptionId } }))
+    subscription: (subscriptionId) => runPromise(api.subscriptions.get({ params: { subscriptionId } })),
+    attempts: (subscriptionId, page = {}) =>
+      runPromise(api.subscriptions.attempts({
+        params: { subscriptionId },
+        query: { ...(page.after === undefined ? {} : { after: page.after }), ...(page.limit === undefined ? {} : { limit: page.limit }) }
+      })),
+    redeliver: (subscriptionId, fromSequence) =>
+      runPromise(api.subscriptions.redeliver({ params: { subscriptionId }, payload: { from_sequence: fromSequence } }))
   }
 }

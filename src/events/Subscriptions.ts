@@ -1,9 +1,11 @@
 import { Clock, Context, Duration, Effect, Layer, Option, Schema } from "effect"
-import { type DeterminationNotFound, FieldError, InvalidWebhookUrl, NotFound } from "../domain/Problem.js"
+import { type DeterminationNotFound, FieldError, InvalidWebhookUrl, NotFound, ValidationFailed } from "../domain/Problem.js"
 import type { PublicId } from "../domain/PublicId.js"
 import { AppConfig } from "../platform/Config.js"
 import { Ids } from "../platform/Ids.js"
 import { checkWebhookUrl, resolveWebhookUrl } from "../webhooks/Address.js"
+import type { WebhookAttempt, WebhookAttemptPage } from "../webhooks/Attempts.js"
+import { type AttemptRow, WebhookAttemptsRepo } from "../webhooks/AttemptsRepo.js"
 import { generateSecret } from "../webhooks/Signature.js"
 import { ChangeFeed } from "./ChangeFeed.js"
 import { EventLog } from "./EventLog.js"
@@ -94,6 +96,12 @@ const toSubscription = (row: SubscriptionRow, secret?: string): Subscription => 
   }
 }
 
+const toAttempt = (row: AttemptRow): WebhookAttempt => ({ ...row, started_at: row.started_at.toISOString() })
+
+/** A refused redelivery: 422 with the pointer to blame (the whole body for a pull subscription). */
+const invalidRedelivery = (pointer: string, detail: string) =>
+  new ValidationFailed({ detail, errors: [new FieldError({ pointer, detail })] })
+
 const invalidUrl = (detail: string) =>
   new InvalidWebhookUrl({ detail, errors: [new FieldError({ pointer: "/webhook_url", detail })] })
 
@@ -106,10 +114,19 @@ export interface SubscriptionsShape {
   readonly remove: (tenantId: string, subscriptionId: string) => Effect.Effect<void, NotFound>
   readonly resume: (tenantId: string, subscriptionId: string) => Effect.Effect<Subscription, NotFound>
   readonly rotateSecret: (tenantId: string, subscriptionId: string) => Effect.Effect<Subscription, NotFound>
+  /** A subscription's delivery attempts, newest first (a pull subscription has none). */
+  readonly attempts: (
+    tenantId: string,
+    subscriptionId: string,
+    options: { readonly after?: string | undefined; readonly limit: number }
+  ) => Effect.Effect<WebhookAttemptPage, NotFound>
+  /** A webhook subscription's events from `fromSequence` on are delivered again, in order; a disabled one resumes. */
+  readonly redeliver: (tenantId: string, subscriptionId: string, fromSequence: number) => Effect.Effect<Subscription, NotFound | ValidationFailed>
 }
 
 const make = Effect.gen(function*() {
   const repo = yield* EventsRepo
+  const attemptsRepo = yield* WebhookAttemptsRepo
   const events = yield* EventLog
   const feed = yield* ChangeFeed
   const ids = yield* Ids
@@ -222,7 +239,50 @@ const make = Effect.gen(function*() {
       return toSubscription(row, secret)
     }))
 
-  return { subscribe, get, list, remove, resume, rotateSecret } satisfies SubscriptionsShape
+  const attempts = Effect.fn("Subscriptions.attempts")((
+    tenantId: string,
+    subscriptionId: string,
+    options: { readonly after?: string | undefined; readonly limit: number }
+  ): Effect.Effect<WebhookAttemptPage, NotFound> =>
+    Effect.gen(function*() {
+      yield* owned(subscriptionId, repo.subscriptionById(subscriptionId, tenantId))
+      const rows = yield* Effect.orDie(attemptsRepo.page(subscriptionId, options.after ?? null, options.limit + 1))
+      const page = rows.slice(0, options.limit).map(toAttempt)
+      return { attempts: page, next_after: rows.length > options.limit ? page[page.length - 1]!.attempt_id : null }
+    }))
+
+  /**
+   * Redelivery (webhooks/AttemptsRepo.ts `redeliver`): the acknowledged position goes back to
+   * `fromSequence - 1`, at once or, with an attempt in flight, when its outcome is recorded; every instance
+   * is woken, as by resume. 1 ≤ fromSequence ≤ the chain head, and only for webhook subscriptions.
+   */
+  const redeliver = Effect.fn("Subscriptions.redeliver")((
+    tenantId: string,
+    subscriptionId: string,
+    fromSequence: number
+  ): Effect.Effect<Subscription, NotFound | ValidationFailed> =>
+    Effect.gen(function*() {
+      const row = yield* owned(subscriptionId, repo.subscriptionById(subscriptionId, tenantId))
+      if (row.webhook_url === null) {
+        return yield* Effect.fail(invalidRedelivery("", `subscription ${subscriptionId} is a pull subscription: nothing is sent to it; read events_url`))
+      }
+      const head = yield* events.head(row.public_id).pipe(Effect.orDie)
+      if (fromSequence < 1 || fromSequence > head.sequence) {
+        return yield* Effect.fail(invalidRedelivery("/from_sequence", `must be an integer from 1 to the chain head, ${head.sequence}`))
+      }
+      // The answer is the row as the redelivery left it, read before any worker can move it on.
+      const redone = yield* Effect.orDie(repo.withTransaction(Effect.gen(function*() {
+        const found = yield* attemptsRepo.redeliver(subscriptionId, tenantId, fromSequence)
+        if (Option.isNone(found)) return Option.none()
+        yield* feed.notify(found.value)
+        return yield* repo.subscriptionById(subscriptionId, tenantId)
+      })))
+      if (Option.isNone(redone)) return yield* Effect.fail(notFound(subscriptionId))
+      yield* feed.committed(redone.value.public_id)
+      return toSubscription(redone.value)
+    }))
+
+  return { subscribe, get, list, remove, resume, rotateSecret, attempts, redeliver } satisfies SubscriptionsShape
 })
 
 /**
@@ -232,5 +292,7 @@ const make = Effect.gen(function*() {
  */
 export class Subscriptions extends Context.Service<Subscriptions, SubscriptionsShape>()("pv/Subscriptions", { make }) {
   static readonly layerNoDeps = Layer.effect(Subscriptions, make)
-  static readonly layer = Subscriptions.layerNoDeps.pipe(Layer.provide([EventsRepo.layer, EventLog.layer, Ids.layer, ChangeFeed.layer]))
+  static readonly layer = Subscriptions.layerNoDeps.pipe(
+    Layer.provide([EventsRepo.layer, WebhookAttemptsRepo.layer, EventLog.layer, Ids.layer, ChangeFeed.layer])
+  )
 }

@@ -8,7 +8,9 @@ import {
   NotFound,
   ValidationFailed
 } from "../domain/Problem.js"
-import { QueryInt } from "./Api.js"
+import { AttemptIdPattern, WebhookAttemptPage } from "../webhooks/Attempts.js"
+import { MaxSequence, QueryInt } from "./Api.js"
+import { DefaultPageSize, MaxPageSize } from "./Paging.js"
 import { Subscription, SubscriptionPage } from "./Subscriptions.js"
 
 export const MaxSubscriptionPage = 100
@@ -25,6 +27,14 @@ export const SubscribeRequest = Schema.Struct({
 })
 
 const SubscriptionPath = { subscriptionId: Schema.String.annotate({ description: "sub_ + ULID" }) }
+
+export const RedeliverRequest = Schema.Struct({
+  // One check, one message; the chain head is checked by the service, this bound keeps the number within an integer column.
+  from_sequence: Schema.Number.check(Schema.makeFilter((n: number) =>
+    (Number.isSafeInteger(n) && n >= 1 && n <= MaxSequence) || "must be an integer from 1 to the chain head")).annotate({
+    description: "The first sequence to deliver again: 1 to the chain head"
+  })
+}).annotate({ identifier: "RedeliverRequest", examples: [{ from_sequence: 3 }] })
 
 export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
   .add(
@@ -100,6 +110,39 @@ export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
       .annotate(OpenApi.Description,
         "Returns the new webhook_secret (only here). For 24 hours both secrets sign every delivery: webhook-signature carries " +
         "two v1 signatures separated by a space, so a receiver can switch without a gap.")
+  )
+  .add(
+    HttpApiEndpoint.get("attempts", "/subscriptions/:subscriptionId/attempts", {
+      params: SubscriptionPath,
+      query: {
+        // Checked here, so text a database cannot hold (NUL, lone surrogates) is a 422 and never reaches SQL.
+        after: Schema.optionalKey(Schema.String.check(Schema.isPattern(AttemptIdPattern, {
+          message: "must be an attempt_id (att_ + ULID), as next_after gives it"
+        })).annotate({ description: "An attempt_id: return the attempts older than it (next_after)" })),
+        limit: QueryInt(`must be an integer between 1 and ${MaxPageSize}`, `Page size, default ${DefaultPageSize}, at most ${MaxPageSize}`,
+          1, MaxPageSize)
+      },
+      success: WebhookAttemptPage,
+      error: [NotFound, ValidationFailed]
+    })
+      .annotate(OpenApi.Summary, "A subscription's delivery attempts, newest first")
+      .annotate(OpenApi.Description,
+        "Every attempt to POST an event to the webhook (at least the last 100 are kept): attempt_id, event_id, sequence, started_at, " +
+        "duration_ms, status (the receiver's HTTP status, or null), outcome (delivered, failed, timeout, refused) and error. " +
+        "Follow next_after (pass it as `after`) until it is null. Another tenant's subscription is 404 not-found.")
+  )
+  .add(
+    HttpApiEndpoint.post("redeliver", "/subscriptions/:subscriptionId/redeliver", {
+      params: SubscriptionPath,
+      payload: RedeliverRequest,
+      success: Subscription.pipe(HttpApiSchema.status(202)),
+      error: [NotFound, ValidationFailed]
+    })
+      .annotate(OpenApi.Summary, "Deliver a webhook subscription's events again from a sequence")
+      .annotate(OpenApi.Description,
+        "The events from from_sequence (1 to the chain head) are delivered again, in order, with their original webhook-id, " +
+        "after the attempt in flight if any; events not yet acknowledged stay owed. A disabled subscription is resumed. " +
+        "202 with the subscription. A pull subscription, or a sequence outside 1 to the head → 422 validation-failed.")
   )
   // Every endpoint needs an API key with scope subscription:write and sees only its own tenant's subscriptions.
   .middleware(ApiKeyAuth)

@@ -4,6 +4,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { Caller } from "../access/Auth.js"
 import { Api } from "../api/Api.js"
 import { requirePublicId } from "../domain/PublicId.js"
+import { DefaultPageSize } from "./Paging.js"
 import { Subscription, Subscriptions } from "./Subscriptions.js"
 
 const encodeSubscription = Schema.encodeSync(Subscription)
@@ -28,4 +29,9 @@ export const SubscriptionsHttpLive = HttpApiBuilder.group(Api, "subscriptions", 
       .handle("resume", ({ params }) => Effect.flatMap(Caller, (key) => subscriptions.resume(key.tenant_id, params.subscriptionId)))
       .handle("rotateSecret", ({ params }) =>
         Effect.flatMap(Caller, (key) => subscriptions.rotateSecret(key.tenant_id, params.subscriptionId)))
+      .handle("attempts", ({ params, query }) =>
+        Effect.flatMap(Caller, (key) =>
+          subscriptions.attempts(key.tenant_id, params.subscriptionId, { after: query.after, limit: query.limit ?? DefaultPageSize })))
+      .handle("redeliver", ({ params, payload }) =>
+        Effect.flatMap(Caller, (key) => subscriptions.redeliver(key.tenant_id, params.subscriptionId, payload.from_sequence)))
   }))

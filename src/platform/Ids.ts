@@ -2,7 +2,7 @@ import { randomFillSync } from "node:crypto"
 import { Clock, Context, Effect, Layer } from "effect"
 import { encodeTime, ulid } from "ulid"
 
-export type IdPrefix = "key" | "dv" | "rr" | "evt" | "sub"
+export type IdPrefix = "key" | "dv" | "rr" | "evt" | "sub" | "att"
 
 /**
  * CSPRNG bytes drawn 4 KiB at a time (ulid's default asks the OS once per character, 16 times an id).

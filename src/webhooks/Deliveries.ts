@@ -1,10 +1,14 @@
 import { randomUUID } from "node:crypto"
 import { Clock, Duration, Effect, FiberSet, Layer, Option, Queue, Schedule } from "effect"
+import { decodeTime } from "ulid"
 import type { TrustEvent } from "../domain/TrustEvent.js"
 import { ChangeFeed } from "../events/ChangeFeed.js"
 import { EventsRepo, type ClaimedRow, type SigningRow } from "../events/Repo.js"
 import { countWebhookAttempt, MetricsState } from "../observability/Metrics.js"
 import { AppConfig } from "../platform/Config.js"
+import { Ids } from "../platform/Ids.js"
+import { attemptResultOf } from "./Attempts.js"
+import { type AttemptRecord, WebhookAttemptsRepo } from "./AttemptsRepo.js"
 import { MaxRetryDelayMs, retryDelayMs } from "./Backoff.js"
 import { sendWebhook } from "./Send.js"
 import { webhookHeaders } from "./Signature.js"
@@ -93,6 +97,8 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
   const feed = yield* ChangeFeed
   const config = yield* AppConfig
   const deliveryState = (yield* MetricsState).delivery
+  const ids = yield* Ids
+  const attemptsRepo = yield* WebhookAttemptsRepo
   const token = randomUUID()
   const leaseMs = config.webhookTimeoutMs + 10_000
   const concurrency = config.webhookConcurrency
@@ -129,6 +135,16 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
   const persist = Effect.retry({ schedule: Schedule.exponential(Duration.millis(200)), times: 5 })
 
   /**
+   * An attempt's outcome, then its record (webhooks/AttemptsRepo.ts), one statement each: a transaction
+   * around the two cost every delivery two more round trips. The record's answer is the position to go on
+   * from when a redelivery was asked for while the attempt was in flight; a crash between the two loses the
+   * record and leaves that redelivery to the prune loop's repair (webhooks/AttemptsPruner.ts). Each is retried
+   * on its own: the outcome's statement again after it took effect would read as a lost lease.
+   */
+  const withAttempt = <A, E>(outcome: Effect.Effect<A, E>, attempt: AttemptRecord) =>
+    Effect.zip(persist(outcome), persist(attemptsRepo.recordAttempt(attempt)))
+
+  /**
    * One turn: send the events `claimed` is owed, one at a time, for as long as each is acknowledged, but at
    * most PV_WEBHOOK_TURN_EVENTS of them and none started PV_WEBHOOK_TURN_MS after the turn began; then the
    * lease is given back, due at once behind every subscription due before it, so a busy subscription
@@ -157,6 +173,8 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
         const body = deliveryBody(claimed.subscription_id, event)
         const now = yield* Clock.currentTimeMillis
         const headers = webhookHeaders(signingSecrets(signing, now), event.event_id, Math.floor(now / 1000), body)
+        const attemptId = yield* ids.make("att")
+        const startedNs = yield* Clock.monotonicTimeNanos
         const outcome = yield* Effect.promise((abort) =>
           sendWebhook({
             url: claimed.webhook_url,
@@ -168,17 +186,36 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
             signal: abort
           })
         )
+        const attempt: AttemptRecord = {
+          attempt_id: attemptId,
+          subscription_id: claimed.subscription_id,
+          event_id: event.event_id,
+          sequence,
+          started_at: new Date(decodeTime(attemptId.slice(4))),
+          duration_ms: Number(((yield* Clock.monotonicTimeNanos) - startedNs) / 1_000_000n),
+          ...attemptResultOf(outcome),
+          token,
+          continues: outcome.kind === "delivered",
+          leaseMs
+        }
         if (outcome.kind === "delivered") {
           const ended = yield* Clock.currentTimeMillis
           countWebhookAttempt("delivered", (ended - Date.parse(event.occurred_at)) / 1000)
           delivered += 1
           const turnOver = delivered >= config.webhookTurnEvents || ended >= turnEndsAt
           // A probe that got through: the receiver answers again, so what was held back at its origin is due now.
-          const acked = yield* persist(
-            repo.acknowledge(claimed.subscription_id, token, sequence, leaseMs, releases ? claimed.webhook_origin : null, !turnOver)
+          const [acked, redo] = yield* withAttempt(
+            repo.acknowledge(claimed.subscription_id, token, sequence, leaseMs, releases ? claimed.webhook_origin : null, !turnOver),
+            { ...attempt, continues: !turnOver }
           )
           releases = false
           if (Option.isSome(acked) && acked.value.released > 0) signal()
+          // A redelivery asked for meanwhile: on from its first event, still holding the lease.
+          if (Option.isSome(redo)) {
+            sequence = redo.value + 1
+            failures = 0
+            continue
+          }
           // Lost the lease (deleted, or taken over after it ran out), or nothing more is owed.
           if (Option.isNone(acked) || acked.value.pending_through <= sequence) return null
           // The turn is over: the lease was given back and the rest is due now, behind the others due.
@@ -194,7 +231,7 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
         const { gone, retryMs } = receiverSignal(outcome, retryDelayMs(failures, random), yield* Clock.currentTimeMillis)
         const steps = stepDelaysMs(random)
         // One statement: the failure, and the hold of its group (the origin's or the URL's) behind one probe.
-        const failed = yield* persist(repo.recordFailure({
+        const [failed] = yield* withAttempt(repo.recordFailure({
           subscriptionId: claimed.subscription_id,
           token,
           error: outcome.error,
@@ -206,7 +243,7 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
           stepDelaysMs: steps,
           outcomeMs: config.webhookTimeoutMs + ProbeOutcomeMarginMs,
           marginMs: ProbeOutcomeMarginMs
-        }))
+        }), attempt)
         const disabled = Option.isSome(failed) && failed.value.status === "disabled"
         countWebhookAttempt(disabled ? "disabled" : "failed")
         yield* logFailure({
@@ -318,4 +355,4 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
   )
 }))
 
-export const DeliveriesLive = DeliveriesWorker.pipe(Layer.provide(EventsRepo.layer))
+export const DeliveriesLive = DeliveriesWorker.pipe(Layer.provide([EventsRepo.layer, WebhookAttemptsRepo.layer, Ids.layer]))

@@ -40,6 +40,8 @@ export type AttemptOutcome =
     readonly scope: FailureScope
     /** The answer's `Retry-After`, as sent (webhooks/Signals.ts reads it). */
     readonly retryAfter?: string
+    /** The attempt's time-out ended it before the receiver's status came. */
+    readonly timedOut?: true
   }
 
 export interface SendInput {
@@ -116,7 +118,7 @@ export const sendWebhook = (input: SendInput): Promise<AttemptOutcome> =>
           }
 
     timer = setTimeout(
-      () => finish(verdict ?? { kind: "failed", error: `timed out after ${seconds(input.timeoutMs)}`, scope: "origin" }),
+      () => finish(verdict ?? { kind: "failed", error: `timed out after ${seconds(input.timeoutMs)}`, scope: "origin", timedOut: true }),
       input.timeoutMs
     )
     input.signal?.addEventListener("abort", onAbort, { once: true })

@@ -6,12 +6,14 @@ import {
   DeterminationNotFound,
   IdempotencyConflict,
   InsufficientScope,
+  NotFound,
   makeTrustClient,
   makeTrustHttpClient,
   ProhibitedField,
   RateLimited,
   ReceiptNotFound,
   Unauthorized,
+  ValidationFailed,
   problemCatalog,
   problemFromDocument,
   verifyEventChain,
@@ -31,7 +33,9 @@ import {
 import { Api } from "../../src/api/Api.js"
 import { DAY_MS, determinationBody, relianceRequest } from "../support/fixtures.js"
 import { createKey, putDetermination, request } from "../support/http.js"
+import { type Receiver, startReceiver } from "../support/receiver.js"
 import { startTestServer, type TestServer } from "../support/server.js"
+import { loopbackWebhookConfig, until } from "../support/webhookHttp.js"
 
 /**
  * The typed client of `pv-trust-service/client` (src/client/http.ts) against the real server: every main
@@ -183,5 +187,37 @@ describe(`typed client (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
     type MachineError = Effect.Error<ReturnType<typeof trust.api.trust.machine>>
     expectTypeOf<DeterminationNotFound>().toMatchTypeOf<MachineError>()
     expectTypeOf<ProblemError>().toMatchTypeOf<MachineError>()
+  })
+})
+
+describe(`typed client: webhook attempts and redelivery (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
+  let hooks: TestServer
+  let receiver: Receiver
+  afterAll(async () => {
+    await hooks?.close()
+    await receiver?.close()
+  })
+
+  it("lists attempts as the service sends them and redelivers; a refusal is its problem class", async () => {
+    receiver = await startReceiver()
+    hooks = await startTestServer({ config: loopbackWebhookConfig() })
+    const key = (await createKey(hooks, ["subscription:write", "trust:read"])).api_key
+    const asOf = Date.now() - DAY_MS
+    expect((await putDetermination(hooks, subject, determinationBody(asOf))).status).toBe(201)
+    const hookClient = makeTrustClient({ baseUrl: hooks.baseUrl, apiKey: key })
+    const made = await hookClient.subscribe({ public_id: subject, webhook_url: receiver.url("/client") })
+    expect((await putDetermination(hooks, subject, determinationBody(asOf, { tier: "T4" }))).status).toBe(200)
+    await receiver.waitFor(1, "/client")
+    const page = await until("recorded", () => hookClient.attempts(made.subscription_id, { limit: 10 }), (p) => p.attempts.length === 1)
+    expect(page).toEqual((await request(hooks, "GET", `/api/v1/subscriptions/${made.subscription_id}/attempts?limit=10`, { bearer: key })).body)
+    expect(page.attempts[0]).toMatchObject({ sequence: 2, outcome: "delivered", status: 204 })
+
+    const redone = await hookClient.redeliver(made.subscription_id, 1)
+    expect(redone).toMatchObject({ subscription_id: made.subscription_id, status: "active" })
+    expect((await receiver.waitFor(3, "/client")).map((r) => JSON.parse(r.body).event.sequence)).toEqual([2, 1, 2])
+    const refused = await rejectionOf(hookClient.redeliver(made.subscription_id, 99))
+    expect(refused).toBeInstanceOf(ValidationFailed)
+    expect((refused as ValidationFailed).errors).toEqual([expect.objectContaining({ pointer: "/from_sequence" })])
+    expect(await rejectionOf(hookClient.attempts("sub_01JZZZZZZZZZZZZZZZZZZZZZZZ"))).toBeInstanceOf(NotFound)
   })
 })

@@ -155,6 +155,14 @@ const table: Readonly<Record<string, Row>> = {
     auth: "api-key", success: [200], otherTenant: { status: 404, code: "not-found" },
     call: () => ({ path: `/api/v1/subscriptions/${ctx.subscriptionId}/rotate-secret` })
   },
+  "GET /api/v1/subscriptions/{}/attempts": {
+    auth: "api-key", success: [200], otherTenant: { status: 404, code: "not-found" },
+    call: () => ({ path: `/api/v1/subscriptions/${ctx.subscriptionId}/attempts` })
+  },
+  "POST /api/v1/subscriptions/{}/redeliver": {
+    auth: "api-key", success: [202], otherTenant: { status: 404, code: "not-found" },
+    call: () => ({ path: `/api/v1/subscriptions/${ctx.subscriptionId}/redeliver`, body: { from_sequence: 1 } })
+  },
 
   // docs/API.md §3.4: operator
   "PUT /api/v1/determinations/{}": {

@@ -354,6 +354,8 @@ describe(`service documents (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
       const examples = JSON.stringify(resolved.examples ?? resolved.example ?? [])
       for (const [member, value] of Object.entries(example)) expect(examples, `${path} example ${member}`).toContain(`"${member}":"${value}"`)
     }
+    const redeliver = spec.paths["/api/v1/subscriptions/{subscriptionId}/redeliver"].post.requestBody.content["application/json"].schema
+    expect(JSON.stringify(schemaOf(redeliver.$ref ?? "") ?? redeliver)).toContain(`"from_sequence":3`)
   })
 
   it("serves interactive docs as HTML", async () => {

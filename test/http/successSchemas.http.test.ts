@@ -129,6 +129,12 @@ const apiCases: Readonly<Record<string, Case>> = {
       return [{ path: `/api/v1/subscriptions/${made.body.subscription_id}`, options: { bearer: key }, status: 200 }]
     }
   },
+  "GET /api/v1/subscriptions/{}/attempts": {
+    calls: async () => {
+      const made = await request(server, "POST", "/api/v1/subscriptions", { bearer: key, body: { public_id: publicId } })
+      return [{ path: `/api/v1/subscriptions/${made.body.subscription_id}/attempts?limit=1`, options: { bearer: key }, status: 200 }]
+    }
+  },
   "GET /api/v1/events/keys": { calls: async () => [{ path: "/api/v1/events/keys", status: 200 }] },
   "GET /api/v1/log/checkpoint": { calls: async () => [{ path: "/api/v1/log/checkpoint", status: 200 }] },
   "GET /api/v1/log/key": { calls: async () => [{ path: "/api/v1/log/key", status: 200 }] },

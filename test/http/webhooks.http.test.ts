@@ -11,6 +11,7 @@ import { createKey, expectProblem, putDetermination, request, until } from "../s
 import { type Received, type Receiver, startReceiver } from "../support/receiver.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 import { isolatedConfig } from "../support/testConfig.js"
+import { determinationChanges } from "../support/webhookHttp.js"
 
 let server: TestServer
 let receiver: Receiver
@@ -18,15 +19,8 @@ let key: { api_key: string; key_id: string; tenant_id: string }
 let reader: { api_key: string }
 const asOf = Date.now() - DAY_MS
 
-/** Tier values to move a determination through: each PUT with the next one appends one event. */
-const tiers = ["T1", "T2", "T3", "T4"] as const
-let changes = 0
 /** One stored change of `publicId` (a new tier or eligibility), hence exactly one new event. */
-const change = async (publicId: string) => {
-  changes += 1
-  const reply = await putDetermination(server, publicId, determinationBody(asOf, { tier: tiers[changes % 4]!, eligible: changes % 2 === 0 }))
-  expect([200, 201], reply.text).toContain(reply.status)
-}
+const change = determinationChanges(() => server, asOf)
 
 const subscribe = (body: Record<string, unknown>, bearer = key.api_key) =>
   request(server, "POST", "/api/v1/subscriptions", { bearer, body })

@@ -113,7 +113,7 @@ describe("sendWebhook", () => {
   it("a receiver that never answers times out, and the connection is closed", async () => {
     const target = await receiver(() => {})
     const started = Date.now()
-    expect(await attempt(target.url, { timeoutMs: 300 })).toEqual({ kind: "failed", error: "timed out after 0.3 s", scope: "origin" })
+    expect(await attempt(target.url, { timeoutMs: 300 })).toEqual({ kind: "failed", error: "timed out after 0.3 s", scope: "origin", timedOut: true })
     const elapsed = Date.now() - started
     expect(elapsed).toBeGreaterThanOrEqual(290)
     expect(elapsed).toBeLessThan(2_000)
@@ -124,7 +124,7 @@ describe("sendWebhook", () => {
   it("a receiver that never completes its status line times out too", async () => {
     const tcp = createTcpServer((socket) => { socket.on("data", () => socket.write("HTTP/1.1 20")) })
     const port = await listen(tcp, "127.0.0.1")
-    expect(await attempt(`http://127.0.0.1:${port}/`, { timeoutMs: 300 })).toEqual({ kind: "failed", error: "timed out after 0.3 s", scope: "origin" })
+    expect(await attempt(`http://127.0.0.1:${port}/`, { timeoutMs: 300 })).toEqual({ kind: "failed", error: "timed out after 0.3 s", scope: "origin", timedOut: true })
   })
 
   it("reads at most maxResponseBytes of an endless answer, then drops the connection; a 2xx is still delivered", async () => {
