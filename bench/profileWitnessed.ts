@@ -45,7 +45,7 @@ try {
   const configured = (await Promise.all(witnesses.map(async (w) => `${w.baseUrl}=${await keyOf(w.baseUrl)}`))).join(",")
   const service = await startProcess(values.entry, {
     DATABASE_URL: url.toString(), NODE_ENV: "production", PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", PV_DEMO_DATA: "false",
-    PV_OPERATOR_TOKEN: operatorToken, PV_EVENT_SIGNING_KEY: pem(), PV_LOG_SIGNING_KEY: logSigningKey, PV_WORKERS: "1", REDIS_URL: "",
+    PV_OPERATOR_TOKEN: operatorToken, PV_EVENT_SIGNING_KEY: pem(), PV_LOG_SIGNING_KEY: logSigningKey, PV_WEBHOOK_SIGNING_KEY: pem(), PV_WORKERS: "1", REDIS_URL: "",
     PV_HUMAN_RATE_LIMIT_PER_MINUTE: "1000000", PV_OPERATOR_RATE_LIMIT_PER_MINUTE: "1000000",
     ...(values.witnesses ? { PV_LOG_WITNESSES: configured, PV_LOG_WITNESS_QUORUM: "2" } : {})
   }, [], [...serviceNodeFlags(), ...(values.rate === undefined ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : [])])

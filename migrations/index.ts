@@ -11,5 +11,6 @@ export const migrations: Record<string, () => Promise<unknown>> = {
   "0006_webhook_subscriptions.ts": () => import("./0006_webhook_subscriptions.js"),
   "0007_witness.ts": () => import("./0007_witness.js"),
   "0008_webhook_url_probe.ts": () => import("./0008_webhook_url_probe.js"),
-  "0009_webhook_origin_probe.ts": () => import("./0009_webhook_origin_probe.js")
+  "0009_webhook_origin_probe.ts": () => import("./0009_webhook_origin_probe.js"),
+  "0011_subscription_signature_scheme.ts": () => import("./0011_subscription_signature_scheme.js")
 }

@@ -19,6 +19,7 @@ import { MetricsState } from "../observability/Metrics.js"
 import { TracingLive } from "../observability/Tracing.js"
 import { DatabaseLive } from "../platform/Database.js"
 import { DeliveriesLive } from "../webhooks/Deliveries.js"
+import { WebhookKey } from "../webhooks/WebhookKey.js"
 import { Receipts } from "../receipts/Receipts.js"
 import { Determinations, EventSweeperLive } from "../trust/Determinations.js"
 import { TrustResolver } from "../trust/TrustResolver.js"
@@ -43,6 +44,7 @@ export const ServicesLive = Layer.mergeAll(
   ChangeFeed.layer,
   EventLog.layer,
   Subscriptions.layer,
+  WebhookKey.layer,
   Receipts.layer,
   Mcp.layer,
   LogNudge.layer,

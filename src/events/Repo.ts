@@ -6,6 +6,7 @@ import type { EventHead } from "../domain/MachineTrust.js"
 import { PublicId } from "../domain/PublicId.js"
 import * as Rows from "../platform/Rows.js"
 import { EventType, type EventJwk, type EventPayload, type TrustEvent } from "../domain/TrustEvent.js"
+import { SignatureScheme } from "../webhooks/Signature.js"
 
 /** A payload as stored: sealed (hashed and signed) when it was appended and never changed, so its shape is checked only. */
 const StoredPayload = Schema.declare((u: unknown): u is EventPayload => typeof u === "object" && u !== null && !Array.isArray(u))
@@ -61,6 +62,7 @@ const SubscriptionRow = Schema.Struct({
   after_sequence: Schema.Int,
   created_at: Schema.Date,
   webhook_url: Schema.NullOr(Schema.String),
+  signature_scheme: SignatureScheme,
   status: Schema.Literals(["active", "disabled"]),
   pending_through: Schema.Int,
   delivered_through: Schema.Int,
@@ -71,15 +73,15 @@ const SubscriptionRow = Schema.Struct({
 })
 export type SubscriptionRow = typeof SubscriptionRow.Type
 
-/** A new subscription; a webhook one comes with its first secret. */
+/** A new subscription; a webhook one signing with `v1` comes with its first secret. Its `after` is the head when it is inserted. */
 export interface NewSubscription {
   readonly subscription_id: string
   readonly tenant_id: string
   readonly key_id: string
   readonly public_id: PublicId
-  readonly after_sequence: number
   readonly created_at: Date
   readonly webhook_url: string | null
+  readonly signature_scheme: SignatureScheme
   readonly secret: string | null
 }
 
@@ -88,7 +90,8 @@ const ClaimedRow = Schema.Struct({
   subscription_id: Schema.String,
   public_id: PublicId,
   webhook_url: Schema.String,
-  secret: Schema.String,
+  signature_scheme: SignatureScheme,
+  secret: Schema.NullOr(Schema.String),
   previous_secret: Schema.NullOr(Schema.String),
   previous_secret_until: Schema.NullOr(Schema.Date),
   pending_through: Schema.Int,
@@ -181,7 +184,7 @@ export interface EventsRepoShape {
 }
 
 /** The columns a subscription is read with (never the secrets). */
-const SubscriptionColumns = `subscription_id, tenant_id, key_id, public_id, after_sequence, created_at, webhook_url, status,
+const SubscriptionColumns = `subscription_id, tenant_id, key_id, public_id, after_sequence, created_at, webhook_url, signature_scheme, status,
   pending_through, delivered_through, attempts, last_attempt_at, last_error, next_attempt_at`
 
 const make = Effect.gen(function*() {
@@ -280,17 +283,26 @@ const make = Effect.gen(function*() {
       tenant_id: Schema.String,
       key_id: Schema.String,
       public_id: Schema.String,
-      after_sequence: Schema.Number,
       created_at: Schema.Date,
       webhook_url: Schema.NullOr(Schema.String),
+      signature_scheme: SignatureScheme,
       secret: Schema.NullOr(Schema.String)
     }),
     Result: SubscriptionRow,
+    // `after` and the first owed event are fixed here, in one statement (no gap at the start, docs/ARCHITECTURE.md):
+    // FOR SHARE waits for an append holding the head's row lock (FOR UPDATE) and then reads the head it
+    // committed; an append that starts later waits for this statement's commit, and its `owe` (a later
+    // statement, so a later snapshot under READ COMMITTED) sees the new row.
     execute: (row) => sql`
       INSERT INTO subscriptions (subscription_id, tenant_id, key_id, public_id, after_sequence, created_at, pending_through,
-        delivered_through, webhook_url, secret)
-      VALUES (${row.subscription_id}, ${row.tenant_id}, ${row.key_id}, ${row.public_id}, ${row.after_sequence}, ${row.created_at},
-        ${row.after_sequence}, ${row.after_sequence}, ${row.webhook_url}, ${row.secret})
+        delivered_through, webhook_url, signature_scheme, secret)
+      SELECT ${row.subscription_id}, ${row.tenant_id}, ${row.key_id}, d.public_id, d.head_sequence, ${row.created_at},
+        d.head_sequence, d.head_sequence, ${row.webhook_url}, ${row.signature_scheme}, ${row.secret}
+      FROM (
+        SELECT public_id, head_sequence FROM determinations
+        WHERE public_id = ${row.public_id} AND current_version_id IS NOT NULL
+        FOR SHARE
+      ) d
       ON CONFLICT (key_id, public_id, coalesce(webhook_url, '')) DO NOTHING
       RETURNING ${columns}`
   })
@@ -349,7 +361,7 @@ const make = Effect.gen(function*() {
     execute: ({ subscriptionId, tenantId, secret, previousUntil }) => sql`
       UPDATE subscriptions
       SET previous_secret = secret, previous_secret_until = ${previousUntil}, secret = ${secret}
-      WHERE subscription_id = ${subscriptionId} AND tenant_id = ${tenantId} AND webhook_url IS NOT NULL
+      WHERE subscription_id = ${subscriptionId} AND tenant_id = ${tenantId} AND secret IS NOT NULL
       RETURNING ${columns}`
   })
   /** A webhook subscription's new secret; the one it replaces keeps signing until `previousUntil`. */
@@ -384,7 +396,7 @@ const make = Effect.gen(function*() {
         FOR UPDATE SKIP LOCKED
       ) due
       WHERE s.subscription_id = due.subscription_id
-      RETURNING s.subscription_id, s.public_id, s.webhook_url, s.secret, s.previous_secret, s.previous_secret_until,
+      RETURNING s.subscription_id, s.public_id, s.webhook_url, s.signature_scheme, s.secret, s.previous_secret, s.previous_secret_until,
         s.pending_through, s.delivered_through, s.attempts, s.webhook_origin, s.held_step`
   })
   const claim = (limit: number, token: string, leaseMs: number) => claimed({ limit, token, leaseMs })

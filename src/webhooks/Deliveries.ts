@@ -8,6 +8,7 @@ import { AppConfig } from "../platform/Config.js"
 import { MaxRetryDelayMs, retryDelayMs } from "./Backoff.js"
 import { sendWebhook } from "./Send.js"
 import { webhookHeaders } from "./Signature.js"
+import { WebhookKey } from "./WebhookKey.js"
 
 /** The body type every delivery carries. */
 export const DeliveryType = "pv.trust.event.v1"
@@ -21,7 +22,9 @@ export const deliveryBody = (subscriptionId: string, event: TrustEvent): string 
 
 /** The secrets that sign now: the current one, and the one it replaced while its 24 hours last. */
 export const signingSecrets = (row: ClaimedRow, now: number): ReadonlyArray<string> =>
-  row.previous_secret !== null && row.previous_secret_until !== null && row.previous_secret_until.getTime() > now
+  row.secret === null
+    ? []
+    : row.previous_secret !== null && row.previous_secret_until !== null && row.previous_secret_until.getTime() > now
     ? [row.secret, row.previous_secret]
     : [row.secret]
 
@@ -90,6 +93,7 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
   const repo = yield* EventsRepo
   const feed = yield* ChangeFeed
   const config = yield* AppConfig
+  const webhookKey = yield* WebhookKey
   const deliveryState = (yield* MetricsState).delivery
   const token = randomUUID()
   const leaseMs = config.webhookTimeoutMs + 10_000
@@ -146,7 +150,7 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
         const event = found.value
         const body = deliveryBody(claimed.subscription_id, event)
         const now = yield* Clock.currentTimeMillis
-        const headers = webhookHeaders(signingSecrets(claimed, now), event.event_id, Math.floor(now / 1000), body)
+        const headers = webhookHeaders(claimed.signature_scheme === "v1a" ? webhookKey : signingSecrets(claimed, now), event.event_id, Math.floor(now / 1000), body)
         const outcome = yield* Effect.promise((abort) =>
           sendWebhook({
             url: claimed.webhook_url,
