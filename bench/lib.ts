@@ -262,6 +262,9 @@ export const adminQuery = async (sql: string): Promise<void> => {
   }
 }
 
+/** One webhook key for every process of a bench run (benches sign no v1a delivery, but PostgreSQL mode needs one). */
+const benchWebhookSigningKey = generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }).toString()
+
 /**
  * The service's environment in every bench: compiled and quiet, no demo data, the bench's operator token and
  * keys, and the per-address limits out of the way (the load comes from one address).
@@ -275,6 +278,7 @@ export const benchServiceEnv = (keys: { readonly operatorToken: string; readonly
   PV_OPERATOR_TOKEN: keys.operatorToken,
   PV_EVENT_SIGNING_KEY: keys.signingKey,
   PV_LOG_SIGNING_KEY: keys.logSigningKey,
+  PV_WEBHOOK_SIGNING_KEY: benchWebhookSigningKey,
   PV_LOG_RATE_LIMIT_PER_MINUTE: "1000000",
   PV_HUMAN_RATE_LIMIT_PER_MINUTE: "1000000",
   PV_OPERATOR_RATE_LIMIT_PER_MINUTE: "1000000",
@@ -406,7 +410,7 @@ export const startScenarioService = async (
   try {
     service = await startProcess(resolvePath(dir, "dist/src/main.js"), {
       DATABASE_URL: url.toString(), NODE_ENV: "production", PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", PV_DEMO_DATA: "false",
-      PV_OPERATOR_TOKEN: token, PV_EVENT_SIGNING_KEY: pem(), PV_LOG_SIGNING_KEY: pem(), PV_WORKERS: "1", REDIS_URL: "",
+      PV_OPERATOR_TOKEN: token, PV_EVENT_SIGNING_KEY: pem(), PV_LOG_SIGNING_KEY: pem(), PV_WEBHOOK_SIGNING_KEY: pem(), PV_WORKERS: "1", REDIS_URL: "",
       PV_HUMAN_RATE_LIMIT_PER_MINUTE: "1000000", PV_OPERATOR_RATE_LIMIT_PER_MINUTE: "1000000"
     }, [], [...serviceNodeFlags(), ...nodeFlags])
     const base = service.baseUrl

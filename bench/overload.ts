@@ -37,7 +37,7 @@ const run = async (label: string, env: Record<string, string>) => {
   url.pathname = `/${dbName}`
   const service = await startProcess("dist/src/main.js", {
     DATABASE_URL: url.toString(), NODE_ENV: "production", PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", PV_DEMO_DATA: "false",
-    PV_OPERATOR_TOKEN: operatorToken, PV_EVENT_SIGNING_KEY: pem(), PV_LOG_SIGNING_KEY: pem(), PV_WORKERS: "1", REDIS_URL: "", ...env
+    PV_OPERATOR_TOKEN: operatorToken, PV_EVENT_SIGNING_KEY: pem(), PV_LOG_SIGNING_KEY: pem(), PV_WEBHOOK_SIGNING_KEY: pem(), PV_WORKERS: "1", REDIS_URL: "", ...env
   }, [], serviceNodeFlags())
   try {
     const operator = { authorization: `Bearer ${operatorToken}`, "content-type": "application/json" }
@@ -87,7 +87,7 @@ const refusalCost = async (count: number) => {
   url.pathname = `/${dbName}`
   const service = await startProcess("dist/src/main.js", {
     DATABASE_URL: url.toString(), NODE_ENV: "production", PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", PV_DEMO_DATA: "false",
-    PV_OPERATOR_TOKEN: operatorToken, PV_EVENT_SIGNING_KEY: pem(), PV_LOG_SIGNING_KEY: pem(), PV_WORKERS: "1", REDIS_URL: "",
+    PV_OPERATOR_TOKEN: operatorToken, PV_EVENT_SIGNING_KEY: pem(), PV_LOG_SIGNING_KEY: pem(), PV_WEBHOOK_SIGNING_KEY: pem(), PV_WORKERS: "1", REDIS_URL: "",
     PV_MAX_IN_FLIGHT: "1", PV_REQUEST_TIMEOUT_MS: "600000"
   }, [], serviceNodeFlags())
   const { hostname, port } = new URL(service.baseUrl)

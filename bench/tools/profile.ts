@@ -32,7 +32,8 @@ const main = async () => {
     DATABASE_URL: url.toString(), NODE_ENV: "production", PORT: "0", PV_BANNER: "true", PV_DEMO_DATA: "false",
     PV_OPERATOR_TOKEN: operatorToken, REDIS_URL: "",
     PV_EVENT_SIGNING_KEY: generateKeyPairSync("ed25519").privateKey.export({ format: "pem", type: "pkcs8" }).toString(),
-    PV_LOG_SIGNING_KEY: generateKeyPairSync("ed25519").privateKey.export({ format: "pem", type: "pkcs8" }).toString()
+    PV_LOG_SIGNING_KEY: generateKeyPairSync("ed25519").privateKey.export({ format: "pem", type: "pkcs8" }).toString(),
+    PV_WEBHOOK_SIGNING_KEY: generateKeyPairSync("ed25519").privateKey.export({ format: "pem", type: "pkcs8" }).toString()
   }
   try {
     await runScript("bench/seed.ts", ["--determinations", "1000", "--chain", "PAGE:150"], env)

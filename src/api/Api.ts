@@ -10,6 +10,7 @@ import { DeterminationsApi } from "../trust/DeterminationsApi.js"
 import { TrustApi } from "../trust/Api.js"
 import { RequestGuard } from "./Guard.js"
 import { SystemApi } from "./SystemApi.js"
+import { WebhooksApi } from "../webhooks/Api.js"
 
 /**
  * Every problem class encodes through the one ProblemDocument schema, so where an operation declares two
@@ -75,6 +76,7 @@ const Definition = HttpApi.make("pv-trust")
   .add(McpApi)
   .add(EventsApi)
   .add(SubscriptionsApi)
+  .add(WebhooksApi)
   .add(LogApi)
   .add(RootLogApi)
   .middleware(RequestGuard)

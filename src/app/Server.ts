@@ -20,6 +20,7 @@ import { TracingLive } from "../observability/Tracing.js"
 import { DatabaseLive } from "../platform/Database.js"
 import { AttemptsPrunerLive } from "../webhooks/AttemptsPruner.js"
 import { DeliveriesLive } from "../webhooks/Deliveries.js"
+import { WebhookKey } from "../webhooks/WebhookKey.js"
 import { Receipts } from "../receipts/Receipts.js"
 import { Determinations, EventSweeperLive } from "../trust/Determinations.js"
 import { TrustResolver } from "../trust/TrustResolver.js"
@@ -44,6 +45,7 @@ export const ServicesLive = Layer.mergeAll(
   ChangeFeed.layer,
   EventLog.layer,
   Subscriptions.layer,
+  WebhookKey.layer,
   Receipts.layer,
   Mcp.layer,
   LogNudge.layer,

@@ -1,13 +1,14 @@
 /**
  * What a webhook receiver runs on each delivery: the Standard Webhooks check
  * (https://www.standardwebhooks.com/) of the `webhook-id`, `webhook-timestamp` and `webhook-signature`
- * headers against the subscription's secret, then the body as JSON. Self-contained (node:crypto only),
+ * headers against the subscription's secret (`v1`, HMAC-SHA256) or the service's public key (`v1a`,
+ * Ed25519, `whpk_…` from GET /api/v1/webhooks/signing-key), then the body as JSON. Self-contained (node:crypto only),
  * and like the package's other verifiers it never throws: a failure is a verdict naming the check.
  *
  * Pass the body exactly as received (the raw text or bytes, before any JSON parsing): the signature
  * covers those bytes, and a body parsed and serialised again will not verify.
  */
-import { createHmac, timingSafeEqual } from "node:crypto"
+import { createHmac, createPublicKey, type KeyObject, timingSafeEqual, verify } from "node:crypto"
 
 export type WebhookFailureReason =
   | "malformed-secret"
@@ -56,18 +57,34 @@ const headerOf = (headers: WebhookHeaders, name: string): string | undefined => 
 
 const Base64Pattern = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/
 
-/** A secret's HMAC key: "whsec_" and base64 (the prefix may be left off, as other Standard Webhooks libraries allow). */
-const keyOf = (secret: string): Buffer | undefined => {
+/** SPKI DER of an Ed25519 public key is this fixed prefix followed by the 32 raw bytes. */
+const spkiEd25519Prefix = Buffer.from("302a300506032b6570032100", "hex")
+
+type VerifyingKey = { readonly scheme: "v1"; readonly hmac: Buffer } | { readonly scheme: "v1a"; readonly publicKey: KeyObject }
+
+/**
+ * A `v1` secret's HMAC key ("whsec_" and base64; the prefix may be left off, as other Standard Webhooks
+ * libraries allow), or a `v1a` public key ("whpk_" and the base64 of 32 bytes; the prefix is required).
+ */
+const keyOf = (secret: string): VerifyingKey | undefined => {
+  if (secret.startsWith("whpk_")) {
+    const encoded = secret.slice("whpk_".length)
+    const raw = Base64Pattern.test(encoded) ? Buffer.from(encoded, "base64") : undefined
+    return raw?.length === 32
+      ? { scheme: "v1a", publicKey: createPublicKey({ key: Buffer.concat([spkiEd25519Prefix, raw]), format: "der", type: "spki" }) }
+      : undefined
+  }
   const encoded = secret.startsWith("whsec_") ? secret.slice("whsec_".length) : secret
-  return encoded.length > 0 && Base64Pattern.test(encoded) ? Buffer.from(encoded, "base64") : undefined
+  return encoded.length > 0 && Base64Pattern.test(encoded) ? { scheme: "v1", hmac: Buffer.from(encoded, "base64") } : undefined
 }
 
 const failure = (reason: WebhookFailureReason, detail: string): WebhookVerdict => ({ ok: false, reason, detail })
 
 /**
  * Checks a delivery: the three headers are present, the timestamp is within the tolerance of now, and
- * at least one of the space-separated `v1,<base64>` signatures is the HMAC-SHA256 of
- * `${id}.${timestamp}.${body}` under (one of) the secret(s). Give both secrets while rotating.
+ * at least one of the space-separated signatures verifies over `${id}.${timestamp}.${body}`: a
+ * `v1,<base64>` HMAC-SHA256 under (one of) the `whsec_` secret(s), or a `v1a,<base64>` Ed25519 signature
+ * under (one of) the `whpk_` public key(s). Give both secrets (or keys) while rotating.
  */
 export const verifyWebhook = (
   secret: string | ReadonlyArray<string>,
@@ -76,10 +93,12 @@ export const verifyWebhook = (
   options: WebhookVerifyOptions = {}
 ): WebhookVerdict => {
   const secrets = typeof secret === "string" ? [secret] : secret
-  const keys: Array<Buffer> = []
+  const keys: Array<VerifyingKey> = []
   for (const one of secrets) {
     const key = typeof one === "string" ? keyOf(one) : undefined
-    if (key === undefined) return failure("malformed-secret", "The secret is not \"whsec_\" followed by base64.")
+    if (key === undefined) {
+      return failure("malformed-secret", "The secret is not \"whsec_\" followed by base64, nor a \"whpk_\" key of 32 bytes in base64.")
+    }
     keys.push(key)
   }
   if (keys.length === 0) return failure("malformed-secret", "No secret was given.")
@@ -109,16 +128,21 @@ export const verifyWebhook = (
   // The timestamp is signed as it was sent (the header's text), which is what the sender put in it.
   const prefix = Buffer.from(`${id}.${timestampText}.`, "utf8")
   const bytes = typeof body === "string" ? Buffer.from(body, "utf8") : body
-  const expected = keys.map((key) => createHmac("sha256", key).update(prefix).update(bytes).digest())
+  const signed = Buffer.concat([prefix, bytes])
+  const expected = keys.flatMap((key) => key.scheme === "v1" ? [createHmac("sha256", key.hmac).update(signed).digest()] : [])
+  const publicKeys = keys.flatMap((key) => key.scheme === "v1a" ? [key.publicKey] : [])
   const matched = signatures!.split(" ").some((token) => {
-    if (!token.startsWith("v1,")) return false
-    const encoded = token.slice(3)
-    if (!Base64Pattern.test(encoded)) return false
+    const comma = token.indexOf(",")
+    const scheme = token.slice(0, comma)
+    const encoded = token.slice(comma + 1)
+    if (comma < 0 || !Base64Pattern.test(encoded)) return false
     const given = Buffer.from(encoded, "base64")
-    return expected.some((digest) => given.length === digest.length && timingSafeEqual(given, digest))
+    if (scheme === "v1") return expected.some((digest) => given.length === digest.length && timingSafeEqual(given, digest))
+    return scheme === "v1a" && given.length === 64 && publicKeys.some((key) => verify(null, signed, key, given))
   })
   if (!matched) {
-    return failure("no-matching-signature", "No v1 signature in the webhook-signature header matches the body under the secret.")
+    return failure("no-matching-signature",
+      "No signature in the webhook-signature header matches the body: no v1 under the secret(s), no v1a under the public key(s).")
   }
 
   let payload: unknown

@@ -6,6 +6,7 @@ import type { EventHead } from "../domain/MachineTrust.js"
 import { PublicId } from "../domain/PublicId.js"
 import * as Rows from "../platform/Rows.js"
 import { EventType, type EventJwk, type EventPayload, type TrustEvent } from "../domain/TrustEvent.js"
+import { SignatureScheme } from "../webhooks/Signature.js"
 
 /** A payload as stored: sealed (hashed and signed) when it was appended and never changed, so its shape is checked only. */
 const StoredPayload = Schema.declare((u: unknown): u is EventPayload => typeof u === "object" && u !== null && !Array.isArray(u))
@@ -61,6 +62,7 @@ const SubscriptionRow = Schema.Struct({
   after_sequence: Schema.Int,
   created_at: Schema.Date,
   webhook_url: Schema.NullOr(Schema.String),
+  signature_scheme: SignatureScheme,
   status: Schema.Literals(["active", "disabled"]),
   disabled_reason: Schema.NullOr(Schema.Literals(["gone", "failing"])),
   pending_through: Schema.Int,
@@ -72,15 +74,15 @@ const SubscriptionRow = Schema.Struct({
 })
 export type SubscriptionRow = typeof SubscriptionRow.Type
 
-/** A new subscription; a webhook one comes with its first secret. */
+/** A new subscription; a webhook one signing with `v1` comes with its first secret. Its `after` is the head when it is inserted. */
 export interface NewSubscription {
   readonly subscription_id: string
   readonly tenant_id: string
   readonly key_id: string
   readonly public_id: PublicId
-  readonly after_sequence: number
   readonly created_at: Date
   readonly webhook_url: string | null
+  readonly signature_scheme: SignatureScheme
   readonly secret: string | null
 }
 
@@ -89,13 +91,14 @@ export interface NewSubscription {
  * signed with the secrets current when the statement before it ran, so a rotation signs the very next attempt.
  */
 const SigningFields = {
-  secret: Schema.String,
+  signature_scheme: SignatureScheme,
+  secret: Schema.NullOr(Schema.String),
   previous_secret: Schema.NullOr(Schema.String),
   previous_secret_until: Schema.NullOr(Schema.Date)
 }
 export type SigningRow = Schema.Struct<typeof SigningFields>["Type"]
 /** The columns of `SigningFields`, as the statements that return them name them. */
-const SigningColumns = "secret, previous_secret, previous_secret_until"
+const SigningColumns = "signature_scheme, secret, previous_secret, previous_secret_until"
 
 /** What a delivery worker needs of a subscription it has claimed (secrets included: they never leave the worker). */
 const ClaimedRow = Schema.Struct({
@@ -202,7 +205,7 @@ export interface EventsRepoShape {
 }
 
 /** The columns a subscription is read with (never the secrets). */
-const SubscriptionColumns = `subscription_id, tenant_id, key_id, public_id, after_sequence, created_at, webhook_url, status,
+const SubscriptionColumns = `subscription_id, tenant_id, key_id, public_id, after_sequence, created_at, webhook_url, signature_scheme, status,
   disabled_reason, pending_through, delivered_through, attempts, last_attempt_at, last_error, next_attempt_at`
 
 const make = Effect.gen(function*() {
@@ -302,17 +305,26 @@ const make = Effect.gen(function*() {
       tenant_id: Schema.String,
       key_id: Schema.String,
       public_id: Schema.String,
-      after_sequence: Schema.Number,
       created_at: Schema.Date,
       webhook_url: Schema.NullOr(Schema.String),
+      signature_scheme: SignatureScheme,
       secret: Schema.NullOr(Schema.String)
     }),
     Result: SubscriptionRow,
+    // `after` and the first owed event are fixed here, in one statement (no gap at the start, docs/ARCHITECTURE.md):
+    // FOR SHARE waits for an append holding the head's row lock (FOR UPDATE) and then reads the head it
+    // committed; an append that starts later waits for this statement's commit, and its `owe` (a later
+    // statement, so a later snapshot under READ COMMITTED) sees the new row.
     execute: (row) => sql`
       INSERT INTO subscriptions (subscription_id, tenant_id, key_id, public_id, after_sequence, created_at, pending_through,
-        delivered_through, webhook_url, secret)
-      VALUES (${row.subscription_id}, ${row.tenant_id}, ${row.key_id}, ${row.public_id}, ${row.after_sequence}, ${row.created_at},
-        ${row.after_sequence}, ${row.after_sequence}, ${row.webhook_url}, ${row.secret})
+        delivered_through, webhook_url, signature_scheme, secret)
+      SELECT ${row.subscription_id}, ${row.tenant_id}, ${row.key_id}, d.public_id, d.head_sequence, ${row.created_at},
+        d.head_sequence, d.head_sequence, ${row.webhook_url}, ${row.signature_scheme}, ${row.secret}
+      FROM (
+        SELECT public_id, head_sequence FROM determinations
+        WHERE public_id = ${row.public_id} AND current_version_id IS NOT NULL
+        FOR SHARE
+      ) d
       ON CONFLICT (key_id, public_id, coalesce(webhook_url, '')) DO NOTHING
       RETURNING ${columns}`
   })
@@ -371,7 +383,7 @@ const make = Effect.gen(function*() {
     execute: ({ subscriptionId, tenantId, secret, previousUntil }) => sql`
       UPDATE subscriptions
       SET previous_secret = secret, previous_secret_until = ${previousUntil}, secret = ${secret}
-      WHERE subscription_id = ${subscriptionId} AND tenant_id = ${tenantId} AND webhook_url IS NOT NULL
+      WHERE subscription_id = ${subscriptionId} AND tenant_id = ${tenantId} AND secret IS NOT NULL
       RETURNING ${columns}`
   })
   /** A webhook subscription's new secret; the one it replaces keeps signing until `previousUntil`. */

@@ -1,10 +1,10 @@
 import { join } from "node:path"
-import { createPublicKey, sign, type KeyObject } from "node:crypto"
+import { sign, type KeyObject } from "node:crypto"
 import { Context, Effect, Layer } from "effect"
 import type { EventJwk } from "../domain/TrustEvent.js"
 import { AppConfig } from "../platform/Config.js"
 import { DatabaseMode } from "../platform/Database.js"
-import { loadSigningKey, privateKeyFromSeed } from "../platform/SigningKeys.js"
+import { loadSigningKey, privateKeyFromSeed, rawPublicKeyOf } from "../platform/SigningKeys.js"
 import { jwkOf } from "../domain/EventChain.js"
 
 export const signingKeyFileName = "event-signing-key.pem"
@@ -23,14 +23,11 @@ export interface SignerShape {
   readonly sign: (input: Uint8Array) => string
 }
 
-const rawPublicKey = (privateKey: KeyObject): Buffer =>
-  Buffer.from(createPublicKey(privateKey).export({ format: "jwk" }).x as string, "base64url")
-
 export const signerFromPrivateKey = (privateKey: KeyObject, origin: SigningKeyOrigin): SignerShape => {
   if (privateKey.asymmetricKeyType !== "ed25519") {
     throw new TypeError(`the event-signing key must be Ed25519, not ${privateKey.asymmetricKeyType ?? "a symmetric key"}`)
   }
-  const jwk = jwkOf(rawPublicKey(privateKey))
+  const jwk = jwkOf(rawPublicKeyOf(privateKey))
   return {
     kid: jwk.kid,
     jwk,

@@ -6,7 +6,7 @@ import { Ids } from "../platform/Ids.js"
 import { checkWebhookUrl, resolveWebhookUrl } from "../webhooks/Address.js"
 import type { WebhookAttempt, WebhookAttemptPage } from "../webhooks/Attempts.js"
 import { type AttemptRow, WebhookAttemptsRepo } from "../webhooks/AttemptsRepo.js"
-import { generateSecret } from "../webhooks/Signature.js"
+import { generateSecret, SignatureScheme } from "../webhooks/Signature.js"
 import { ChangeFeed } from "./ChangeFeed.js"
 import { EventLog } from "./EventLog.js"
 import { EventsRepo, type SubscriptionRow } from "./Repo.js"
@@ -26,8 +26,13 @@ export const Subscription = Schema.Struct({
   after: Schema.Int.annotate({ description: "The chain head when the subscription was made: changes are the events after it" }),
   events_url: Schema.String.annotate({ description: "Where the events stay readable (GET, scope trust:read), whatever the delivery" }),
   webhook_url: Schema.optionalKey(Schema.String.annotate({ description: "Webhook subscriptions: where each event is POSTed" })),
+  signature_scheme: Schema.optionalKey(SignatureScheme.annotate({
+    description: "Webhook subscriptions: v1 (HMAC-SHA256 with webhook_secret) or v1a (Ed25519 with the service's key, " +
+      "GET /api/v1/webhooks/signing-key; no secret)"
+  })),
   webhook_secret: Schema.optionalKey(Schema.String.annotate({
-    description: "whsec_ + base64 of 32 random bytes: the HMAC key of webhook-signature. Only in the answer that created it; store it now"
+    description: "v1 webhook subscriptions: whsec_ + base64 of 32 random bytes, the HMAC key of webhook-signature. Only in the answer " +
+      "that created it; store it now"
   })),
   status: Schema.Literals(["active", "disabled"]).annotate({
     description: "disabled: nothing more is sent (disabled_reason says why); POST …/resume restarts delivery"
@@ -82,7 +87,7 @@ const toSubscription = (row: SubscriptionRow, secret?: string): Subscription => 
     delivery: webhook ? "webhook" : "pull",
     after: row.after_sequence,
     events_url: eventsUrlOf(row.public_id, row.after_sequence),
-    ...(row.webhook_url !== null ? { webhook_url: row.webhook_url } : {}),
+    ...(row.webhook_url !== null ? { webhook_url: row.webhook_url, signature_scheme: row.signature_scheme } : {}),
     ...(secret !== undefined ? { webhook_secret: secret } : {}),
     status: row.status,
     disabled_reason: row.status === "disabled" ? row.disabled_reason : null,
@@ -101,14 +106,27 @@ const toAttempt = (row: AttemptRow): WebhookAttempt => ({ ...row, started_at: ro
 /** A refused redelivery: 422 with the pointer to blame (the whole body for a pull subscription). */
 const invalidRedelivery = (pointer: string, detail: string) =>
   new ValidationFailed({ detail, errors: [new FieldError({ pointer, detail })] })
+const schemeDetail = "applies only to a webhook subscription (with webhook_url)"
+const schemeWithoutWebhook = new ValidationFailed({
+  detail: `signature_scheme ${schemeDetail}.`,
+  errors: [new FieldError({ pointer: "/signature_scheme", detail: schemeDetail })]
+})
 
 const invalidUrl = (detail: string) =>
   new InvalidWebhookUrl({ detail, errors: [new FieldError({ pointer: "/webhook_url", detail })] })
 
 /** The methods of `Subscriptions` (none is on a measured hot path: each is an `Effect.fn`). */
 export interface SubscriptionsShape {
-  /** Subscribes the key to a determination's feed (pull, or a webhook URL); again for the same target: the first subscription. */
-  readonly subscribe: (subscriber: Subscriber, publicId: PublicId, webhookUrl?: string) => Effect.Effect<Subscribed, DeterminationNotFound | InvalidWebhookUrl>
+  /**
+   * Subscribes the key to a determination's feed (pull, or a webhook URL signed by `signatureScheme`, default v1); again for
+   * the same target: the first subscription, whatever scheme it signs with.
+   */
+  readonly subscribe: (
+    subscriber: Subscriber,
+    publicId: PublicId,
+    webhookUrl?: string,
+    signatureScheme?: SignatureScheme
+  ) => Effect.Effect<Subscribed, DeterminationNotFound | InvalidWebhookUrl | ValidationFailed>
   readonly get: (tenantId: string, subscriptionId: string) => Effect.Effect<Subscription, NotFound>
   readonly list: (tenantId: string, options: { readonly after?: string | undefined; readonly limit: number }) => Effect.Effect<SubscriptionPage>
   readonly remove: (tenantId: string, subscriptionId: string) => Effect.Effect<void, NotFound>
@@ -156,22 +174,26 @@ const make = Effect.gen(function*() {
   const subscribe = Effect.fn("Subscriptions.subscribe")((
     subscriber: Subscriber,
     publicId: PublicId,
-    webhookUrl?: string
-  ): Effect.Effect<Subscribed, DeterminationNotFound | InvalidWebhookUrl> =>
+    webhookUrl?: string,
+    signatureScheme?: SignatureScheme
+  ): Effect.Effect<Subscribed, DeterminationNotFound | InvalidWebhookUrl | ValidationFailed> =>
     Effect.gen(function*() {
+      if (webhookUrl === undefined && signatureScheme !== undefined) return yield* Effect.fail(schemeWithoutWebhook)
+      const scheme = signatureScheme ?? "v1"
       const url = webhookUrl === undefined ? null : yield* acceptUrl(webhookUrl)
-      const head = yield* events.head(publicId)
+      yield* events.head(publicId) // an unknown determination is 404
       const existing = yield* repo.findSubscription(subscriber.key_id, publicId, url)
       if (Option.isSome(existing)) return { subscription: toSubscription(existing.value), created: false }
-      const secret = url === null ? null : generateSecret()
+      const secret = url !== null && scheme === "v1" ? generateSecret() : null
+      // `after` is the head as this insert finds it, in the same statement (EventsRepo.insertSubscription).
       const inserted = yield* repo.insertSubscription({
         subscription_id: yield* ids.make("sub"),
         tenant_id: subscriber.tenant_id,
         key_id: subscriber.key_id,
         public_id: publicId,
-        after_sequence: head.sequence,
         created_at: new Date(yield* Clock.currentTimeMillis),
         webhook_url: url,
+        signature_scheme: scheme,
         secret
       })
       if (Option.isSome(inserted)) return { subscription: toSubscription(inserted.value, secret ?? undefined), created: true }
@@ -226,15 +248,19 @@ const make = Effect.gen(function*() {
       return toSubscription(Option.getOrElse(resumed, () => row))
     }))
 
-  /** A new secret for a webhook subscription; the replaced one keeps signing beside it for 24 hours. */
+  /** A new secret for a v1 webhook subscription; the replaced one keeps signing beside it for 24 hours. Pull and v1a ones have none. */
   const rotateSecret = Effect.fn("Subscriptions.rotateSecret")((tenantId: string, subscriptionId: string): Effect.Effect<Subscription, NotFound> =>
     Effect.gen(function*() {
       const secret = generateSecret()
       const until = new Date((yield* Clock.currentTimeMillis) + SecretOverlapMs)
       const row = yield* owned(subscriptionId, repo.rotateSecret(subscriptionId, tenantId, secret, until)).pipe(
         Effect.catchTag("NotFound", () =>
-          Effect.flatMap(get(tenantId, subscriptionId), () =>
-            Effect.fail(new NotFound({ detail: `subscription ${subscriptionId} is a pull subscription: it has no secret` }))))
+          Effect.flatMap(get(tenantId, subscriptionId), (found) =>
+            Effect.fail(new NotFound({
+              detail: found.delivery === "pull"
+                ? `subscription ${subscriptionId} is a pull subscription: it has no secret`
+                : `subscription ${subscriptionId} signs with v1a (the service's key, GET /api/v1/webhooks/signing-key): it has no secret`
+            }))))
       )
       return toSubscription(row, secret)
     }))

@@ -11,6 +11,7 @@ import {
 import { AttemptIdPattern, WebhookAttemptPage } from "../webhooks/Attempts.js"
 import { MaxSequence, QueryInt } from "./Api.js"
 import { DefaultPageSize, MaxPageSize } from "./Paging.js"
+import { SignatureScheme } from "../webhooks/Signature.js"
 import { Subscription, SubscriptionPage } from "./Subscriptions.js"
 
 export const MaxSubscriptionPage = 100
@@ -20,6 +21,10 @@ export const SubscribeRequest = Schema.Struct({
   webhook_url: Schema.optionalKey(Schema.String.annotate({
     description: "https:// URL (at most 2,048 characters, no user information, a public address) to POST each event to; " +
       "absent: a pull subscription"
+  })),
+  signature_scheme: Schema.optionalKey(SignatureScheme.annotate({
+    description: "How deliveries are signed (Standard Webhooks): v1 (default, HMAC-SHA256 with the webhook_secret issued now) or " +
+      "v1a (Ed25519 with the service's key, GET /api/v1/webhooks/signing-key; no secret). Only with webhook_url"
   }))
 }).annotate({
   identifier: "SubscribeRequest",
@@ -47,7 +52,8 @@ export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
       .annotate(OpenApi.Description,
         "Without webhook_url: a pull subscription (read events_url). With it: every event after `after` is POSTed to the URL, " +
         "in sequence order, one at a time, signed with the Standard Webhooks headers (webhook-id = event_id, webhook-timestamp, " +
-        "webhook-signature = v1,base64(HMAC-SHA256(secret, id.timestamp.body))). 201 with webhook_secret (only here); the same key, " +
+        "webhook-signature = v1,base64(HMAC-SHA256(secret, id.timestamp.body)), or with signature_scheme v1a " +
+        "v1a,base64(Ed25519(service key, id.timestamp.body))). 201 with webhook_secret for v1 (only here); the same key, " +
         "public id and URL again → 200 with the existing subscription and no secret. A URL that is not https, carries user " +
         "information, is longer than 2,048 characters or resolves to an internal address → 422 invalid-webhook-url.")
   )
@@ -109,7 +115,8 @@ export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
       .annotate(OpenApi.Summary, "A new webhook secret")
       .annotate(OpenApi.Description,
         "Returns the new webhook_secret (only here). For 24 hours both secrets sign every delivery: webhook-signature carries " +
-        "two v1 signatures separated by a space, so a receiver can switch without a gap.")
+        "two v1 signatures separated by a space, so a receiver can switch without a gap. A pull or v1a subscription has no " +
+        "secret: 404 not-found.")
   )
   .add(
     HttpApiEndpoint.get("attempts", "/subscriptions/:subscriptionId/attempts", {

@@ -19,7 +19,7 @@ export const SubscriptionsHttpLive = HttpApiBuilder.group(Api, "subscriptions", 
         Effect.gen(function*() {
           const key = yield* Caller
           const publicId = yield* requirePublicId(payload.public_id)
-          const { created, subscription } = yield* subscriptions.subscribe(key, publicId, payload.webhook_url)
+          const { created, subscription } = yield* subscriptions.subscribe(key, publicId, payload.webhook_url, payload.signature_scheme)
           return HttpServerResponse.jsonUnsafe(encodeSubscription(subscription), { status: created ? 201 : 200 })
         }))
       .handle("list", ({ query }) =>

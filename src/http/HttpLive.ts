@@ -15,6 +15,7 @@ import { ReceiptsHttpLive } from "../receipts/Http.js"
 import { DeterminationsHttpLive } from "../trust/DeterminationsHttp.js"
 import { TrustHttpLive } from "../trust/Http.js"
 import { WebLive } from "../web/Web.js"
+import { WebhooksHttpLive } from "../webhooks/Http.js"
 import { DocsLive } from "./Docs.js"
 import { EdgeLive } from "./Edge.js"
 import { RequestGuardLive } from "./RequestGuard.js"
@@ -30,6 +31,7 @@ const HandlersLive = Layer.mergeAll(
   McpHttpLive,
   EventsHttpLive,
   SubscriptionsHttpLive,
+  WebhooksHttpLive,
   LogHttpLive
 ).pipe(Layer.provide([ApiKeyAuthLive, OperatorAuthLive, RequestGuardLive, LiveStreams.layer, EventPages.layer]))
 

@@ -1,4 +1,5 @@
 import { createPublicKey, sign, verify, type KeyObject } from "node:crypto"
+import { rawPublicKeyOf } from "../platform/SigningKeys.js"
 import { verifySync } from "../verify/NodeCrypto.js"
 import {
   ControlCharacter,
@@ -43,8 +44,7 @@ export interface NoteVerifier {
 /** Key ID = SHA-256(key name ‖ 0x0A ‖ 0x01 ‖ 32-byte Ed25519 public key)[:4]. */
 export const noteKeyId = (name: string, rawPublicKey: Uint8Array): Uint8Array => verifySync(keyIdOf(name, Ed25519SignatureType, rawPublicKey))
 
-export const rawPublicKeyOf = (privateKey: KeyObject): Buffer =>
-  Buffer.from(createPublicKey(privateKey).export({ format: "jwk" }).x as string, "base64url")
+export { rawPublicKeyOf }
 
 export const publicKeyFromRaw = (raw: Uint8Array): KeyObject => {
   if (raw.length !== 32) throw new TypeError("an Ed25519 public key is 32 bytes")

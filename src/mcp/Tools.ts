@@ -18,6 +18,7 @@ import { Receipts } from "../receipts/Receipts.js"
 import { compareWithDigest, compareWithReceipt } from "../trust/Compare.js"
 import { Determinations } from "../trust/Determinations.js"
 import { TrustResolver } from "../trust/TrustResolver.js"
+import { SignatureScheme } from "../webhooks/Signature.js"
 import { type ToolAnnotations, defineTool, type Tool } from "./ToolDefinition.js"
 
 const readOnly: ToolAnnotations = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false }
@@ -222,7 +223,7 @@ const subscribeTrustChanges = defineTool({
     "events_url (GET /api/v1/events?public_id=…&after=…, scope trust:read) and `after`, the chain head when you " +
     "subscribed; poll it and follow next_after for signed, hash-chained events (recorded, updated, lifecycle and " +
     "freshness changes). With webhook_url (https, a public address) each new event is POSTed there in order, signed " +
-    "with the Standard Webhooks headers; the answer carries webhook_secret once, the first time. Subscribing again " +
+    "with the Standard Webhooks headers; the answer carries webhook_secret once, the first time (signature_scheme v1a: no secret, verify with the service's public key). Subscribing again " +
     "with the same API key (and URL) returns the same subscription. An event is news, not permission: resolve and " +
     "evaluate again before relying on a changed determination. Scope: subscription:write.",
   scope: "subscription:write",
@@ -231,13 +232,17 @@ const subscribeTrustChanges = defineTool({
     public_id: PublicId,
     webhook_url: Schema.optionalKey(NonEmptyText.check(Schema.isMaxLength(4096)).annotate({
       description: "https:// URL to POST each event to (at most 2,048 characters, no user information, a public address)"
+    })),
+    signature_scheme: Schema.optionalKey(SignatureScheme.annotate({
+      description: "With webhook_url: v1 (default; HMAC with the webhook_secret returned once) or v1a (Ed25519 with the service's " +
+        "key at GET /api/v1/webhooks/signing-key; no secret)"
     }))
   }),
   output: Subscription,
-  run: ({ public_id, webhook_url }, caller) =>
+  run: ({ public_id, webhook_url, signature_scheme }, caller) =>
     Subscriptions.use((subscriptions) =>
       Effect.map(
-        subscriptions.subscribe({ key_id: caller.key_id, tenant_id: caller.tenant_id }, public_id, webhook_url),
+        subscriptions.subscribe({ key_id: caller.key_id, tenant_id: caller.tenant_id }, public_id, webhook_url, signature_scheme),
         (subscribed) => subscribed.subscription
       ))
 })

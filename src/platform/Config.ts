@@ -80,6 +80,8 @@ export interface AppConfigShape extends LaunchSettings {
   readonly otelServiceName: string
   /** Webhook URLs may be `http://` (PV_WEBHOOK_ALLOW_HTTP; local development and tests only). */
   readonly webhookAllowHttp: boolean
+  /** Ed25519 PKCS#8 PEM signing `v1a` webhook deliveries (PV_WEBHOOK_SIGNING_KEY). */
+  readonly webhookSigningKey: Option.Option<Redacted.Redacted>
   /** Webhook URLs may reach loopback, private and other internal addresses (PV_WEBHOOK_ALLOW_PRIVATE; development and tests only). */
   readonly webhookAllowPrivate: boolean
   /** Webhook attempts one process has in flight at once (PV_WEBHOOK_CONCURRENCY). */
@@ -282,6 +284,7 @@ const settings: Config.Config<AppConfigShape> = Config.all({
   ).pipe(Config.option),
   otelServiceName: Config.String("OTEL_SERVICE_NAME").pipe(Config.withDefault("pv-trust-service")),
   webhookAllowHttp: Config.Boolean("PV_WEBHOOK_ALLOW_HTTP").pipe(Config.withDefault(false)),
+  webhookSigningKey: Config.Redacted("PV_WEBHOOK_SIGNING_KEY").pipe(Config.option),
   webhookAllowPrivate: Config.Boolean("PV_WEBHOOK_ALLOW_PRIVATE").pipe(Config.withDefault(false)),
   webhookConcurrency: positive("PV_WEBHOOK_CONCURRENCY", 32),
   webhookMaxFailureSeconds: positive("PV_WEBHOOK_MAX_FAILURE_SECONDS", 86_400),
@@ -324,6 +327,7 @@ export const appConfig: Config.Config<AppConfigShape> = baseAppConfig.pipe(Confi
   if (Option.isNone(config.databaseUrl) || config.devEphemeralKeys) return Effect.succeed(config)
   if (Option.isNone(config.eventSigningKey)) return Effect.fail(requiredKey("PV_EVENT_SIGNING_KEY", "events and receipts"))
   if (Option.isNone(config.logSigningKey)) return Effect.fail(requiredKey("PV_LOG_SIGNING_KEY", "log checkpoints"))
+  if (Option.isNone(config.webhookSigningKey)) return Effect.fail(requiredKey("PV_WEBHOOK_SIGNING_KEY", "v1a webhook deliveries"))
   return Effect.succeed(config)
 }))
 

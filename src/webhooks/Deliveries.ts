@@ -13,6 +13,7 @@ import { MaxRetryDelayMs, retryDelayMs } from "./Backoff.js"
 import { sendWebhook } from "./Send.js"
 import { webhookHeaders } from "./Signature.js"
 import { receiverSignal } from "./Signals.js"
+import { WebhookKey } from "./WebhookKey.js"
 
 /** The body type every delivery carries. */
 export const DeliveryType = "pv.trust.event.v1"
@@ -26,7 +27,9 @@ export const deliveryBody = (subscriptionId: string, event: TrustEvent): string 
 
 /** The secrets that sign now: the current one, and the one it replaced while its 24 hours last. */
 export const signingSecrets = (row: SigningRow, now: number): ReadonlyArray<string> =>
-  row.previous_secret !== null && row.previous_secret_until !== null && row.previous_secret_until.getTime() > now
+  row.secret === null
+    ? []
+    : row.previous_secret !== null && row.previous_secret_until !== null && row.previous_secret_until.getTime() > now
     ? [row.secret, row.previous_secret]
     : [row.secret]
 
@@ -96,6 +99,7 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
   const repo = yield* EventsRepo
   const feed = yield* ChangeFeed
   const config = yield* AppConfig
+  const webhookKey = yield* WebhookKey
   const deliveryState = (yield* MetricsState).delivery
   const ids = yield* Ids
   const attemptsRepo = yield* WebhookAttemptsRepo
@@ -172,7 +176,7 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
         const event = found.value
         const body = deliveryBody(claimed.subscription_id, event)
         const now = yield* Clock.currentTimeMillis
-        const headers = webhookHeaders(signingSecrets(signing, now), event.event_id, Math.floor(now / 1000), body)
+        const headers = webhookHeaders(signing.signature_scheme === "v1a" ? webhookKey : signingSecrets(signing, now), event.event_id, Math.floor(now / 1000), body)
         const attemptId = yield* ids.make("att")
         const startedNs = yield* Clock.monotonicTimeNanos
         const outcome = yield* Effect.promise((abort) =>

@@ -5,6 +5,7 @@ import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { testSigningKeyPem } from "../../src/events/Signer.js"
 import { testLogSigningKeyPem } from "../../src/log/LogKey.js"
+import { testWebhookSigningKeyPem } from "../../src/webhooks/WebhookKey.js"
 import { createScratchDatabase, testDatabaseKind } from "../support/databases.js"
 import { spawnEntry } from "../support/spawned.js"
 
@@ -151,7 +152,8 @@ describe.runIf(kind === "postgres")("DATABASE_URL mode without PV_OPERATOR_TOKEN
       DATABASE_URL: scratch.url,
       PV_DATA_DIR: dir,
       PV_EVENT_SIGNING_KEY: testSigningKeyPem(),
-      PV_LOG_SIGNING_KEY: testLogSigningKeyPem()
+      PV_LOG_SIGNING_KEY: testLogSigningKeyPem(),
+      PV_WEBHOOK_SIGNING_KEY: testWebhookSigningKeyPem()
     })
     cleanups.push(server.stop)
     expect(server.output()).toContain("operator token: not configured")

@@ -92,6 +92,10 @@ describe.runIf(kind === "postgres")("signing keys on PostgreSQL: start-up", () =
     await expectRefused({ PV_EVENT_SIGNING_KEY: newPem() }, "PV_LOG_SIGNING_KEY")
   })
 
+  it("refuses without PV_WEBHOOK_SIGNING_KEY, naming it, when the event and log keys are configured", async () => {
+    await expectRefused({ PV_EVENT_SIGNING_KEY: newPem(), PV_LOG_SIGNING_KEY: newPem() }, "PV_WEBHOOK_SIGNING_KEY")
+  })
+
   it("refuses PV_DEV_EPHEMERAL_KEYS=false like an unset one", async () => {
     await expectRefused({ PV_DEV_EPHEMERAL_KEYS: "false" }, "PV_EVENT_SIGNING_KEY")
   })
@@ -109,16 +113,23 @@ describe.runIf(kind === "postgres")("signing keys on PostgreSQL: start-up", () =
     }
   })
 
-  it("starts with both keys configured and publishes the configured event key", async () => {
+  it("starts with the keys configured and publishes the configured event key and webhook key", async () => {
     const pem = newPem()
-    const outcome = await runServerProcess({ DATABASE_URL: scratch.url, PV_EVENT_SIGNING_KEY: pem, PV_LOG_SIGNING_KEY: newPem() }, dataDir)
+    const webhookPem = newPem()
+    const outcome = await runServerProcess({
+      DATABASE_URL: scratch.url, PV_EVENT_SIGNING_KEY: pem, PV_LOG_SIGNING_KEY: newPem(), PV_WEBHOOK_SIGNING_KEY: webhookPem
+    }, dataDir)
     expect(outcome.kind, outcome.kind === "exited" ? outcome.output : "").toBe("listening")
     if (outcome.kind !== "listening") return
     try {
       const keys = await (await fetch(`${outcome.baseUrl}/api/v1/events/keys`)).json() as { keys: Array<{ kid: string }> }
       expect(keys.keys.map((k) => k.kid)).toContain(kidOfPem(pem))
-      // The PEM (or any part of the private key) never appears in the output.
+      const raw = Buffer.from(createPublicKey(webhookPem).export({ format: "jwk" }).x as string, "base64url")
+      expect(await (await fetch(`${outcome.baseUrl}/api/v1/webhooks/signing-key`)).json())
+        .toEqual({ public_key: "whpk_" + raw.toString("base64"), kid: kidOfPem(webhookPem) })
+      // The PEMs (or any part of the private keys) never appear in the output.
       expect(outcome.output()).not.toContain(pem.split("\n")[1]!)
+      expect(outcome.output()).not.toContain(webhookPem.split("\n")[1]!)
     } finally {
       expect(await outcome.stop()).toBe(0)
     }

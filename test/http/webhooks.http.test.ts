@@ -388,7 +388,7 @@ describe(`webhook URL rules with the production defaults (${testDatabaseKind()})
           tenant_id: "tenant-a",
           key_id: strictKey.key_id,
           public_id: publicId,
-          after_sequence: 1,
+          signature_scheme: "v1",
           created_at: new Date(),
           webhook_url: url,
           secret: "whsec_" + Buffer.alloc(32, 7).toString("base64")

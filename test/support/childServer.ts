@@ -214,6 +214,7 @@ export class Deployment {
       DATABASE_URL: databaseUrl,
       PV_EVENT_SIGNING_KEY: ed25519Pem(),
       PV_LOG_SIGNING_KEY: ed25519Pem(),
+      PV_WEBHOOK_SIGNING_KEY: ed25519Pem(),
       ...options.env
     }
     return new Deployment(kind, env, databaseUrl, async () => {

@@ -1,5 +1,6 @@
 import { testSigningKeyPem } from "../../src/events/Signer.js"
 import { testLogSigningKeyPem } from "../../src/log/LogKey.js"
+import { testWebhookSigningKeyPem } from "../../src/webhooks/WebhookKey.js"
 import { childEnvironment } from "./childEnv.js"
 import { spawnEntry } from "./spawned.js"
 
@@ -14,7 +15,8 @@ export interface ServerProcess {
  */
 export const startServerProcess = async (env: Record<string, string>): Promise<ServerProcess> => {
   const server = spawnEntry(["src/main.ts"], childEnvironment({
-    PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", PV_EVENT_SIGNING_KEY: testSigningKeyPem(), PV_LOG_SIGNING_KEY: testLogSigningKeyPem(), ...env
+    PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", PV_EVENT_SIGNING_KEY: testSigningKeyPem(), PV_LOG_SIGNING_KEY: testLogSigningKeyPem(),
+    PV_WEBHOOK_SIGNING_KEY: testWebhookSigningKeyPem(), ...env
   }))
   try {
     const [, baseUrl] = await server.waitFor(/listening on (http:\/\/[\d.]+:\d+)/)

@@ -2,6 +2,7 @@ import { type Config, ConfigProvider, Effect, Layer, Result } from "effect"
 import { testSigningKeyPem } from "../../src/events/Signer.js"
 import { testLogSigningKeyPem } from "../../src/log/LogKey.js"
 import { type AppConfigShape, readAppConfig } from "../../src/platform/Config.js"
+import { testWebhookSigningKeyPem } from "../../src/webhooks/WebhookKey.js"
 
 export const testOperatorToken = "op_test_0123456789abcdefghijklmnopqrstuvwxyz"
 
@@ -19,7 +20,8 @@ export const testEnvironment = (): Record<string, string> => ({
   PV_MAX_IN_FLIGHT: "64",
   // PostgreSQL mode refuses to start without configured keys; every test server signs with the test keys.
   PV_EVENT_SIGNING_KEY: testSigningKeyPem(),
-  PV_LOG_SIGNING_KEY: testLogSigningKeyPem()
+  PV_LOG_SIGNING_KEY: testLogSigningKeyPem(),
+  PV_WEBHOOK_SIGNING_KEY: testWebhookSigningKeyPem()
 })
 
 /** A ConfigProvider holding exactly `env` (never process.env). */

@@ -30,7 +30,7 @@ export const startTestWitness = async (logs: ReadonlyArray<string>, env: Record<
   const dataDir = mkdtempSync(join(tmpdir(), "pv-witness-"))
   const scratch = database === "postgres" ? await createMigratedDatabase() : undefined
   if (scratch === undefined) await Effect.runPromise(copyMigratedPglite(dataDir))
-  const { PV_EVENT_SIGNING_KEY: _e, PV_LOG_SIGNING_KEY: _l, ...base } = testEnvironment()
+  const { PV_EVENT_SIGNING_KEY: _e, PV_LOG_SIGNING_KEY: _l, PV_WEBHOOK_SIGNING_KEY: _w, ...base } = testEnvironment()
   const full = {
     ...base,
     PORT: "0",

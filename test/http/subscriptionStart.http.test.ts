@@ -1,0 +1,87 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { verifyWebhook } from "../../src/client/index.js"
+import { testDatabaseKind } from "../support/databases.js"
+import { DAY_MS, determinationBody } from "../support/fixtures.js"
+import { createKey, expectProblem, putDetermination, request } from "../support/http.js"
+import { type Receiver, startReceiver } from "../support/receiver.js"
+import { startTestServer, type TestServer } from "../support/server.js"
+import { isolatedConfig } from "../support/testConfig.js"
+
+let server: TestServer
+let receiver: Receiver
+let key: { api_key: string }
+const asOf = Date.now() - DAY_MS
+const tiers = ["T1", "T2", "T3", "T4"] as const
+
+beforeAll(async () => {
+  receiver = await startReceiver()
+  server = await startTestServer({ config: isolatedConfig({ PV_WEBHOOK_ALLOW_HTTP: "true", PV_WEBHOOK_ALLOW_PRIVATE: "true" }) })
+  key = await createKey(server, ["subscription:write", "trust:read"])
+})
+afterAll(async () => {
+  await server?.close()
+  await receiver?.close()
+})
+
+describe(`no gap at the start (${testDatabaseKind()})`, () => {
+  it("every event appended while subscriptions are made is at or below `after`, or owed", async () => {
+    const publicId = "DET-V1-NO-GAP-0001"
+    let n = 0
+    expect((await putDetermination(server, publicId, determinationBody(asOf, { tier: "T1" }))).status).toBe(201)
+    const made: Array<{ after: number; pendingThrough: number; id: string }> = []
+    for (let round = 0; round < 8; round++) {
+      const puts = Array.from({ length: 3 }, () => { n += 1; return putDetermination(server, publicId, determinationBody(asOf, { tier: tiers[n % 4]!, eligible: n % 2 === 0 })) })
+      const subs = Array.from({ length: 8 }, (_, i) => request(server, "POST", "/api/v1/subscriptions", {
+        bearer: key.api_key, body: { public_id: publicId, webhook_url: receiver.url(`/gap/${round}/${i}`) }
+      }))
+      const [, replies] = await Promise.all([Promise.all(puts), Promise.all(subs)])
+      for (const reply of replies) {
+        expect(reply.status, reply.text).toBe(201)
+        made.push({ id: reply.body.subscription_id, after: reply.body.after, pendingThrough: 0 })
+      }
+    }
+    const head = (await request(server, "GET", `/api/v1/events?public_id=${publicId}&limit=1000`, { bearer: key.api_key })).body.events.length
+    for (const sub of made) {
+      const body = (await request(server, "GET", `/api/v1/subscriptions/${sub.id}`, { bearer: key.api_key })).body
+      // pending_through = delivered_through + pending: every sequence up to the head is covered by after or owed.
+      expect(Math.max(body.after, body.delivered_through + body.pending), JSON.stringify(body)).toBe(head)
+    }
+  }, 120_000)
+})
+
+describe(`v1a signatures (${testDatabaseKind()})`, () => {
+  it("serves the signing key, issues no secret for v1a, and signs deliveries the client verifies with it", async () => {
+    const publicId = "DET-V1-V1A-0001"
+    expect((await putDetermination(server, publicId, determinationBody(asOf, { tier: "T1" }))).status).toBe(201)
+    const signing = await request(server, "GET", "/api/v1/webhooks/signing-key")
+    expect(signing.status).toBe(200)
+    expect(signing.body.public_key).toMatch(/^whpk_[A-Za-z0-9+/]{43}=$/)
+    expect(signing.body.kid).toMatch(/^[0-9a-f]{16}$/)
+    const created = await request(server, "POST", "/api/v1/subscriptions", {
+      bearer: key.api_key, body: { public_id: publicId, webhook_url: receiver.url("/v1a"), signature_scheme: "v1a" }
+    })
+    expect(created.status, created.text).toBe(201)
+    expect(created.body.signature_scheme).toBe("v1a")
+    expect(created.body).not.toHaveProperty("webhook_secret")
+    expectProblem(await request(server, "POST", `/api/v1/subscriptions/${created.body.subscription_id}/rotate-secret`, { bearer: key.api_key }), 404, "not-found")
+    expect((await putDetermination(server, publicId, determinationBody(asOf, { tier: "T2" }))).status).toBe(200)
+    const deadline = Date.now() + 15_000
+    while (!receiver.received.some((r) => r.path === "/v1a") && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100))
+    const delivery = receiver.received.find((r) => r.path === "/v1a")!
+    expect(delivery.headers["webhook-signature"]).toMatch(/^v1a,/)
+    expect(verifyWebhook(signing.body.public_key, delivery.headers, delivery.body).ok).toBe(true)
+  }, 60_000)
+
+  it("refuses another scheme, and a scheme without webhook_url, at /signature_scheme, and changes nothing", async () => {
+    const before = (await request(server, "GET", "/api/v1/subscriptions?limit=100", { bearer: key.api_key })).body.subscriptions.length
+    for (const body of [
+      { public_id: "DET-V1-V1A-0001", webhook_url: receiver.url("/bad"), signature_scheme: "v2" },
+      { public_id: "DET-V1-V1A-0001", signature_scheme: "v1a" }
+    ]) {
+      const reply = await request(server, "POST", "/api/v1/subscriptions", { bearer: key.api_key, body })
+      expectProblem(reply, 422, "validation-failed")
+      expect(reply.body.errors.map((e: { pointer: string }) => e.pointer)).toEqual(["/signature_scheme"])
+    }
+    expect((await request(server, "GET", "/api/v1/subscriptions?limit=100", { bearer: key.api_key })).body.subscriptions.length).toBe(before)
+  })
+})
