@@ -92,7 +92,7 @@ const get = (url: string, timeoutMs: number) =>
       return failed("unreachable", `UNREACHABLE: GET ${url}: ${why}`)
     }
   }).pipe(Effect.flatMap(({ status, text }) =>
-    status === 200 ? Effect.succeed(text) : Effect.fail(failed("unreachable", `UNREACHABLE: GET ${new URL(url).pathname} answered ${status}: ${text.slice(0, 200)}`))))
+    status === 200 ? Effect.succeed(text) : Effect.fail(failed("unreachable", `UNREACHABLE: GET ${new URL(url).pathname} answered ${status}: ${text.trim().slice(0, 200)}`))))
 
 const getJson = (url: string, timeoutMs: number) =>
   Effect.flatMap(get(url, timeoutMs), (text) =>
