@@ -38,7 +38,9 @@ export default defineConfig(async () => {
   // databases themselves (a data directory, then a scratch PostgreSQL database), so both projects ran the same tests.
   const databaseFree = [
     ...["openapi", "origin", "clientAddress", "slowClients", "keepAlive", "fuzz"].map((name) => `test/http/${name}.http.test.ts`),
-    "test/witness/process.http.test.ts"
+    "test/witness/process.http.test.ts",
+    // `pv log monitor` against a fake log on loopback: no database at all.
+    "test/cli/monitor.http.test.ts"
   ]
   const faults = ["test/faults/**/*.test.ts"]
   const browser = ["test/web/**/*.browser.test.ts"]

@@ -1,13 +1,36 @@
 import { createHash } from "node:crypto"
 import { readFile, rename, writeFile } from "node:fs/promises"
 import { Console, Data, Effect } from "effect"
-import { verifyCheckpointConsistency, witnessQuorumProblem } from "../client/log.js"
+import { type ConsistencyFailure, parsePolicy, verifyCheckpointConsistency, witnessQuorumProblem, type WitnessPolicy } from "../client/log.js"
 import { openCheckpoint, peekCheckpoint } from "../log/Checkpoint.js"
 import { hexOf } from "../log/Merkle.js"
-import { parseVerifierKey, type NoteVerifier } from "../log/Note.js"
+import { parseVerifierKey, verifierKeyOf, type NoteVerifier } from "../log/Note.js"
 import { parseLogWitness } from "../platform/Config.js"
+import { hasWitnesses } from "../verify/Bundle.js"
+import { verifySync } from "../verify/NodeCrypto.js"
+import { policyLogKey } from "../verify/Policy.js"
 
 export type MonitorFailure = "unreachable" | "bad_key" | "bad_signature" | "witness_quorum" | "rollback" | "fork" | "state"
+
+/**
+ * `pv log monitor`'s exit code for each outcome (docs/API.md, "Monitor"): a fork (a proof that fails to
+ * verify, or two signed checkpoints that disagree) and a rollback are the log's misbehaviour proven; an
+ * unreachable or erroring log proves nothing and has a code of its own, so a cron job can tell them apart.
+ */
+export const MonitorExitCodes: Readonly<Record<MonitorFailure | "ok" | "usage", number>> = {
+  ok: 0,
+  usage: 1,
+  state: 1,
+  bad_key: 1,
+  fork: 2,
+  rollback: 3,
+  unreachable: 4,
+  witness_quorum: 5,
+  bad_signature: 6
+}
+
+/** Every request's limit (connect, answer and body) unless --timeout says otherwise. */
+export const DefaultMonitorTimeoutMs = 10_000
 
 /** `pv log monitor` found a problem (or could not check): the message says which. */
 export class LogMonitorFailed extends Data.TaggedError("LogMonitorFailed")<{ readonly failure: MonitorFailure; readonly message: string }> {}
@@ -16,7 +39,10 @@ export interface LogMonitorOptions {
   readonly baseUrl: string
   /** Keeps the pinned key and the last checkpoint that passed. */
   readonly state: string
-  /** Pins the log's note verifier key; else the one recorded in the state file, else GET /log/key on the first run. */
+  /**
+   * Pins the log's note verifier key; else the policy's key for the checkpoint's origin, else the one
+   * recorded in the state file, else GET /log/key on the first run.
+   */
   readonly verifierKey?: string | undefined
   /**
    * Witnesses to pin (--witness, repeatable): a cosignature/v1 verifier key, or `<monitoring URL prefix>=<key>`
@@ -27,6 +53,13 @@ export interface LogMonitorOptions {
   readonly witnesses?: ReadonlyArray<string> | undefined
   /** How many of them (--quorum; default: all). */
   readonly quorum?: number | undefined
+  /**
+   * A C2SP tlog-policy's text (--policy FILE): its quorum must be met, its log key pins the log's, and its
+   * witnesses with a URL are asked like `--witness URL=KEY`.
+   */
+  readonly policy?: string | undefined
+  /** Each request's time limit in ms (--timeout; default 10 s). */
+  readonly timeoutMs?: number | undefined
 }
 
 /** What the state file holds between runs. */
@@ -46,19 +79,31 @@ const failed = (failure: MonitorFailure, message: string) => new LogMonitorFaile
 
 const trimmed = (baseUrl: string) => baseUrl.replace(/\/+$/, "")
 
-const get = (url: string) =>
+/** A GET within `timeoutMs` (answer and body): its text when it answered 200, else the log is unreachable. */
+const get = (url: string, timeoutMs: number) =>
   Effect.tryPromise({
     try: async () => {
-      const response = await fetch(url)
+      const response = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) })
       return { status: response.status, text: await response.text() }
     },
-    catch: (error) => failed("unreachable", `cannot reach ${new URL(url).origin}: ${String((error as Error).message ?? error)}`)
+    catch: (error) => {
+      const cause = error as Error
+      const why = cause.name === "TimeoutError" ? `no complete answer within ${timeoutMs} ms` : String(cause.message ?? error)
+      return failed("unreachable", `UNREACHABLE: GET ${url}: ${why}`)
+    }
   }).pipe(Effect.flatMap(({ status, text }) =>
-    status === 200 ? Effect.succeed(text) : Effect.fail(failed("unreachable", `GET ${new URL(url).pathname} answered ${status}: ${text.slice(0, 200)}`))))
+    status === 200 ? Effect.succeed(text) : Effect.fail(failed("unreachable", `UNREACHABLE: GET ${new URL(url).pathname} answered ${status}: ${text.trim().slice(0, 200)}`))))
 
-const getJson = (url: string) =>
-  Effect.flatMap(get(url), (text) =>
-    Effect.try({ try: () => JSON.parse(text) as Record<string, unknown>, catch: () => failed("unreachable", `GET ${new URL(url).pathname} did not answer JSON`) }))
+const getJson = (url: string, timeoutMs: number) =>
+  Effect.flatMap(get(url, timeoutMs), (text) =>
+    Effect.try({
+      try: () => {
+        const value = JSON.parse(text) as unknown
+        if (typeof value !== "object" || value === null || Array.isArray(value)) throw new Error("not an object")
+        return value as Record<string, unknown>
+      },
+      catch: () => failed("unreachable", `UNREACHABLE: GET ${new URL(url).pathname} did not answer a JSON object`)
+    }))
 
 const readState = (file: string): Effect.Effect<MonitorState | undefined, LogMonitorFailed> =>
   Effect.tryPromise({
@@ -90,20 +135,47 @@ const writeState = (file: string, state: MonitorState) =>
     catch: (error) => failed("state", `cannot write ${file}: ${String((error as Error).message ?? error)}`)
   })
 
+/** Why a consistency check failed, as the monitor reports it: only a proof that fails or signed checkpoints that disagree are a fork. */
+const consistencyFailure = (failure: ConsistencyFailure): MonitorFailure => {
+  switch (failure) {
+    case "rollback":
+    case "witness_quorum":
+    case "fork":
+      return failure
+    case "inconsistent":
+      return "fork"
+    case "malformed_proof":
+      return "unreachable"
+    case "older_checkpoint":
+      return "state"
+    case "newer_checkpoint":
+      return "bad_signature"
+  }
+}
+
+const label = (failure: MonitorFailure) => (failure === "witness_quorum" ? "WITNESS QUORUM NOT MET" : failure.toUpperCase())
+
+/** A consistency path fetched from the log: an answer without one is an erroring log, not a fork. */
+const consistencyPath = (base: string, first: number, second: number, timeoutMs: number) =>
+  first === second
+    ? Effect.succeed<unknown>([])
+    : Effect.map(getJson(`${base}/log/proof/consistency?first=${first}&second=${second}`, timeoutMs), (proof) => proof.consistency_path)
+
 /**
  * C2SP tlog-witness's monitoring API: the latest checkpoint the witness cosigned for this log
  * (`GET <prefix>/<hex SHA-256 of the origin>/checkpoint`). It must be signed by the log and cosigned by
  * the witness, and the log must prove it consistent with the checkpoint the log shows this monitor
- * (either way round): otherwise the log showed the witness another history, a fork. A witness that is
- * unreachable or has cosigned nothing yet is reported, not failed.
+ * (either way round): a proof that fails, or two signed checkpoints of one size with different roots, is
+ * a fork. A witness that is unreachable or has cosigned nothing yet is reported, not failed; a log that
+ * does not answer the proof is unreachable.
  */
-const askWitness = (base: string, url: string, witnessKey: string, logKey: NoteVerifier, logNote: string) =>
+const askWitness = (base: string, url: string, witnessKey: string, logKey: NoteVerifier, logNote: string, timeoutMs: number) =>
   Effect.gen(function*() {
     const logCheckpoint = peekCheckpoint(logNote)
     if (!logCheckpoint.ok) return
     const originHash = createHash("sha256").update(logCheckpoint.value.origin, "utf8").digest("hex")
     const answer = yield* Effect.result(Effect.tryPromise(async () => {
-      const response = await fetch(`${trimmed(url)}/${originHash}/checkpoint`)
+      const response = await fetch(`${trimmed(url)}/${originHash}/checkpoint`, { signal: AbortSignal.timeout(timeoutMs) })
       return { status: response.status, text: await response.text() }
     }))
     if (answer._tag === "Failure" || (answer.success.status !== 200 && answer.success.status !== 404)) {
@@ -116,56 +188,78 @@ const askWitness = (base: string, url: string, witnessKey: string, logKey: NoteV
     }
     const seen = answer.success.text
     const opened = openCheckpoint(seen, logKey)
-    if (!opened.ok) return yield* Effect.fail(failed("bad_signature", `the checkpoint witness ${url} serves is not the log's: ${opened.detail}`))
+    if (!opened.ok) return yield* Effect.fail(failed("bad_signature", `BAD_SIGNATURE: the checkpoint witness ${url} serves is not the log's: ${opened.detail}`))
     const cosigned = witnessQuorumProblem(seen, { witnesses: [witnessKey], quorum: 1 })
-    if (!cosigned.ok) return yield* Effect.fail(failed("witness_quorum", `the checkpoint witness ${url} serves: ${cosigned.detail}`))
+    if (!cosigned.ok) return yield* Effect.fail(failed("witness_quorum", `WITNESS QUORUM NOT MET: the checkpoint witness ${url} serves: ${cosigned.detail}`))
     const [older, newer] = opened.value.size <= logCheckpoint.value.size ? [seen, logNote] : [logNote, seen]
     const first = Math.min(opened.value.size, logCheckpoint.value.size)
     const second = Math.max(opened.value.size, logCheckpoint.value.size)
-    let path: unknown = []
-    if (first !== second) {
-      const proof = yield* Effect.result(getJson(`${base}/log/proof/consistency?first=${first}&second=${second}`))
-      if (proof._tag === "Failure") {
-        return yield* Effect.fail(failed("fork", `FORK: witness ${url} cosigned a tree of size ${opened.value.size} that the log cannot prove consistent with its size ${logCheckpoint.value.size}: ${proof.failure.message}`))
-      }
-      path = proof.success.consistency_path
-    }
+    const path = yield* consistencyPath(base, first, second, timeoutMs).pipe(
+      Effect.mapError((error) =>
+        failed("unreachable", `${error.message} (asked to prove witness ${url}'s size ${opened.value.size} consistent with the log's ${logCheckpoint.value.size})`))
+    )
     const verdict = verifyCheckpointConsistency(older, newer, path, logKey)
-    if (!verdict.ok) return yield* Effect.fail(failed("fork", `FORK: what witness ${url} cosigned and what the log shows differ: ${verdict.detail}`))
+    if (!verdict.ok) {
+      const failure = consistencyFailure(verdict.failure)
+      return yield* Effect.fail(failed(failure, `${label(failure)}: what witness ${url} cosigned and what the log shows: ${verdict.detail}`))
+    }
     yield* Console.log(`OK witness ${url} cosigned size ${opened.value.size}, consistent with the log's ${logCheckpoint.value.size}`)
   })
+
+/** A witness pinned with --witness (`[URL=]KEY`) or by a policy's witness line. */
+interface PinnedWitness {
+  readonly url: string | undefined
+  readonly verifierKey: string
+}
 
 /**
  * One monitoring pass over a log: fetch its latest checkpoint, check the signature with the pinned
  * key, and check it against the last checkpoint this monitor accepted (kept in the state file): a
  * smaller tree is a rollback, the same size with another root or a failing consistency proof is a
- * fork. With pinned witnesses (--witness, --quorum), the checkpoint must also carry a quorum of their
- * valid cosignatures. Only a checkpoint that passes replaces the one in the state file.
+ * fork. With pinned witnesses (--witness, --quorum, or a policy), the checkpoint must also carry a
+ * quorum of their valid cosignatures. An answer that is missing, late, not 200 or not the expected
+ * shape makes the log unreachable, never a fork. Only a checkpoint that passes replaces the one in the
+ * state file.
  */
 export const logMonitorCommand = (options: LogMonitorOptions): Effect.Effect<MonitorOutcome, LogMonitorFailed> =>
   Effect.gen(function*() {
     const base = trimmed(options.baseUrl)
+    const timeoutMs = options.timeoutMs ?? DefaultMonitorTimeoutMs
+    const policy = options.policy === undefined ? undefined : parsePolicy(options.policy)
+    if (policy !== undefined && !policy.ok) return yield* Effect.fail(failed("bad_key", `the policy: ${policy.detail}`))
     const state = yield* readState(options.state)
-    if (options.verifierKey !== undefined && state !== undefined && state.verifier_key !== options.verifierKey) {
-      return yield* Effect.fail(failed("bad_key", `--verifier-key differs from the key pinned in ${options.state} (${state.verifier_key})`))
+    const note = yield* get(`${base}/log/checkpoint`, timeoutMs)
+    const peeked = peekCheckpoint(note)
+    if (!peeked.ok) return yield* Effect.fail(failed("unreachable", `UNREACHABLE: GET /log/checkpoint did not answer a signed checkpoint: ${peeked.detail}`))
+    const policyKey = policy === undefined ? undefined : verifySync(policyLogKey(policy.value, peeked.value.origin))
+    const given = options.verifierKey ?? (policyKey === undefined ? undefined : verifierKeyOf(policyKey.name, policyKey.publicKey))
+    if (given !== undefined && state !== undefined && state.verifier_key !== given) {
+      const source = options.verifierKey === undefined ? "the policy's log key" : "--verifier-key"
+      return yield* Effect.fail(failed("bad_key", `${source} differs from the key pinned in ${options.state} (${state.verifier_key})`))
     }
-    let verifierKey = options.verifierKey ?? state?.verifier_key
+    let verifierKey = given ?? state?.verifier_key
     if (verifierKey === undefined) {
-      const key = yield* getJson(`${base}/log/key`)
-      if (typeof key.verifier_key !== "string") return yield* Effect.fail(failed("bad_key", "GET /log/key has no verifier_key"))
+      const key = yield* getJson(`${base}/log/key`, timeoutMs)
+      if (typeof key.verifier_key !== "string") return yield* Effect.fail(failed("unreachable", "UNREACHABLE: GET /log/key has no verifier_key"))
       verifierKey = key.verifier_key
       yield* Console.log(`pinned the log key from ${base}/log/key (first run): ${verifierKey}`)
     }
     const parsedKey = parseVerifierKey(verifierKey)
     if (!parsedKey.ok) return yield* Effect.fail(failed("bad_key", `the verifier key is not usable: ${parsedKey.detail}`))
-    const note = yield* get(`${base}/log/checkpoint`)
     const opened = openCheckpoint(note, parsedKey.value)
-    if (!opened.ok) return yield* Effect.fail(failed("bad_signature", `the checkpoint does not verify with ${verifierKey}: ${opened.detail}`))
+    if (!opened.ok) return yield* Effect.fail(failed("bad_signature", `BAD_SIGNATURE: the checkpoint does not verify with ${verifierKey}: ${opened.detail}`))
     const current = opened.value
-    const pinned = (options.witnesses ?? []).map((entry) => parseLogWitness(entry) ?? { url: undefined, verifierKey: entry })
-    const policy = { witnesses: pinned.map((w) => w.verifierKey), ...(options.quorum === undefined ? {} : { quorum: options.quorum }) }
-    if (policy.witnesses.length > 0) {
-      const quorum = witnessQuorumProblem(note, policy)
+    const pinned: ReadonlyArray<PinnedWitness> = [
+      ...(options.witnesses ?? []).map((entry) => parseLogWitness(entry) ?? { url: undefined, verifierKey: entry }),
+      ...(policy?.value.witnesses ?? []).map((w) => ({ url: w.url, verifierKey: w.vkey }))
+    ]
+    const witnesses: WitnessPolicy = {
+      ...(options.witnesses === undefined || options.witnesses.length === 0 ? {} : { witnesses: options.witnesses.map((entry) => parseLogWitness(entry)?.verifierKey ?? entry) }),
+      ...(options.quorum === undefined ? {} : { quorum: options.quorum }),
+      ...(policy === undefined ? {} : { policy: policy.value })
+    }
+    if (hasWitnesses(witnesses)) {
+      const quorum = witnessQuorumProblem(note, witnesses)
       if (!quorum.ok) return yield* Effect.fail(failed("witness_quorum", `WITNESS QUORUM NOT MET for the checkpoint of size ${current.size}: ${quorum.detail}`))
       yield* Console.log(`OK ${quorum.detail}`)
     }
@@ -177,22 +271,18 @@ export const logMonitorCommand = (options: LogMonitorOptions): Effect.Effect<Mon
       if (current.size < previous.value.size) {
         return yield* Effect.fail(failed("rollback", `ROLLBACK: the log now shows size ${current.size}, below the ${previous.value.size} it showed before`))
       }
-      const path = current.size === previous.value.size
-        ? []
-        : (yield* getJson(`${base}/log/proof/consistency?first=${previous.value.size}&second=${current.size}`)).consistency_path
-      const verdict = verifyCheckpointConsistency(state.checkpoint, note, path, parsedKey.value, policy)
+      const path = yield* consistencyPath(base, previous.value.size, current.size, timeoutMs)
+      const verdict = verifyCheckpointConsistency(state.checkpoint, note, path, parsedKey.value, witnesses)
       if (!verdict.ok) {
-        const failure = verdict.failure === "rollback" || verdict.failure === "witness_quorum"
-          ? verdict.failure
-          : verdict.failure === "newer_checkpoint" || verdict.failure === "older_checkpoint" ? "bad_signature" : "fork"
-        return yield* Effect.fail(failed(failure, `${failure === "fork" ? "FORK" : failure.toUpperCase()}: ${verdict.detail}`))
+        const failure = consistencyFailure(verdict.failure)
+        return yield* Effect.fail(failed(failure, `${label(failure)}: ${verdict.detail}`))
       }
       yield* Console.log(`OK ${verdict.detail}`)
     } else {
       yield* Console.log(`OK first checkpoint recorded`)
     }
     for (const witness of pinned) {
-      if (witness.url !== undefined) yield* askWitness(base, witness.url, witness.verifierKey, parsedKey.value, note)
+      if (witness.url !== undefined) yield* askWitness(base, witness.url, witness.verifierKey, parsedKey.value, note, timeoutMs)
     }
     yield* writeState(options.state, { verifier_key: verifierKey, checkpoint: note, checked_at: new Date().toISOString() })
     yield* Console.log(`size ${current.size}, root ${hexOf(current.root)}`)

@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises"
 import { Console, Data, Effect } from "effect"
-import { type BundleVerdict, verifyReceiptBundle } from "../client/log.js"
+import { type BundleVerdict, parsePolicy, verifyReceiptBundle } from "../client/log.js"
 
 /** `pv verify-receipt` failed: a step failed, or the bundle or a key could not be read. The message says which. */
 export class VerifyReceiptFailed extends Data.TaggedError("VerifyReceiptFailed")<{ readonly message: string }> {}
@@ -16,6 +16,8 @@ export interface VerifyReceiptOptions {
   readonly witnesses?: ReadonlyArray<string> | undefined
   /** How many of them must have cosigned the checkpoint (--quorum; default: all). */
   readonly quorum?: number | undefined
+  /** A C2SP tlog-policy file (--policy): its quorum must be met; its log key pins the log's unless --verifier-key does. */
+  readonly policy?: string | undefined
 }
 
 const failed = (message: string) => new VerifyReceiptFailed({ message })
@@ -25,6 +27,16 @@ const readJson = (file: string, what: string) =>
     try: async () => JSON.parse(await readFile(file, "utf8")) as unknown,
     catch: (error) => failed(`cannot read ${what} ${file}: ${String((error as Error).message ?? error)}`)
   })
+
+/** A policy file, parsed: an error names the file and the line. */
+const readPolicy = (file: string) =>
+  Effect.tryPromise({
+    try: () => readFile(file, "utf8"),
+    catch: (error) => failed(`cannot read the policy ${file}: ${String((error as Error).message ?? error)}`)
+  }).pipe(Effect.flatMap((text) => {
+    const parsed = parsePolicy(text)
+    return parsed.ok ? Effect.succeed(parsed.value) : Effect.fail(failed(`the policy ${file}: ${parsed.detail}`))
+  }))
 
 const mark = (step: BundleVerdict["steps"][number]) => (!step.checked ? "-" : step.ok ? "✓" : "✗")
 
@@ -40,7 +52,9 @@ export const verifyReceiptCommand = (options: VerifyReceiptOptions): Effect.Effe
     if (jwks !== undefined && (typeof jwks !== "object" || jwks === null || !Array.isArray((jwks as { keys?: unknown }).keys))) {
       return yield* Effect.fail(failed(`${options.jwks} is not a JWKS ({ "keys": [...] }, as GET /api/v1/events/keys returns)`))
     }
+    const policy = options.policy === undefined ? undefined : yield* readPolicy(options.policy)
     const verdict = verifyReceiptBundle(bundle, {
+      ...(policy === undefined ? {} : { policy }),
       ...(options.verifierKey === undefined ? {} : { verifierKey: options.verifierKey }),
       ...(jwks === undefined ? {} : { receiptKeys: jwks as { keys: ReadonlyArray<unknown> } }),
       ...(options.witnesses === undefined ? {} : { witnesses: options.witnesses }),
@@ -48,7 +62,7 @@ export const verifyReceiptCommand = (options: VerifyReceiptOptions): Effect.Effe
     })
     for (const step of verdict.steps) yield* Console.log(`${mark(step)} ${step.step}: ${step.detail}`)
     if (verdict.keys.verifier_key === "bundle") yield* Console.log("note: the log key was not pinned (--verifier-key): the bundle vouched for itself")
-    if (options.witnesses === undefined || options.witnesses.length === 0) {
+    if ((options.witnesses === undefined || options.witnesses.length === 0) && policy === undefined) {
       yield* Console.log("note: no witness was pinned (--witness): nothing shows that others saw the same checkpoint")
     }
     if (verdict.keys.receipt_key === "bundle") yield* Console.log("note: the receipt key was not pinned (--jwks): the bundle vouched for itself")

@@ -7,12 +7,23 @@ import { hashesFromHex, hashEquals, hexOf, verifyConsistency } from "../log/Merk
 import type { NoteVerifier } from "../log/Note.js"
 import { verifyReceiptBundle as checkReceiptBundle, witnessQuorum, hasWitnesses, type BundleVerdict, type BundleVerifyOptions, type WitnessPolicy } from "../verify/Bundle.js"
 import { verifySync } from "../verify/NodeCrypto.js"
+import type { Checked } from "../verify/Checked.js"
 import { openCheckpoint } from "../verify/Note.js"
+import { parsePolicy as parseTlogPolicy, type TlogPolicy } from "../verify/Policy.js"
 
 export type { ReceiptProofBundle, SignedRelianceReceipt } from "../log/ReceiptProof.js"
 export type { ConsistencyProof, InclusionProof } from "../log/Merkle.js"
 
 export type { BundleStep, BundleStepResult, BundleVerdict, BundleVerifyOptions, ReceiptKeys, WitnessPolicy } from "../verify/Bundle.js"
+export type { PolicyGroup, PolicyLog, PolicyWitness, TlogPolicy } from "../verify/Policy.js"
+export { serializePolicy } from "../verify/Policy.js"
+
+/**
+ * A C2SP tlog-policy's text (GET /log/policy, or a relying party's own file), parsed and its keys
+ * checked; a refusal names the line. The parsed policy (or the text itself) goes in `policy` of the
+ * verifiers' options.
+ */
+export const parsePolicy = (text: string): Checked<TlogPolicy> => verifySync(parseTlogPolicy(text))
 
 /** Whether a quorum of the pinned witnesses validly cosigned a checkpoint note, and the detail either way. */
 export const witnessQuorumProblem = (note: unknown, policy: WitnessPolicy): { readonly ok: boolean; readonly detail: string } =>

@@ -69,6 +69,15 @@ const keyEndpoint =
     .annotate(OpenApi.Summary, "The log's origin and note verifier key")
     .annotate(OpenApi.Description, "Pin verifier_key once (e.g. in `pv log monitor`); checkpoints are signed by it. " + perAddress)
 
+const policyEndpoint =
+  HttpApiEndpoint.get("policy", "/log/policy", { success: Note, error: groupErrors })
+    .annotate(OpenApi.Summary, "The deployment's witness policy (C2SP tlog-policy)")
+    .annotate(OpenApi.Description,
+      "`log <verifier key>`, one `witness <name> <vkey> <submission URL>` line per configured witness (PV_LOG_WITNESSES or " +
+      "PV_LOG_WITNESS_POLICY), and the quorum /log/checkpoint meets: `quorum none` without witnesses, the witness itself for " +
+      "one, else `group quorum all|any|<k> <names>` and `quorum quorum`. Give it to `pv verify-receipt --policy`, " +
+      "`pv log monitor --policy` or the client module's verifiers (`policy`). " + perAddress)
+
 const tileEndpoint =
   HttpApiEndpoint.get("tile", "/log/tile/*", { success: Tile, error: [NotFound, ...groupErrors] })
     .annotate(OpenApi.Summary, "Hash tiles and entry bundles (C2SP tlog-tiles)")
@@ -99,7 +108,7 @@ const consistencyEndpoint =
       "A size beyond the latest checkpoint, or first > second, is 400 validation-failed. " + perAddress)
 
 export class LogApi extends HttpApiGroup.make("log")
-  .add(checkpointEndpoint, keyEndpoint, tileEndpoint, inclusionEndpoint, consistencyEndpoint)
+  .add(checkpointEndpoint, keyEndpoint, policyEndpoint, tileEndpoint, inclusionEndpoint, consistencyEndpoint)
   .prefix("/api/v1")
   .annotate(OpenApi.Title, "Transparency log") {}
 
@@ -109,5 +118,5 @@ export class LogApi extends HttpApiGroup.make("log")
  * them once, under /api/v1.
  */
 export class RootLogApi extends HttpApiGroup.make("rootLog")
-  .add(checkpointEndpoint, keyEndpoint, tileEndpoint, inclusionEndpoint, consistencyEndpoint)
+  .add(checkpointEndpoint, keyEndpoint, policyEndpoint, tileEndpoint, inclusionEndpoint, consistencyEndpoint)
   .annotate(OpenApi.Exclude, true) {}

@@ -5,6 +5,7 @@ import { ClientAddresses } from "../access/ClientAddress.js"
 import { RateLimits } from "../access/RateLimits.js"
 import { Api } from "../api/Api.js"
 import { AppConfig } from "../platform/Config.js"
+import { countedPolicy, serializePolicy } from "../verify/Policy.js"
 import { TransparencyLog } from "./TransparencyLog.js"
 
 const ImmutableTile = "public, max-age=31536000, immutable"
@@ -21,7 +22,8 @@ const makeHandlers = Effect.gen(function*() {
   const log = yield* TransparencyLog
   const limits = yield* RateLimits
   const addresses = yield* ClientAddresses
-  const { logRateLimitPerMinute } = yield* AppConfig
+  const { logRateLimitPerMinute, logWitnesses, logWitnessQuorum } = yield* AppConfig
+  const policy = serializePolicy(countedPolicy(log.key.verifier_key, logWitnesses.map((w) => ({ vkey: w.verifierKey, url: w.url })), logWitnessQuorum))
   const limited = <A, E, R>(request: HttpServerRequest.HttpServerRequest, work: Effect.Effect<A, E, R>) =>
     Effect.andThen(limits.consumeAddress("log", addresses.of(request), logRateLimitPerMinute), work)
   type Args = { readonly request: HttpServerRequest.HttpServerRequest }
@@ -31,6 +33,8 @@ const makeHandlers = Effect.gen(function*() {
       limited(request, log.checkpoint).pipe(Effect.map((note) =>
         HttpServerResponse.text(note, { contentType: "text/plain; charset=utf-8", headers: { "cache-control": "no-cache" } }))),
     key: ({ request }: Args) => limited(request, Effect.succeed(log.key)),
+    policy: ({ request }: Args) =>
+      limited(request, Effect.succeed(HttpServerResponse.text(policy, { contentType: "text/plain; charset=utf-8" }))),
     tile: ({ request }: Args) =>
       limited(request, log.tile(tilePathOf(request.url))).pipe(Effect.map(({ bytes, full }) =>
         HttpServerResponse.uint8Array(bytes, {
@@ -46,10 +50,10 @@ const makeHandlers = Effect.gen(function*() {
 export const LogHttpLive = Layer.merge(
   HttpApiBuilder.group(Api, "log", (handlers) =>
     Effect.map(makeHandlers, (h) =>
-      handlers.handle("checkpoint", h.checkpoint).handle("key", h.key).handle("tile", h.tile)
+      handlers.handle("checkpoint", h.checkpoint).handle("key", h.key).handle("policy", h.policy).handle("tile", h.tile)
         .handle("inclusion", h.inclusion).handle("consistency", h.consistency))),
   HttpApiBuilder.group(Api, "rootLog", (handlers) =>
     Effect.map(makeHandlers, (h) =>
-      handlers.handle("checkpoint", h.checkpoint).handle("key", h.key).handle("tile", h.tile)
+      handlers.handle("checkpoint", h.checkpoint).handle("key", h.key).handle("policy", h.policy).handle("tile", h.tile)
         .handle("inclusion", h.inclusion).handle("consistency", h.consistency)))
 )

@@ -1,7 +1,10 @@
+import { readFileSync } from "node:fs"
 import { isIP } from "node:net"
 import { Config, ConfigProvider, Context, Effect, Layer, Option, Redacted, Schema, SchemaIssue } from "effect"
 import { parseCosignerKey } from "../log/Cosignature.js"
 import { isValidKeyName } from "../log/Note.js"
+import { verifySync } from "../verify/NodeCrypto.js"
+import { countedQuorumOf, parsePolicy } from "../verify/Policy.js"
 
 /**
  * The service's settings, read once through Effect's ConfigProvider and validated: a bad value stops the
@@ -65,6 +68,11 @@ export interface AppConfigShape extends LaunchSettings {
   readonly logWitnesses: ReadonlyArray<LogWitnessSetting>
   /** Valid cosignatures a checkpoint needs before /log/checkpoint serves it (PV_LOG_WITNESS_QUORUM; default: every witness). */
   readonly logWitnessQuorum: number
+  /**
+   * PV_LOG_WITNESS_POLICY: a C2SP tlog-policy file giving the witnesses (each with its submission URL) and
+   * the quorum instead of PV_LOG_WITNESSES and PV_LOG_WITNESS_QUORUM, which it fills in when read.
+   */
+  readonly logWitnessPolicy: Option.Option<string>
   /**
    * At most one submission to each witness per this many ms, from one submission's start to the next
    * (PV_LOG_WITNESS_INTERVAL_MS): each submission carries the latest checkpoint, covering every one since.
@@ -267,6 +275,7 @@ const settings: Config.Config<AppConfigShape> = Config.all({
   logWitnessQuorum: integer("PV_LOG_WITNESS_QUORUM", "PV_LOG_WITNESS_QUORUM must be a positive integer", (n) => n > 0).pipe(
     Config.withDefault(0)
   ),
+  logWitnessPolicy: Config.String("PV_LOG_WITNESS_POLICY").pipe(Config.option),
   logWitnessIntervalMs: integer(
     "PV_LOG_WITNESS_INTERVAL_MS",
     "PV_LOG_WITNESS_INTERVAL_MS must be an integer from 1 to 60000 (ms between submissions to one witness)",
@@ -310,15 +319,52 @@ const requiredKey = (variable: string, signs: string) =>
       "PV_DEV_EPHEMERAL_KEYS=true allows a throw-away key per process in development"
   )
 
-/** The quorum defaults to every witness, and cannot ask for more witnesses than there are. */
-const withQuorum = (config: AppConfigShape): Effect.Effect<AppConfigShape, Config.ConfigError> => {
-  const count = config.logWitnesses.length
-  if (config.logWitnessQuorum === 0) return Effect.succeed({ ...config, logWitnessQuorum: count })
-  if (config.logWitnessQuorum > count) {
-    return Effect.fail(refusal("PV_LOG_WITNESS_QUORUM", `PV_LOG_WITNESS_QUORUM (${config.logWitnessQuorum}) is more than the ${count} witness(es) in PV_LOG_WITNESSES`))
+/**
+ * PV_LOG_WITNESS_POLICY's file, read into the witnesses and quorum it stands for: every witness needs its
+ * submission URL (http or https), and the quorum must be k of all the witnesses (countedQuorumOf).
+ */
+const witnessesFromPolicy = (config: AppConfigShape, file: string): Effect.Effect<AppConfigShape, Config.ConfigError> => {
+  const refuse = (message: string) => Effect.fail(refusal("PV_LOG_WITNESS_POLICY", `PV_LOG_WITNESS_POLICY (${file}): ${message}`))
+  if (config.logWitnesses.length > 0 || config.logWitnessQuorum !== 0) {
+    return refuse("set either PV_LOG_WITNESS_POLICY or PV_LOG_WITNESSES and PV_LOG_WITNESS_QUORUM, not both")
   }
-  return Effect.succeed(config)
+  let text: string
+  try {
+    text = readFileSync(file, "utf8")
+  } catch (error) {
+    return refuse(`cannot be read: ${(error as Error).message}`)
+  }
+  const policy = verifySync(parsePolicy(text))
+  if (!policy.ok) return refuse(policy.detail)
+  const counted = countedQuorumOf(policy.value)
+  if (!counted.ok) return refuse(counted.detail)
+  const unreachable = counted.value.witnesses.find((w) => w.url === undefined || !isHttpUrl(w.url))
+  if (unreachable !== undefined) return refuse(`witness ${unreachable.name} needs its submission URL (http:// or https://) after its key`)
+  return Effect.succeed({
+    ...config,
+    logWitnesses: counted.value.witnesses.map((w) => ({ url: w.url!.replace(/\/+$/, ""), verifierKey: w.vkey })),
+    logWitnessQuorum: counted.value.quorum
+  })
 }
+
+/**
+ * The witnesses come from PV_LOG_WITNESSES or PV_LOG_WITNESS_POLICY; a witness key listed twice is refused
+ * (it would count twice toward the quorum); the quorum defaults to every witness, and cannot ask for more
+ * witnesses than there are.
+ */
+const withQuorum = (given: AppConfigShape): Effect.Effect<AppConfigShape, Config.ConfigError> =>
+  Effect.gen(function*() {
+    const config = Option.isSome(given.logWitnessPolicy) ? yield* witnessesFromPolicy(given, given.logWitnessPolicy.value) : given
+    const keys = config.logWitnesses.map((w) => w.verifierKey.split("+").slice(0, 2).join("+"))
+    const twice = keys.find((key, i) => keys.indexOf(key) !== i)
+    if (twice !== undefined) return yield* Effect.fail(refusal("PV_LOG_WITNESSES", `PV_LOG_WITNESSES lists the witness key ${twice} twice`))
+    const count = config.logWitnesses.length
+    if (config.logWitnessQuorum === 0) return { ...config, logWitnessQuorum: count }
+    if (config.logWitnessQuorum > count) {
+      return yield* Effect.fail(refusal("PV_LOG_WITNESS_QUORUM", `PV_LOG_WITNESS_QUORUM (${config.logWitnessQuorum}) is more than the ${count} witness(es) in PV_LOG_WITNESSES`))
+    }
+    return config
+  })
 
 /** The settings without the rules on signing keys: `pv witness serve` reads these (it signs with its own key). */
 export const baseAppConfig: Config.Config<AppConfigShape> = settings.pipe(Config.mapEffect(withQuorum))

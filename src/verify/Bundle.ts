@@ -3,7 +3,8 @@ import { kidOf, rawKeysFromJwks, signatureBytes } from "./Chain.js"
 import { accept, refuse, type Checked } from "./Checked.js"
 import { canonicalJson, sha256Hex } from "./Jcs.js"
 import { leafHash, verifyInclusion } from "./Merkle.js"
-import { isNoteKey, openCheckpoint, parseCosignerKey, parseVerifierKey, peekCheckpoint, requireQuorum, type NoteKey } from "./Note.js"
+import { distinctWitnesses, isNoteKey, openCheckpoint, parseCosignerKey, parseVerifierKey, peekCheckpoint, requireQuorum, type NoteKey } from "./Note.js"
+import { parsePolicy, policyLogKey, policyQuorum, type TlogPolicy } from "./Policy.js"
 import { ed25519Key, ed25519Verify, type Verifying } from "./Run.js"
 
 /**
@@ -55,6 +56,11 @@ export type ReceiptKeys = { readonly keys: ReadonlyArray<unknown> } | Uint8Array
 export interface WitnessPolicy {
   readonly witnesses?: ReadonlyArray<string | NoteKey>
   readonly quorum?: number
+  /**
+   * A C2SP tlog-policy (its text, or parsed): its quorum must be met as well, and its log keys stand in
+   * for `verifierKey` when that is not given.
+   */
+  readonly policy?: string | TlogPolicy
   /** The verifier's time in POSIX seconds (default: now): a cosignature more than 60 s after it is refused. */
   readonly nowSeconds?: number
 }
@@ -228,10 +234,41 @@ function* checkpointStep(bundle: Record<string, unknown>, pinned: string | NoteK
   return stepOf("checkpoint_signature", true, `checkpoint of ${opened.value.origin} at size ${opened.value.size} is signed by ${source}`)
 }
 
-export const hasWitnesses = (policy: WitnessPolicy): boolean => policy.witnesses !== undefined && policy.witnesses.length > 0
+const pinsWitnesses = (policy: WitnessPolicy): boolean => policy.witnesses !== undefined && policy.witnesses.length > 0
 
-/** Whether a quorum of the pinned witnesses validly cosigned a checkpoint note, and the detail either way. */
+/** The policy given as text or parsed, parsed (an error names its line). */
+export function* policyOf(policy: string | TlogPolicy): Verifying<Checked<TlogPolicy>> {
+  return typeof policy === "string" ? yield* parsePolicy(policy) : accept(policy)
+}
+
+/** Whether a checkpoint must carry cosignatures: witnesses are pinned, or a policy is given (its quorum may be `none`). */
+export const hasWitnesses = (policy: WitnessPolicy): boolean => pinsWitnesses(policy) || policy.policy !== undefined
+
+/**
+ * Whether a quorum of the pinned witnesses validly cosigned a checkpoint note, and the detail either
+ * way; with a policy, whether its quorum is met (and the pinned witnesses' too, when both are given).
+ */
 export function* witnessQuorum(note: unknown, policy: WitnessPolicy): Verifying<{ readonly ok: boolean; readonly detail: string }> {
+  const nowSeconds = policy.nowSeconds ?? Math.floor(Date.now() / 1000)
+  if (policy.policy === undefined) return yield* pinnedQuorum(note, policy, nowSeconds)
+  const parsed = yield* policyOf(policy.policy)
+  if (!parsed.ok) return { ok: false, detail: `the policy: ${parsed.detail}` }
+  const met = yield* policyQuorum(note, parsed.value, nowSeconds)
+  if (!met.ok || !pinsWitnesses(policy)) return met.ok ? { ok: true, detail: met.value } : met
+  const pinned = yield* pinnedQuorum(note, policy, nowSeconds)
+  return pinned.ok ? { ok: true, detail: `${met.value}; ${pinned.detail}` } : pinned
+}
+
+/** The log key a policy pins for a checkpoint note's origin (undefined without a policy, or one that lists no log or does not parse). */
+export function* policyVerifierKey(options: WitnessPolicy, checkpoint: unknown): Verifying<NoteKey | undefined> {
+  if (options.policy === undefined) return undefined
+  const parsed = yield* policyOf(options.policy)
+  if (!parsed.ok) return undefined
+  const peeked = peekCheckpoint(checkpoint)
+  return yield* policyLogKey(parsed.value, peeked.ok ? peeked.value.origin : undefined)
+}
+
+function* pinnedQuorum(note: unknown, policy: WitnessPolicy, nowSeconds: number): Verifying<{ readonly ok: boolean; readonly detail: string }> {
   const verifiers: Array<NoteKey> = []
   for (const witness of policy.witnesses ?? []) {
     if (typeof witness !== "string") {
@@ -242,15 +279,15 @@ export function* witnessQuorum(note: unknown, policy: WitnessPolicy): Verifying<
     if (!parsed.ok) return { ok: false, detail: `the witness key ${witness} is not usable: ${parsed.detail}` }
     verifiers.push(parsed.value)
   }
-  const quorum = policy.quorum ?? verifiers.length
-  if (!Number.isSafeInteger(quorum) || quorum < 1 || quorum > verifiers.length) {
-    return { ok: false, detail: `the quorum ${shown(policy.quorum)} is not between 1 and the ${verifiers.length} pinned witness(es)` }
+  const distinct = distinctWitnesses(verifiers)
+  const quorum = policy.quorum ?? distinct.length
+  if (!Number.isSafeInteger(quorum) || quorum < 1 || quorum > distinct.length) {
+    return { ok: false, detail: `the quorum ${shown(policy.quorum)} is not between 1 and the ${distinct.length} distinct pinned witness(es)` }
   }
-  const nowSeconds = policy.nowSeconds ?? Math.floor(Date.now() / 1000)
-  const checked = yield* requireQuorum(note, verifiers, quorum, nowSeconds)
+  const checked = yield* requireQuorum(note, distinct, quorum, nowSeconds)
   if (!checked.ok) return checked
   const names = checked.value.map((w) => w.witness.name).join(", ")
-  return { ok: true, detail: `${checked.value.length} of ${verifiers.length} pinned witnesses cosigned the checkpoint (${names}); the quorum is ${quorum}` }
+  return { ok: true, detail: `${checked.value.length} of ${distinct.length} pinned witnesses cosigned the checkpoint (${names}); the quorum is ${quorum}` }
 }
 
 /** Raw keys by kid: a JWKS's usable keys, or one raw key under its own kid. */
@@ -288,6 +325,7 @@ export function* verifyReceiptBundle(bundle: unknown, options: BundleVerifyOptio
   const bundleKey = isRecord(record.receipt_key) ? { keys: [record.receipt_key] } : undefined
   const receiptKeySource = options.receiptKeys !== undefined ? "pinned" : bundleKey !== undefined ? "bundle" : "none"
   const witnessed = hasWitnesses(options)
+  const verifierKey = options.verifierKey ?? (yield* policyVerifierKey(options, record.checkpoint))
   const steps: Array<BundleStepResult> = []
   if (isRecord(bundle)) {
     const leaf = yield* leafStep(record.log_entry)
@@ -296,7 +334,7 @@ export function* verifyReceiptBundle(bundle: unknown, options: BundleVerifyOptio
       entryStep(receipt, record.log_entry),
       leaf.result,
       yield* inclusionStep(record, leaf.leaf),
-      yield* checkpointStep(record, options.verifierKey)
+      yield* checkpointStep(record, verifierKey)
     )
     if (witnessed) {
       const verdict = yield* witnessQuorum(record.checkpoint, options)
@@ -314,6 +352,6 @@ export function* verifyReceiptBundle(bundle: unknown, options: BundleVerifyOptio
     steps,
     ...(failed === undefined ? {} : { failed_step: failed.step }),
     not_checked: steps.filter((step) => !step.checked).map((step) => step.step),
-    keys: { verifier_key: options.verifierKey === undefined ? "bundle" : "pinned", receipt_key: receiptKeySource }
+    keys: { verifier_key: verifierKey === undefined ? "bundle" : "pinned", receipt_key: receiptKeySource }
   }
 }

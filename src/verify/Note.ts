@@ -126,6 +126,20 @@ export const splitNote = (note: unknown): Checked<{ readonly text: string; reado
 
 const labelOf = (key: NoteKey) => `${key.name}+${hexOf(key.keyId)}`
 
+/**
+ * Each witness once, by name and key ID, in the order given: a key pinned twice (or listed twice in a
+ * setting) counts once toward a quorum.
+ */
+export const distinctWitnesses = <W extends NoteKey>(witnesses: ReadonlyArray<W>): ReadonlyArray<W> => {
+  const seen = new Set<string>()
+  return witnesses.filter((witness) => {
+    const label = labelOf(witness)
+    if (seen.has(label)) return false
+    seen.add(label)
+    return true
+  })
+}
+
 export const isNoteKey = (u: unknown): u is NoteKey =>
   typeof u === "object" && u !== null && (u as NoteKey).keyId instanceof Uint8Array && (u as NoteKey).publicKey instanceof Uint8Array
 
@@ -226,7 +240,7 @@ export function* checkCosignatures<W extends NoteKey>(note: unknown, witnesses: 
   const { text, signatures } = split.value
   const valid: Array<WitnessedBy<W>> = []
   const refused: Array<string> = []
-  for (const witness of witnesses) {
+  for (const witness of distinctWitnesses(witnesses)) {
     const label = labelOf(witness)
     let good: WitnessedBy<W> | undefined
     for (const line of signatures.filter((s) => s.name === witness.name && bytesEqual(s.keyId, witness.keyId))) {
@@ -253,7 +267,7 @@ export function* checkCosignatures<W extends NoteKey>(note: unknown, witnesses: 
 
 /**
  * A quorum of pinned witnesses must have cosigned the note: fails on any refused line by a pinned
- * witness, and when fewer than `quorum` verify. Returns the witnesses that did.
+ * witness, and when fewer than `quorum` distinct witnesses verify. Returns the witnesses that did.
  */
 export function* requireQuorum<W extends NoteKey>(
   note: unknown,
@@ -261,13 +275,14 @@ export function* requireQuorum<W extends NoteKey>(
   quorum: number,
   nowSeconds: number
 ): Verifying<Checked<ReadonlyArray<WitnessedBy<W>>>> {
-  const checked = yield* checkCosignatures(note, witnesses, nowSeconds)
+  const distinct = distinctWitnesses(witnesses)
+  const checked = yield* checkCosignatures(note, distinct, nowSeconds)
   if (!checked.ok) return checked
   if (checked.value.refused.length > 0) return refuse(checked.value.refused.join("; "))
   const valid = checked.value.valid
   if (valid.length < quorum) {
     const names = valid.length === 0 ? "none" : valid.map((w) => w.witness.name).join(", ")
-    return refuse(`${valid.length} of the ${witnesses.length} pinned witnesses cosigned the checkpoint (${names}); the quorum is ${quorum}`)
+    return refuse(`${valid.length} of the ${distinct.length} pinned witnesses cosigned the checkpoint (${names}); the quorum is ${quorum}`)
   }
   return accept(valid)
 }

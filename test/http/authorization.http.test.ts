@@ -189,6 +189,7 @@ const table: Readonly<Record<string, Row>> = {
   },
   "GET /api/v1/log/checkpoint": { auth: "none", success: [200], proofOrLog: true, call: () => ({ path: "/log/checkpoint" }) },
   "GET /api/v1/log/key": { auth: "none", success: [200], proofOrLog: true, call: () => ({ path: "/log/key" }) },
+  "GET /api/v1/log/policy": { auth: "none", success: [200], proofOrLog: true, call: () => ({ path: "/log/policy" }) },
   "GET /api/v1/log/proof/inclusion": {
     auth: "none", success: [200], proofOrLog: true, call: () => ({ path: "/log/proof/inclusion?index=0&tree_size=1" })
   },

@@ -205,6 +205,15 @@ describe(`transparency log (${kind})`, () => {
     expect((await request(server, "GET", "/log/key", { headers: { origin: "https://elsewhere.example" } })).headers.get("access-control-allow-origin")).toBe("*")
   })
 
+  it("serves its tlog-policy without witnesses: the log line and `quorum none` (also under /api/v1)", async () => {
+    for (const path of ["/log/policy", "/api/v1/log/policy"]) {
+      const reply = await request(server, "GET", path)
+      expect(reply.status).toBe(200)
+      expect(reply.headers.get("content-type")).toBe("text/plain; charset=utf-8")
+      expect(reply.text).toBe(`log ${pinnedVerifierKey}\nquorum none\n`)
+    }
+  })
+
   it("signs every receipt over \"pv-receipt-v1\\n\" + receipt_digest with a key of /events/keys; replays and reads return the stored signature", async () => {
     const body = receiptBody(subjects[0]!)
     const created = await request(server, "POST", "/api/v1/reliance-receipts", { bearer: writer, body })
@@ -572,6 +581,7 @@ describe(`transparency log before integration (${kind})`, () => {
     expect(limited).toBeDefined()
     expectProblem(limited!, 429, "rate-limited")
     expect(limited!.headers.get("retry-after")).toMatch(/^\d+$/)
+    expectProblem(await request(paused, "GET", "/log/policy"), 429, "rate-limited")
   })
 })
 

@@ -138,6 +138,7 @@ const apiCases: Readonly<Record<string, Case>> = {
   "GET /api/v1/events/keys": { calls: async () => [{ path: "/api/v1/events/keys", status: 200 }] },
   "GET /api/v1/log/checkpoint": { calls: async () => [{ path: "/api/v1/log/checkpoint", status: 200 }] },
   "GET /api/v1/log/key": { calls: async () => [{ path: "/api/v1/log/key", status: 200 }] },
+  "GET /api/v1/log/policy": { calls: async () => [{ path: "/api/v1/log/policy", status: 200 }] },
   "GET /api/v1/log/tile/*": {
     // The published tree is small: its level-0 hash tile and its entry bundle are partial tiles of its width.
     calls: async () => {

@@ -357,6 +357,20 @@ describe("the page at / (chromium)", () => {
       }
     })
 
+    it("counts a witness key typed twice once: two lines of one key cannot meet a quorum of 2", async () => {
+      const witnessKey = cosignerFromPrivateKey("witness.test/w1", privateKeyFromSeed(Buffer.alloc(32, 51))).verifierKey
+      await page.fill("#witness-keys", `${witnessKey}\n${witnessKey}`)
+      await page.fill("#witness-quorum", "2")
+      try {
+        const verdict = await verify(bundle)
+        await expect(verdict.getAttribute("data-failed-step")).resolves.toBe("witness_cosignatures")
+        expect(await verdict.textContent()).toContain("the quorum 2 is not between 1 and the 1 distinct pinned witness(es)")
+      } finally {
+        await page.fill("#witness-keys", "")
+        await page.fill("#witness-quorum", "")
+      }
+    })
+
     it("with the bundle's own keys says so, and shows a bundle without a receipt key as not verified", async () => {
       const { receipt_key: _, ...withoutKey } = bundle
       const verdict = await verify(withoutKey, "bundle")

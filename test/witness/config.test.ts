@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { ConfigProvider, Effect, Result } from "effect"
 import { describe, expect, it } from "vitest"
 import { privateKeyFromSeed } from "../../src/events/Signer.js"
@@ -38,6 +41,40 @@ describe("PV_LOG_WITNESSES and PV_LOG_WITNESS_QUORUM", () => {
     expect(failureOf({ PV_LOG_WITNESSES: `ftp://w1.example=${w1}` })).toContain("PV_LOG_WITNESSES")
     expect(failureOf({ PV_LOG_WITNESSES: `https://w1.example=${w1}`, PV_LOG_WITNESS_QUORUM: "2" })).toContain("PV_LOG_WITNESS_QUORUM")
     expect(failureOf({ PV_LOG_WITNESSES: `https://w1.example=${w1}`, PV_LOG_WITNESS_QUORUM: "-1" })).toContain("PV_LOG_WITNESS_QUORUM")
+  })
+
+  it("refuses a witness key listed twice (it would count twice toward the quorum)", () => {
+    expect(failureOf({ PV_LOG_WITNESSES: `https://w1.example=${w1},https://other.example=${w1}` })).toMatch(/PV_LOG_WITNESSES lists the witness key w1\.example\/w\+[0-9a-f]{8} twice/)
+  })
+
+  it("PV_LOG_WITNESS_POLICY: a tlog-policy file stands for PV_LOG_WITNESSES and PV_LOG_WITNESS_QUORUM", () => {
+    const dir = mkdtempSync(join(tmpdir(), "pv-policy-config-"))
+    try {
+      const file = (name: string, text: string) => {
+        writeFileSync(join(dir, name), text)
+        return join(dir, name)
+      }
+      const policy = file("ok.txt", `# ours\nlog ${logKey}\nwitness A ${w1} https://w1.example/sub/\nwitness B ${w2} http://127.0.0.1:9000\ngroup Q any A B\nquorum Q\n`)
+      const config = Result.getOrThrow(readConfig({ PV_LOG_WITNESS_POLICY: policy }))
+      expect(config.logWitnesses).toEqual([{ url: "https://w1.example/sub", verifierKey: w1 }, { url: "http://127.0.0.1:9000", verifierKey: w2 }])
+      expect(config.logWitnessQuorum).toBe(1)
+      expect(Result.getOrThrow(readConfig({ PV_LOG_WITNESS_POLICY: file("none.txt", `log ${logKey}\nquorum none\n`) })).logWitnesses).toEqual([])
+      const refusals: Array<[Record<string, string>, RegExp]> = [
+        [{ PV_LOG_WITNESS_POLICY: policy, PV_LOG_WITNESSES: `https://w1.example=${w1}` }, /not both/],
+        [{ PV_LOG_WITNESS_POLICY: policy, PV_LOG_WITNESS_QUORUM: "2" }, /not both/],
+        [{ PV_LOG_WITNESS_POLICY: join(dir, "missing.txt") }, /cannot be read/],
+        [{ PV_LOG_WITNESS_POLICY: file("nourl.txt", `witness A ${w1}\nquorum A\n`) }, /witness A needs its submission URL/],
+        [{ PV_LOG_WITNESS_POLICY: file("twice.txt", `witness A ${w1} https://a.example\nwitness A ${w2} https://b.example\nquorum A\n`) }, /line 2: the name A is already defined/],
+        [{ PV_LOG_WITNESS_POLICY: file("one.txt", `witness A ${w1} https://a.example\nwitness B ${w2} https://b.example\nquorum A\n`) }, /one witness \(A\) of 2/]
+      ]
+      for (const [env, expected] of refusals) {
+        const failure = failureOf(env)
+        expect(failure).toContain("PV_LOG_WITNESS_POLICY")
+        expect(failure).toMatch(expected)
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   it("PV_LOG_WITNESS_INTERVAL_MS: 1 s by default, 1 … 60000 ms accepted, anything else refused naming the variable", () => {

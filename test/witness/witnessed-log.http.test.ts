@@ -1,5 +1,6 @@
+import { spawnSync } from "node:child_process"
 import { generateKeyPairSync } from "node:crypto"
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { createConnection, createServer, type Socket } from "node:net"
 import { join } from "node:path"
@@ -8,7 +9,7 @@ import { SqlClient } from "effect/sql"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { logMonitorCommand } from "../../src/cli/LogMonitor.js"
 import { verifyReceiptCommand } from "../../src/cli/VerifyReceipt.js"
-import { verifyReceiptBundle } from "../../src/client/index.js"
+import { parsePolicy, verifyReceiptBundle } from "../../src/client/index.js"
 import { privateKeyFromSeed } from "../../src/events/Signer.js"
 import { openCheckpoint, peekCheckpoint, signCheckpoint } from "../../src/log/Checkpoint.js"
 import { cosignerFromPrivateKey, parseCosignerKey, requireQuorum } from "../../src/log/Cosignature.js"
@@ -19,6 +20,8 @@ import { createKey, putDetermination, request } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 import { startTestWitness, type TestWitness } from "../support/witness.js"
 import { freePort } from "../support/childServer.js"
+import { childEnvironment } from "../support/childEnv.js"
+import { compiledEntry } from "../support/spawned.js"
 
 /**
  * The service under witnesses (both real servers in this process, each on its own database): each new
@@ -123,6 +126,59 @@ describe("the log under two witnesses (quorum 2)", () => {
     const peeked = peekCheckpoint(reply.text)
     if (!peeked.ok) throw new Error(peeked.detail)
     expect(reply.text.startsWith(signCheckpoint(peeked.value, logSigner))).toBe(true)
+  })
+
+  it("GET /log/policy (and /api/v1/log/policy) is the deployment's C2SP tlog-policy: the log, both witnesses with their URLs, all of them", async () => {
+    const expected = `log ${logVerifierKey}\n` +
+      `witness witness.test/w1 ${w1.verifierKey} ${w1.baseUrl}\nwitness witness.test/w2 ${w2.verifierKey} ${w2.baseUrl}\n` +
+      "group quorum all witness.test/w1 witness.test/w2\nquorum quorum\n"
+    for (const path of ["/log/policy", "/api/v1/log/policy"]) {
+      const reply = await request(server, "GET", path, { headers: { origin: "https://elsewhere.example" } })
+      expect(reply.status, reply.text).toBe(200)
+      expect(reply.headers.get("content-type")).toBe("text/plain; charset=utf-8")
+      expect(reply.headers.get("access-control-allow-origin")).toBe("*")
+      expect(reply.text).toBe(expected)
+    }
+    const parsed = parsePolicy(expected)
+    expect(parsed.ok && parsed.value.quorum).toBe("quorum")
+  })
+
+  it("pv verify-receipt and pv log monitor take the policy (--policy FILE): it pins the log key and requires its quorum", async () => {
+    const policyText = (await request(server, "GET", "/log/policy")).text
+    const policy = join(scratch, "policy.txt")
+    writeFileSync(policy, policyText)
+    const receipt = await createReceipt(server, writer)
+    const file = join(scratch, "bundle-policy.json")
+    writeFileSync(file, JSON.stringify(await witnessedBundle(server, receipt.receipt_id)))
+    const ok = await Effect.runPromise(verifyReceiptCommand({ file, policy }))
+    expect(ok.ok).toBe(true)
+    expect(ok.keys.verifier_key).toBe("pinned")
+    expect(ok.steps.find((s) => s.step === "witness_cosignatures")?.detail).toMatch(/2 of the policy's 2 witnesses cosigned the checkpoint \(witness\.test\/w1, witness\.test\/w2\)/)
+    // The CLI, as a child process: the same verdict from the file.
+    const cli = spawnSync(process.execPath, [compiledEntry("src/cli/main.ts"), "verify-receipt", file, "--policy", policy], { encoding: "utf8", env: childEnvironment({}) })
+    expect(cli.status, cli.stderr).toBe(0)
+    expect(cli.stdout).toMatch(/✓ witness_cosignatures: 2 of the policy's 2 witnesses/)
+    // A policy naming a witness that did not cosign: the step fails.
+    const stranger = join(scratch, "stranger-policy.txt")
+    writeFileSync(stranger, `log ${logVerifierKey}\nwitness W1 ${w1.verifierKey}\nwitness S ${strangerKey}\ngroup both all W1 S\nquorum both\n`)
+    const short = await Effect.runPromiseExit(verifyReceiptCommand({ file, policy: stranger }))
+    expect(Exit.isFailure(short) && JSON.stringify(short.cause)).toMatch(/FAILED at step witness_cosignatures: the policy's quorum is not met: 1 of the policy's 2 witnesses/)
+    const state = join(scratch, "monitor-policy.json")
+    const first = await Effect.runPromise(logMonitorCommand({ baseUrl: server.baseUrl, state, policy: policyText }))
+    expect(first.size).toBeGreaterThan(0)
+    const refused = await Effect.runPromiseExit(logMonitorCommand({ baseUrl: server.baseUrl, state, policy: readFileSync(stranger, "utf8") }))
+    expect(Exit.isFailure(refused) && JSON.stringify(refused.cause)).toMatch(/witness_quorum/)
+  })
+
+  it("a witness key given twice counts once toward the quorum", async () => {
+    const receipt = await createReceipt(server, writer)
+    const bundle = await witnessedBundle(server, receipt.receipt_id)
+    const twice = verifyReceiptBundle(bundle, { verifierKey: logVerifierKey, witnesses: [w1.verifierKey, w1.verifierKey], quorum: 2 })
+    expect(twice.failed_step).toBe("witness_cosignatures")
+    expect(twice.steps.find((s) => s.step === "witness_cosignatures")?.detail).toMatch(/not between 1 and the 1 distinct pinned witness/)
+    const bothAndRepeat = verifyReceiptBundle(bundle, { verifierKey: logVerifierKey, witnesses: [w1.verifierKey, w2.verifierKey, w1.verifierKey] })
+    expect(bothAndRepeat.ok).toBe(true)
+    expect(bothAndRepeat.steps.find((s) => s.step === "witness_cosignatures")?.detail).toMatch(/2 of 2 pinned witnesses/)
   })
 
   it("pv verify-receipt with --witness/--quorum passes, and fails naming the step when the quorum is not met", async () => {
