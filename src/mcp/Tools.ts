@@ -193,9 +193,9 @@ const createRelianceReceipt = defineTool({
 
 /** get_reliance_receipt's answer for a standard encoding: the text (tlog-proof) or the bytes as standard base64. */
 const EncodedProof = Schema.Struct({
-  receipt_id: Schema.String,
-  format: Schema.Literals(["tlog-proof", "cose-receipt", "transparent-statement"]),
-  media_type: Schema.String,
+  receipt_id: Schema.String.annotate({ description: "The receipt the proof is of (rr_ + ULID)" }),
+  format: Schema.Literals(["tlog-proof", "cose-receipt", "transparent-statement"]).annotate({ description: "The encoding asked for" }),
+  media_type: Schema.String.annotate({ description: "The media type GET /reliance-receipts/{id}/<format> serves it with" }),
   text: Schema.optionalKey(Schema.String.annotate({ description: "The C2SP tlog-proof, as served by GET …/tlog-proof" })),
   base64: Schema.optionalKey(Schema.String.annotate({ description: "The COSE bytes (standard base64), as served by GET …/cose-receipt or …/transparent-statement" }))
 })
