@@ -8,6 +8,19 @@ import type { NoteVerifier } from "../log/Note.js"
 import { verifyReceiptBundle as checkReceiptBundle, witnessQuorum, hasWitnesses, type BundleVerdict, type BundleVerifyOptions, type WitnessPolicy } from "../verify/Bundle.js"
 import { verifySync } from "../verify/NodeCrypto.js"
 import { openCheckpoint } from "../verify/Note.js"
+import { verifyEvidence as checkEvidence, type EvidenceVerdict, type EvidenceVerifyOptions } from "../verify/Evidence.js"
+
+export { evidenceKindOf, EvidenceMediaTypes } from "../verify/Evidence.js"
+export type { EvidenceKind, EvidenceStep, EvidenceStepResult, EvidenceVerdict, EvidenceVerifyOptions } from "../verify/Evidence.js"
+
+/**
+ * Checks any of the four kinds of receipt evidence, recognised by content: a proof bundle (object or
+ * JSON), a C2SP tlog-proof (text or bytes), an RFC 9942 COSE Receipt or an RFC 9943 Transparent
+ * Statement (bytes), step by step, naming the first failing step. A bare COSE Receipt needs
+ * `options.receipt` (it does not carry its entry). The steps are src/verify/Evidence.ts's, which the page runs too.
+ */
+export const verifyEvidence = (input: unknown, options: EvidenceVerifyOptions = {}): EvidenceVerdict =>
+  verifySync(checkEvidence(input, options))
 
 export type { ReceiptProofBundle, SignedRelianceReceipt } from "../log/ReceiptProof.js"
 export type { ConsistencyProof, InclusionProof } from "../log/Merkle.js"

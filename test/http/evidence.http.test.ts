@@ -1,11 +1,15 @@
 import { createPublicKey } from "node:crypto"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { CoMETRE } from "@transmute/rfc9162"
 import { decode, Tag } from "cbor2"
 import { coseVerify, Sign1 } from "cose-kit"
-import { Effect } from "effect"
+import { Effect, Exit } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { verifyReceiptCommand } from "../../src/cli/VerifyReceipt.js"
 import { canonicalJson } from "../../src/domain/Canonical.js"
 import { privateKeyFromSeed } from "../../src/events/Signer.js"
 import { entryBytesOf, receiptEntryOf } from "../../src/log/Entries.js"
@@ -220,6 +224,42 @@ describe(`evidence in standard encodings (${kind})`, () => {
       await theirs.close()
     } finally {
       await client.close()
+    }
+  })
+})
+
+describe(`pv verify-receipt reads each kind of evidence (${kind})`, () => {
+  it("recognises each saved file by content, passes it with pinned keys, and names the failing step of a tampered copy", async () => {
+    const receipt = await createReceipt(61)
+    await servedEvidence(receipt.receipt_id, "tlog-proof")
+    const dir = mkdtempSync(join(tmpdir(), "pv-evidence-cli-"))
+    try {
+      const keys = join(dir, "jwks.json")
+      const saved = join(dir, "receipt.json")
+      writeFileSync(keys, JSON.stringify(jwks))
+      writeFileSync(saved, JSON.stringify(receipt))
+      for (const [format] of formats) {
+        const file = join(dir, `evidence.${format}`)
+        const bytes = (await evidenceOf(server, receipt.receipt_id, format)).bytes
+        writeFileSync(file, bytes)
+        const options = { file, verifierKey: pinnedVerifierKey, jwks: keys, receipt: saved }
+        const verdict = await Effect.runPromise(verifyReceiptCommand(options))
+        expect(verdict, format).toMatchObject({ kind: format, ok: true })
+        const tampered = new Uint8Array(bytes)
+        tampered[tampered.length - 2] = tampered[tampered.length - 2]! ^ 1
+        writeFileSync(file, tampered)
+        const refused = await Effect.runPromiseExit(verifyReceiptCommand(options))
+        expect(Exit.isFailure(refused) && String(refused.cause), format).toMatch(/FAILED at step (inclusion|checkpoint_signature|log_signature|statement_signature|format)/)
+        // Without pinned keys nothing is vouched for: not verified, and says so.
+        writeFileSync(file, bytes)
+        const unpinned = await Effect.runPromiseExit(verifyReceiptCommand({ file, receipt: saved }))
+        expect(Exit.isFailure(unpinned) && String(unpinned.cause), format).toMatch(/NOT VERIFIED/)
+      }
+      const bare = join(dir, "evidence.cose-receipt")
+      const noReceipt = await Effect.runPromiseExit(verifyReceiptCommand({ file: bare, verifierKey: pinnedVerifierKey, jwks: keys }))
+      expect(Exit.isFailure(noReceipt) && String(noReceipt.cause)).toMatch(/FAILED at step entry/)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
     }
   })
 })

@@ -11,6 +11,9 @@ import { base64Of } from "../../src/verify/Bytes.js"
 import { cborEncode, coseSign1, parseCoseReceipt, parseTransparentStatement, sigStructure } from "../../src/verify/Cose.js"
 import { evidenceKindOf, verifyEvidence, type EvidenceStep, type EvidenceVerdict, type EvidenceVerifyOptions } from "../../src/verify/Evidence.js"
 import { verifySync } from "../../src/verify/NodeCrypto.js"
+import { runAsync } from "../../src/verify/Run.js"
+import { bundleVerifier } from "../../src/web/Bundle.js"
+import { verifyEvidence as verifyInBrowser, webCrypto } from "../../src/web/verifier.js"
 import { buildLog, bundleFor, logSigner, logVerifierKey, origin, otherLogKey, receiptJwks, receiptSigner } from "../log/logs.js"
 
 const statementSigner: StatementSigner = { kid: receiptSigner.kid, sign: (input) => new Uint8Array(Buffer.from(receiptSigner.sign(input), "base64url")) }
@@ -221,5 +224,26 @@ describe("evidence: properties", () => {
       const mutated = text.slice(0, at) + "-" + text.slice(at + 1)
       expect(failedAt([...lines.slice(0, 3), mutated, ...lines.slice(4)].join("\n"))).toBe("format")
     }))
+  })
+})
+
+describe("evidence: the page's verifier (WebCrypto) gives the client module's verdicts", () => {
+  it("for each encoding, good and with a byte flipped", async () => {
+    const { tlog, cose, statement } = encodings()
+    for (const input of [tlog, cose, statement]) {
+      const flipped = typeof input === "string" ? Buffer.from(input.replace("index 9", "index 8")) : new Uint8Array(input)
+      if (!(typeof input === "string")) flipped[flipped.length - 1] = flipped[flipped.length - 1]! ^ 1
+      for (const candidate of [input, flipped]) {
+        const options = candidate === statement ? pinned : { ...pinned, receipt }
+        expect(await verifyInBrowser(candidate, options)).toEqual(verify(candidate, options))
+        expect(await runAsync(verifyEvidence(candidate, options), webCrypto)).toEqual(verify(candidate, options))
+      }
+    }
+  })
+
+  it("bundles into the page's module with the CBOR decoder (esbuild, browser platform)", { timeout: 120_000 }, async () => {
+    const text = Buffer.from(await bundleVerifier()).toString("utf8")
+    expect(text).toContain("c2sp.org/tlog-proof@v1")
+    expect(text).toContain("verifyEvidence")
   })
 })
