@@ -20,6 +20,7 @@ import { verifyEvidence, type EvidenceVerifyOptions } from "../../src/verify/Evi
 import { verifySync } from "../../src/verify/NodeCrypto.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
 import { createKey, expectProblem, putDetermination, request } from "../support/http.js"
+import { goAvailable, goTlogProofRunner } from "../support/goTlogProof.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 
 /**
@@ -118,6 +119,22 @@ describe(`evidence in standard encodings (${kind})`, () => {
     const checkpoint = rest.slice(blank + 1).join("\n")
     if (checkpoint === bundle.checkpoint) expect(rest.slice(0, blank)).toEqual(bundle.inclusion_path.map((h: string) => Buffer.from(h, "hex").toString("base64")))
     expect(checkpoint.startsWith(`${origin}\n`)).toBe(true)
+  })
+
+  it.skipIf(!goAvailable)("the served tlog-proof verifies with Go's sumdb/note and sumdb/tlog (test/log/go/tlogproof.go)", { timeout: 300_000 }, async () => {
+    const receipt = await createReceipt(71)
+    const reply = await servedEvidence(receipt.receipt_id, "tlog-proof")
+    expect(reply.status, reply.text).toBe(200)
+    const go = goTlogProofRunner()
+    try {
+      const run = go.run(pinnedVerifierKey, reply.bytes)
+      expect(run.status, run.stderr + run.stdout).toBe(0)
+      expect(run.stdout).toMatch(/^ok \d+ \d+\n$/)
+      const edited = go.run(pinnedVerifierKey, reply.text.replace(/\nindex (\d+)\n/, (_, i) => `\nindex ${Number(i) + 1}\n`))
+      expect(edited.status, edited.stdout).toBe(1)
+    } finally {
+      go.close()
+    }
   })
 
   it("the COSE Receipt checks out with cose-kit (signature over the Sig_structure, headers) and @transmute/rfc9162 (the path to the root)", async () => {

@@ -1,12 +1,8 @@
-import { spawnSync } from "node:child_process"
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
-import { fileURLToPath } from "node:url"
 import { afterAll, describe, expect, it } from "vitest"
 import { privateKeyFromSeed } from "../../src/events/Signer.js"
 import { appendSignatureLines, cosignerFromPrivateKey } from "../../src/log/Cosignature.js"
 import { tlogProofOf } from "../../src/log/ReceiptFormats.js"
+import { goAvailable, goMissing, goTlogProofRunner } from "../support/goTlogProof.js"
 import { buildLog, bundleFor, logVerifierKey } from "./logs.js"
 
 /**
@@ -15,25 +11,11 @@ import { buildLog, bundleFor, logVerifierKey } from "./logs.js"
  * CheckRecord. Debian's golang-golang-x-mod-dev, GOPATH mode; skipped, saying so, where Go is absent.
  */
 
-const gopath = "/usr/share/gocode"
-const goAvailable = spawnSync("go", ["version"], { encoding: "utf8" }).status === 0 &&
-  existsSync(join(gopath, "src/golang.org/x/mod/sumdb/tlog/tlog.go")) && existsSync(join(gopath, "src/golang.org/x/mod/sumdb/note/note.go"))
-if (!goAvailable) console.warn("tlog-proof Go interop: skipped: `go` or golang.org/x/mod (apt-get install golang-go golang-golang-x-mod-dev) is not installed")
+if (!goAvailable) console.warn(`tlog-proof Go interop: skipped: ${goMissing}`)
 
-const program = fileURLToPath(new URL("./go/tlogproof.go", import.meta.url))
-const scratch = mkdtempSync(join(tmpdir(), "pv-tlog-proof-go-"))
-afterAll(() => rmSync(scratch, { recursive: true, force: true }))
-
-let runs = 0
-const runGo = (vkey: string, proof: string) => {
-  const file = join(scratch, `proof-${runs++}.tlog-proof`)
-  writeFileSync(file, proof)
-  return spawnSync("go", ["run", program, vkey, file], {
-    encoding: "utf8",
-    timeout: 120_000,
-    env: { ...process.env, GO111MODULE: "off", GOPATH: gopath, GOCACHE: join(scratch, "cache"), GOFLAGS: "" }
-  })
-}
+const go = goTlogProofRunner()
+afterAll(go.close)
+const runGo = go.run
 
 describe.skipIf(!goAvailable)("Go's sumdb/note and sumdb/tlog read our tlog-proof", () => {
   const log = buildLog(37)
