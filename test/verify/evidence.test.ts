@@ -217,6 +217,22 @@ describe("evidence: properties", () => {
     }), { numRuns: 60 })
   })
 
+  it("never throws and never passes on arbitrary input, bytes or text, of any kind", () => {
+    const { tlog, cose, statement } = encodings()
+    const arbitrary = fc.oneof(
+      fc.uint8Array({ maxLength: 400 }),
+      fc.string({ maxLength: 400 }),
+      // Plausible starts: a COSE_Sign1 header or the tlog-proof header, then anything.
+      fc.uint8Array({ maxLength: 300 }).map((tail) => new Uint8Array([...cose.subarray(0, 20), ...tail])),
+      fc.uint8Array({ maxLength: 300 }).map((tail) => new Uint8Array([...statement.subarray(0, 120), ...tail])),
+      fc.string({ maxLength: 300 }).map((tail) => tlog.slice(0, 60) + tail)
+    )
+    fc.assert(fc.property(arbitrary, (input) => {
+      const verdict = verify(input)
+      expect(verdict.ok).toBe(false)
+    }), { numRuns: 300 })
+  })
+
   it("the tlog-proof reader refuses any base64 that is not canonical padded standard base64", () => {
     fc.assert(fc.property(fc.uint8Array({ minLength: 32, maxLength: 32 }), fc.integer({ min: 0, max: 43 }), (hash, at) => {
       const text = base64Of(hash)
