@@ -24,8 +24,9 @@ Usage:
   pv keys revoke KEY_ID
   pv import FILE.ndjson                      store determinations, one {"public_id", …PUT body} per line
   pv verify-events (--base-url URL --api-key KEY --public-id ID | --file FEED.json)
-  pv verify-receipt BUNDLE.json [--verifier-key KEY] [--jwks JWKS.json] [--witness VKEY]... [--quorum N] [--policy FILE]
-                                             check a receipt's proof bundle offline, step by step
+  pv verify-receipt FILE [--verifier-key KEY] [--jwks JWKS.json] [--receipt RECEIPT.json] [--witness VKEY]... [--quorum N]
+                    [--policy FILE]      check a receipt's proof offline, step by step: a bundle, a
+                                             .tlog-proof, a COSE receipt or a transparent statement
   pv log monitor --base-url URL --state FILE [--verifier-key KEY] [--witness [URL=]VKEY]... [--quorum N]
                  [--policy FILE] [--timeout SECONDS]
                                              check the log's latest checkpoint against the last one seen
@@ -161,6 +162,7 @@ const program = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
         options: {
           "verifier-key": { type: "string" },
           jwks: { type: "string" },
+          receipt: { type: "string" },
           witness: { type: "string", multiple: true },
           quorum: { type: "string" },
           policy: { type: "string" }
@@ -169,9 +171,16 @@ const program = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
       const quorum = quorumOf(values.quorum)
       if (quorum === "invalid") return fail("--quorum must be a positive integer")
       return positionals[0] === undefined
-        ? fail("usage: pv verify-receipt BUNDLE.json [--verifier-key KEY] [--jwks JWKS.json] [--witness VKEY]... [--quorum N] [--policy FILE]")
-        : verifyReceiptCommand({ file: positionals[0], verifierKey: values["verifier-key"], jwks: values.jwks, witnesses: values.witness, quorum, policy: values.policy })
-          .pipe(Effect.asVoid)
+        ? fail("usage: pv verify-receipt FILE [--verifier-key KEY] [--jwks JWKS.json] [--receipt RECEIPT.json] [--witness VKEY]... [--quorum N] [--policy FILE]")
+        : verifyReceiptCommand({
+          file: positionals[0],
+          verifierKey: values["verifier-key"],
+          jwks: values.jwks,
+          receipt: values.receipt,
+          witnesses: values.witness,
+          quorum,
+          policy: values.policy
+        }).pipe(Effect.asVoid)
     }
     case "log": {
       const [sub, ...rest] = args

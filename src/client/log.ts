@@ -10,6 +10,19 @@ import { verifySync } from "../verify/NodeCrypto.js"
 import type { Checked } from "../verify/Checked.js"
 import { openCheckpoint } from "../verify/Note.js"
 import { parsePolicy as parseTlogPolicy, type TlogPolicy } from "../verify/Policy.js"
+import { verifyEvidence as checkEvidence, type EvidenceVerdict, type EvidenceVerifyOptions } from "../verify/Evidence.js"
+
+export { evidenceKindOf, EvidenceMediaTypes } from "../verify/Evidence.js"
+export type { EvidenceKind, EvidenceStep, EvidenceStepResult, EvidenceVerdict, EvidenceVerifyOptions } from "../verify/Evidence.js"
+
+/**
+ * Checks any of the four kinds of receipt evidence, recognised by content: a proof bundle (object or
+ * JSON), a C2SP tlog-proof (text or bytes), an RFC 9942 COSE Receipt or an RFC 9943 Transparent
+ * Statement (bytes), step by step, naming the first failing step. A bare COSE Receipt needs
+ * `options.receipt` (it does not carry its entry). The steps are src/verify/Evidence.ts's, which the page runs too.
+ */
+export const verifyEvidence = (input: unknown, options: EvidenceVerifyOptions = {}): EvidenceVerdict =>
+  verifySync(checkEvidence(input, options))
 
 export type { ReceiptProofBundle, SignedRelianceReceipt } from "../log/ReceiptProof.js"
 export type { ConsistencyProof, InclusionProof } from "../log/Merkle.js"

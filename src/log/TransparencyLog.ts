@@ -8,6 +8,7 @@ import { appendSignatureLines, cosignatureLinesOf, parseCosignerKey, type Cosign
 import { LogKey } from "./LogKey.js"
 import { splitNote } from "./Note.js"
 import type { WrittenTile } from "./Growth.js"
+import { coseReceiptOf } from "./ReceiptFormats.js"
 import { receiptProofBundle, type ReceiptProofBundle, type SignedRelianceReceipt } from "./ReceiptProof.js"
 import { LogRepo, type HashRange, type StoredCheckpoint } from "./Repo.js"
 import { encodeEntryBundle, parseEntryBundlePath, parseTilePath, TileWidth, type EntryBundle, type Tile } from "./Tiles.js"
@@ -98,6 +99,8 @@ export interface TransparencyLogShape {
   /** A receipt with its inclusion proof and the served checkpoint, or NotYetLogged. */
   readonly receiptBundle: (receipt: SignedRelianceReceipt, receiptKey: EventJwk | undefined) => Effect.Effect<ReceiptProofBundle, NotYetLogged>
   readonly fetchTiles: (tiles: ReadonlyArray<Tile>) => Effect.Effect<Map<string, Uint8Array>>
+  /** A bundle's facts as an RFC 9942 COSE Receipt, signed by the log key (ReceiptFormats.ts). */
+  readonly coseReceipt: (bundle: ReceiptProofBundle) => Uint8Array
   /** The log's origin and C2SP verifier key. */
   readonly key: { readonly origin: string; readonly verifier_key: string }
 }
@@ -369,6 +372,7 @@ const makeTransparencyLog = Effect.gen(function*() {
     consistency,
     receiptBundle,
     fetchTiles,
+    coseReceipt: (bundle) => coseReceiptOf(bundle, key.signer),
     key: { origin: key.logOrigin, verifier_key: key.verifierKey }
   } satisfies TransparencyLogShape
 })

@@ -192,6 +192,15 @@ const createRelianceReceipt = defineTool({
   run: (request, caller) => Receipts.use((receipts) => receipts.create(caller.tenant_id, request))
 })
 
+/** get_reliance_receipt's answer for a standard encoding: the text (tlog-proof) or the bytes as standard base64. */
+const EncodedProof = Schema.Struct({
+  receipt_id: Schema.String.annotate({ description: "The receipt the proof is of (rr_ + ULID)" }),
+  format: Schema.Literals(["tlog-proof", "cose-receipt", "transparent-statement"]).annotate({ description: "The encoding asked for" }),
+  media_type: Schema.String.annotate({ description: "The media type GET /reliance-receipts/{id}/<format> serves it with" }),
+  text: Schema.optionalKey(Schema.String.annotate({ description: "The C2SP tlog-proof, as served by GET …/tlog-proof" })),
+  base64: Schema.optionalKey(Schema.String.annotate({ description: "The COSE bytes (standard base64), as served by GET …/cose-receipt or …/transparent-statement" }))
+})
+
 const getRelianceReceipt = defineTool({
   name: "get_reliance_receipt",
   title: "Get a reliance receipt",
@@ -200,19 +209,33 @@ const getRelianceReceipt = defineTool({
     "Ed25519 signature. Receipts are immutable; to see whether the trust state has moved since, call compare_current " +
     "with the receipt_id. With include_proof: true, returns instead the receipt's proof bundle { receipt, log_entry, " +
     "leaf_index, checkpoint, inclusion_path, verifier_key, receipt_key } that anyone can verify offline against the " +
-    "transparency log (not-yet-logged for the first moments after creation: retry after a second). A receipt records " +
+    "transparency log (not-yet-logged for the first moments after creation: retry after a second). format asks for " +
+    "the same proof in a standard encoding instead: \"bundle\" (as include_proof), \"tlog-proof\" (C2SP, as text), " +
+    "\"cose-receipt\" (RFC 9942) or \"transparent-statement\" (RFC 9943), the binary ones as base64, each with its " +
+    "media_type. A receipt records " +
     "an evaluation, it is not permission: act only when its decision is ACTIONABLE, and check the trust state again " +
     "(compare_current) before relying later. Scope: receipt:read.",
   scope: "receipt:read",
   annotations: readOnly,
   input: Schema.Struct({
     receipt_id: ReceiptId,
-    include_proof: Schema.optionalKey(Schema.Boolean.annotate({ description: "Return the proof bundle instead of the bare receipt" }))
+    include_proof: Schema.optionalKey(Schema.Boolean.annotate({ description: "Return the proof bundle instead of the bare receipt" })),
+    format: Schema.optionalKey(Schema.Literals(["bundle", "tlog-proof", "cose-receipt", "transparent-statement"]).annotate({
+      description: "Return the receipt's proof in this encoding (default: the bare receipt, or the bundle with include_proof)"
+    }))
   }),
-  output: Schema.Union([RelianceReceipt, ReceiptProofBundle]),
-  run: ({ receipt_id, include_proof }, caller) =>
-    Receipts.use((receipts): Effect.Effect<RelianceReceipt | typeof ReceiptProofBundle.Type, ProblemError> =>
-      include_proof === true ? receipts.proof(caller.tenant_id, receipt_id) : receipts.get(caller.tenant_id, receipt_id))
+  output: Schema.Union([RelianceReceipt, ReceiptProofBundle, EncodedProof]),
+  run: ({ receipt_id, include_proof, format }, caller) =>
+    Receipts.use((receipts): Effect.Effect<RelianceReceipt | typeof ReceiptProofBundle.Type | typeof EncodedProof.Type, ProblemError> => {
+      if (format === "bundle" || (format === undefined && include_proof === true)) return receipts.proof(caller.tenant_id, receipt_id)
+      if (format === undefined) return receipts.get(caller.tenant_id, receipt_id)
+      return Effect.map(receipts.evidence(caller.tenant_id, receipt_id, format), (evidence) => ({
+        receipt_id,
+        format,
+        media_type: evidence.mediaType,
+        ...(typeof evidence.body === "string" ? { text: evidence.body } : { base64: Buffer.from(evidence.body).toString("base64") })
+      }))
+    })
 })
 
 const subscribeTrustChanges = defineTool({

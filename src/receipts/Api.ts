@@ -14,8 +14,21 @@ import {
 import { ActionabilityEvaluation, NewRelianceReceipt, RelianceReceipt, RelianceRequestBody, ReplayedRelianceReceipt } from "../domain/Receipt.js"
 import { ReceiptProofBundle } from "../log/Api.js"
 import { PolicyView } from "../domain/PolicyDocument.js"
+import { CoseReceiptMediaType, TransparentStatementMediaType } from "../verify/Cose.js"
+import { TlogProofMediaType } from "../verify/TlogProof.js"
+
+const evidenceRules =
+  "Same tenant rule as GET receipt. Before the receipt's entry is under a served checkpoint (with the witness quorum when " +
+  "witnesses are configured): 404 not-yet-logged with Retry-After: 1. docs/API.md shows an annotated example."
 
 const ReceiptPath = { receiptId: Schema.String.annotate({ description: "rr_ + ULID" }) }
+
+/** GET /reliance-receipts/{id}/<format>: the proof bundle's facts in one standard encoding. */
+const evidenceEndpoint = <const Name extends string, S extends Schema.Top>(name: Name, format: string, success: S, summary: string, description: string) =>
+  HttpApiEndpoint.get(name, `/reliance-receipts/:receiptId/${format}`, { params: ReceiptPath, success, error: [ReceiptNotFound, NotYetLogged] })
+    .annotate(RequiredScope, "receipt:read")
+    .annotate(OpenApi.Summary, summary)
+    .annotate(OpenApi.Description, `${description} ${evidenceRules}`)
 
 export class ReceiptsApi extends HttpApiGroup.make("receipts")
   .add(
@@ -58,6 +71,21 @@ export class ReceiptsApi extends HttpApiGroup.make("receipts")
         "is what the service signed and that the transparency log holds it under a signed checkpoint. Pin verifier_key " +
         "(GET /log/key) and the receipt key (GET /events/keys) rather than trusting the bundle's own. Same tenant rule as " +
         "GET receipt. Before the receipt's entry is integrated (normally well under 2 s): 404 not-yet-logged with Retry-After: 1.")
+  )
+  .add(
+    evidenceEndpoint("tlogProof", "tlog-proof", Schema.String.pipe(HttpApiSchema.asText({ contentType: TlogProofMediaType })),
+      "The receipt's proof as a C2SP tlog-proof@v1",
+      "The proof bundle's facts as https://c2sp.org/tlog-proof: `extra` is the receipt's log entry (JCS bytes), then the " +
+        "index, the inclusion path and the served checkpoint with its cosignatures."),
+    evidenceEndpoint("coseReceipt", "cose-receipt", Schema.Uint8Array.pipe(HttpApiSchema.asUint8Array({ contentType: CoseReceiptMediaType })),
+      "The receipt's inclusion as an RFC 9942 COSE Receipt (RFC9162_SHA256)",
+      "A tagged COSE_Sign1 signed by the log key (kid = its C2SP key ID) over the Merkle root of the served checkpoint's " +
+        "tree; the leaf is the receipt's log entry."),
+    evidenceEndpoint("transparentStatement", "transparent-statement",
+      Schema.Uint8Array.pipe(HttpApiSchema.asUint8Array({ contentType: TransparentStatementMediaType })),
+      "The receipt as an RFC 9943 SCITT Transparent Statement",
+      "A tagged COSE_Sign1 by the receipt-signing key (kid = its JWKS kid) whose payload is the receipt's JCS bytes, with " +
+        "the COSE Receipt in its unprotected header (394).")
   )
   .add(
     HttpApiEndpoint.post("evaluate", "/actionability", {

@@ -7,7 +7,7 @@ import type { ProhibitedField, ValidationFailed } from "../domain/Problem.js"
 import { decodeRelianceRequest, type RelianceRequest } from "../domain/Receipt.js"
 import { withMiddlewaresOnly } from "../http/GroupContext.js"
 import { receiptAnswers } from "./ReceiptBodies.js"
-import { Receipts } from "./Receipts.js"
+import { type EvidenceFormat, Receipts } from "./Receipts.js"
 
 /** The edge decodes: prohibited fields first (one error each), then the 7-field schema with pointers. */
 const decodeRequest = (payload: unknown) => Effect.fromResult(decodeRelianceRequest(payload))
@@ -39,6 +39,10 @@ export const ReceiptsHttpLive = Layer.unwrap(Effect.gen(function*() {
   const receipts = yield* Receipts
   const answers = receiptAnswers()
   const decodeChecked = decodePerPayload()
+  const evidenceOf = <F extends EvidenceFormat>(receiptId: string, format: F) =>
+    Effect.flatMap(Caller, (key) =>
+      Effect.map(receipts.evidence(key.tenant_id, receiptId, format), (evidence) =>
+        evidence.body as F extends "tlog-proof" ? string : Uint8Array))
   // Built with its middlewares only: see http/GroupContext.ts.
   return withMiddlewaresOnly(HttpApiBuilder.group(Api, "receipts", (handlers) =>
     handlers
@@ -54,6 +58,9 @@ export const ReceiptsHttpLive = Layer.unwrap(Effect.gen(function*() {
       .handle("proof", ({ params }) =>
         Effect.flatMap(Caller, (key) =>
           Effect.flatMap(receipts.proof(key.tenant_id, params.receiptId), answers.proof)))
+      .handle("tlogProof", ({ params }) => evidenceOf(params.receiptId, "tlog-proof"))
+      .handle("coseReceipt", ({ params }) => evidenceOf(params.receiptId, "cose-receipt"))
+      .handle("transparentStatement", ({ params }) => evidenceOf(params.receiptId, "transparent-statement"))
       .handle("evaluate", ({ payload }) =>
         Effect.flatMap(Caller, (key) => Effect.flatMap(decodeRequest(payload), (request) => receipts.evaluate(key.tenant_id, request))))
       .handle("policy", () => Effect.succeed(receipts.policy))))

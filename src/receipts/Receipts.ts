@@ -21,7 +21,10 @@ import type { MachineTrustResponse } from "../domain/MachineTrust.js"
 import { EventLog } from "../events/EventLog.js"
 import { signReceiptDigest } from "../log/Entries.js"
 import { LogNudge } from "../log/LogNudge.js"
-import type { ReceiptProofBundle } from "../log/ReceiptProof.js"
+import type { ReceiptProofBundle, SignedRelianceReceipt } from "../log/ReceiptProof.js"
+import { tlogProofOf, transparentStatementOf } from "../log/ReceiptFormats.js"
+import { jsonTextEncoder } from "../domain/Json.js"
+import { EvidenceMediaTypes, type EvidenceKind } from "../verify/Evidence.js"
 import { TransparencyLog } from "../log/TransparencyLog.js"
 import { countReceipt } from "../observability/Metrics.js"
 import { Ids } from "../platform/Ids.js"
@@ -64,6 +67,16 @@ const BackfillBatch = 500
  * The methods of `Receipts`. `create` and `get` are on the receipt endpoints' and MCP's hot paths (their
  * replays answer from memory): plain functions with no span; the rarer ones are `Effect.fn`s.
  */
+/** The standard encodings of a receipt's proof, by the name the endpoints and MCP use. */
+export type EvidenceFormat = Exclude<EvidenceKind, "bundle">
+
+/** One encoded proof: its media type and body (text for the tlog-proof, CBOR bytes for the two COSE kinds). */
+export interface Evidence {
+  readonly format: EvidenceFormat
+  readonly mediaType: string
+  readonly body: string | Uint8Array
+}
+
 export interface ReceiptsShape {
   /** The decision `create` would record now, without recording anything. */
   readonly evaluate: (tenantId: string, request: RelianceRequest) => Effect.Effect<ActionabilityEvaluation, EvaluationError>
@@ -73,6 +86,8 @@ export interface ReceiptsShape {
   readonly get: (tenantId: string, receiptId: string) => Effect.Effect<RelianceReceipt, ReceiptNotFound>
   /** The receipt with its inclusion in the transparency log. */
   readonly proof: (tenantId: string, receiptId: string) => Effect.Effect<ReceiptProofBundle, ReceiptNotFound | NotYetLogged>
+  /** The same facts as `proof` in a standard encoding (docs/API.md "Evidence in standard encodings"). */
+  readonly evidence: (tenantId: string, receiptId: string, format: EvidenceFormat) => Effect.Effect<Evidence, ReceiptNotFound | NotYetLogged>
   /** Signs receipts stored before signatures; succeeds with how many. */
   readonly backfillSignatures: Effect.Effect<number>
   /** The loaded policy as the API shows it. */
@@ -204,7 +219,26 @@ const make = Effect.gen(function*() {
     return yield* log.receiptBundle(receipt, yield* receiptKeyOf(receipt.signature.kid))
   })
 
-  return { evaluate, create, get, proof, backfillSignatures, policy: policyView(policy) } satisfies ReceiptsShape
+  // The statement's payload is the receipt as GET returns it: its JSON through the same schema, then JCS.
+  const receiptAsServed = jsonTextEncoder(RelianceReceipt)
+  const statementSigner = {
+    kid: events.signer.kid,
+    sign: (input: Uint8Array) => new Uint8Array(Buffer.from(events.signer.sign(input), "base64url"))
+  }
+
+  /** GET /reliance-receipts/{id}/tlog-proof, /cose-receipt, /transparent-statement: the bundle's facts re-encoded. */
+  const evidence = Effect.fn("Receipts.evidence")(function*(tenantId: string, receiptId: string, format: EvidenceFormat) {
+    const receipt = yield* get(tenantId, receiptId)
+    const bundle = yield* log.receiptBundle(receipt, undefined)
+    const mediaType = EvidenceMediaTypes[format]
+    if (format === "tlog-proof") return { format, mediaType, body: tlogProofOf(bundle) }
+    const coseReceipt = log.coseReceipt(bundle)
+    if (format === "cose-receipt") return { format, mediaType, body: coseReceipt }
+    const served = JSON.parse(receiptAsServed(receipt)) as SignedRelianceReceipt
+    return { format, mediaType, body: transparentStatementOf(served, coseReceipt, log.key.origin, statementSigner) }
+  })
+
+  return { evaluate, create, get, proof, evidence, backfillSignatures, policy: policyView(policy) } satisfies ReceiptsShape
 })
 
 /**

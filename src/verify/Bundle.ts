@@ -144,7 +144,7 @@ export function* verifyReceiptSignature(receiptDigest: unknown, signature: unkno
     : refuse(`the signature does not verify with key ${signature.kid}`)
 }
 
-const stepOf = (step: BundleStep, ok: boolean, detail: string): BundleStepResult => ({ step, ok, checked: true, detail })
+export const stepOf = (step: BundleStep, ok: boolean, detail: string): BundleStepResult => ({ step, ok, checked: true, detail })
 
 /** A digest, or undefined for a value without a canonical JSON form. */
 function* digestOrUndefined(value: unknown): Verifying<string | undefined> {
@@ -157,7 +157,7 @@ function* digestOrUndefined(value: unknown): Verifying<string | undefined> {
   return yield* sha256Hex(text)
 }
 
-function* digestStep(receipt: unknown): Verifying<BundleStepResult> {
+export function* digestStep(receipt: unknown): Verifying<BundleStepResult> {
   const fail = (detail: string) => stepOf("digest", false, detail)
   if (!isRecord(receipt)) return fail("receipt is not an object")
   const snapshot = receipt.snapshot_payload
@@ -291,7 +291,7 @@ function* pinnedQuorum(note: unknown, policy: WitnessPolicy, nowSeconds: number)
 }
 
 /** Raw keys by kid: a JWKS's usable keys, or one raw key under its own kid. */
-function* receiptKeyMap(keys: ReceiptKeys): Verifying<ReadonlyMap<string, Uint8Array>> {
+export function* receiptKeyMap(keys: ReceiptKeys): Verifying<ReadonlyMap<string, Uint8Array>> {
   if (keys instanceof Uint8Array) {
     if (keys.length !== 32 || !(yield* ed25519Key(keys))) return new Map()
     return new Map([[yield* kidOf(keys), keys]])
@@ -299,7 +299,7 @@ function* receiptKeyMap(keys: ReceiptKeys): Verifying<ReadonlyMap<string, Uint8A
   return yield* rawKeysFromJwks(keys)
 }
 
-function* receiptSignatureStep(receipt: unknown, keys: ReceiptKeys | undefined, source: "pinned" | "bundle" | "none"): Verifying<BundleStepResult> {
+export function* receiptSignatureStep(receipt: unknown, keys: ReceiptKeys | undefined, source: "pinned" | "bundle" | "none"): Verifying<BundleStepResult> {
   if (keys === undefined) {
     return { step: "receipt_signature", ok: false, checked: false, detail: "not checked: no receipt key was supplied and the bundle carries none" }
   }

@@ -7,6 +7,15 @@ const encoder = new TextEncoder()
 
 export const utf8 = (text: string): Uint8Array => encoder.encode(text)
 
+/** UTF-8 bytes to text, or undefined when they are not valid UTF-8 (a BOM is kept as a character). */
+export const utf8Decode = (bytes: Uint8Array): string | undefined => {
+  try {
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes)
+  } catch {
+    return undefined
+  }
+}
+
 export const concat = (...parts: ReadonlyArray<Uint8Array>): Uint8Array => {
   const out = new Uint8Array(parts.reduce((n, part) => n + part.length, 0))
   let at = 0

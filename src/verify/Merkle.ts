@@ -15,22 +15,24 @@ export const nodeHash = (left: Uint8Array, right: Uint8Array): Verifying<Uint8Ar
 const half = (n: number) => Math.floor(n / 2)
 const isOdd = (n: number) => n % 2 === 1
 
-/** RFC 9162 §2.1.3.2: does `path` prove `leaf` at `index` in the tree of `size` leaves with `root`? */
-export function* verifyInclusion(proof: {
+/**
+ * RFC 9162 §2.1.3.2: the root `path` leads to from `leaf` at `index` in a tree of `size` leaves, or
+ * undefined when the path cannot be a proof there (an index outside the tree, a path too long or too short).
+ */
+export function* rootFromInclusion(proof: {
   readonly index: number
   readonly size: number
   readonly leaf: Uint8Array
   readonly path: ReadonlyArray<Uint8Array>
-  readonly root: Uint8Array
-}): Verifying<boolean> {
-  const { index, size, leaf, path, root } = proof
-  if (!isSize(index) || !isSize(size) || index >= size) return false
-  if (!isHash(leaf) || !isHash(root) || !Array.isArray(path) || !path.every(isHash)) return false
+}): Verifying<Uint8Array | undefined> {
+  const { index, size, leaf, path } = proof
+  if (!isSize(index) || !isSize(size) || index >= size) return undefined
+  if (!isHash(leaf) || !Array.isArray(path) || !path.every(isHash)) return undefined
   let fn = index
   let sn = size - 1
   let r = leaf
   for (const p of path) {
-    if (sn === 0) return false
+    if (sn === 0) return undefined
     if (isOdd(fn) || fn === sn) {
       r = yield* nodeHash(p, r)
       while (!isOdd(fn) && fn !== 0) {
@@ -43,5 +45,18 @@ export function* verifyInclusion(proof: {
     fn = half(fn)
     sn = half(sn)
   }
-  return sn === 0 && bytesEqual(r, root)
+  return sn === 0 ? r : undefined
+}
+
+/** RFC 9162 §2.1.3.2: does `path` prove `leaf` at `index` in the tree of `size` leaves with `root`? */
+export function* verifyInclusion(proof: {
+  readonly index: number
+  readonly size: number
+  readonly leaf: Uint8Array
+  readonly path: ReadonlyArray<Uint8Array>
+  readonly root: Uint8Array
+}): Verifying<boolean> {
+  if (!isHash(proof.root)) return false
+  const computed = yield* rootFromInclusion(proof)
+  return computed !== undefined && bytesEqual(computed, proof.root)
 }

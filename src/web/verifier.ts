@@ -9,6 +9,10 @@ import { runAsync, type AsyncCrypto, type Verifying } from "../verify/Run.js"
 import { checkEventChain, eventHashOf as eventHashRecipe, type ChainVerdict, type EventCheck, type VerifyOptions } from "../verify/Chain.js"
 import { digestOf as digestRecipe } from "../verify/Jcs.js"
 import { verifyReceiptBundle as checkReceiptBundle, type BundleVerdict, type BundleVerifyOptions } from "../verify/Bundle.js"
+import { verifyEvidence as checkEvidence, type EvidenceVerdict, type EvidenceVerifyOptions } from "../verify/Evidence.js"
+
+export { evidenceKindOf } from "../verify/Evidence.js"
+export type { EvidenceKind, EvidenceStep, EvidenceStepResult, EvidenceVerdict, EvidenceVerifyOptions } from "../verify/Evidence.js"
 
 export type { ChainFailureReason, ChainHead, ChainVerdict, EventCheck, VerifyOptions } from "../verify/Chain.js"
 export type { BundleStep, BundleStepResult, BundleVerdict, BundleVerifyOptions, ReceiptKeys, WitnessPolicy } from "../verify/Bundle.js"
@@ -86,3 +90,10 @@ export const verifyEventChain = async (events: ReadonlyArray<unknown>, jwks: unk
  */
 export const verifyReceiptBundle = (bundle: unknown, options: BundleVerifyOptions = {}): Promise<BundleVerdict> =>
   run(checkReceiptBundle(bundle, options))
+
+/**
+ * Checks a bundle, a tlog-proof, a COSE Receipt or a Transparent Statement (recognised by content), as the
+ * client module's `verifyEvidence` does, with WebCrypto.
+ */
+export const verifyEvidence = (input: unknown, options: EvidenceVerifyOptions = {}): Promise<EvidenceVerdict> =>
+  run(checkEvidence(input, options))

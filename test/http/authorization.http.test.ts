@@ -187,6 +187,22 @@ const table: Readonly<Record<string, Row>> = {
     otherTenant: { status: 404, code: "receipt-not-found" },
     call: () => ({ path: `/api/v1/reliance-receipts/${ctx.receiptId}/proof` })
   },
+  // docs/API.md "Evidence in standard encodings": the same proof in C2SP and COSE forms
+  "GET /api/v1/reliance-receipts/{}/tlog-proof": {
+    auth: "api-key", success: [200], proofOrLog: true,
+    otherTenant: { status: 404, code: "receipt-not-found" },
+    call: () => ({ path: `/api/v1/reliance-receipts/${ctx.receiptId}/tlog-proof` })
+  },
+  "GET /api/v1/reliance-receipts/{}/cose-receipt": {
+    auth: "api-key", success: [200], proofOrLog: true,
+    otherTenant: { status: 404, code: "receipt-not-found" },
+    call: () => ({ path: `/api/v1/reliance-receipts/${ctx.receiptId}/cose-receipt` })
+  },
+  "GET /api/v1/reliance-receipts/{}/transparent-statement": {
+    auth: "api-key", success: [200], proofOrLog: true,
+    otherTenant: { status: 404, code: "receipt-not-found" },
+    call: () => ({ path: `/api/v1/reliance-receipts/${ctx.receiptId}/transparent-statement` })
+  },
   "GET /api/v1/log/checkpoint": { auth: "none", success: [200], proofOrLog: true, call: () => ({ path: "/log/checkpoint" }) },
   "GET /api/v1/log/key": { auth: "none", success: [200], proofOrLog: true, call: () => ({ path: "/log/key" }) },
   "GET /api/v1/log/policy": { auth: "none", success: [200], proofOrLog: true, call: () => ({ path: "/log/policy" }) },

@@ -109,6 +109,24 @@ const apiCases: Readonly<Record<string, Case>> = {
       return [{ path: `/api/v1/reliance-receipts/${receiptId}/proof`, options: { bearer: key }, status: 200 }]
     }
   },
+  "GET /api/v1/reliance-receipts/{}/tlog-proof": {
+    calls: async () => {
+      await settledTreeSize()
+      return [{ path: `/api/v1/reliance-receipts/${receiptId}/tlog-proof`, options: { bearer: key }, status: 200 }]
+    }
+  },
+  "GET /api/v1/reliance-receipts/{}/cose-receipt": {
+    calls: async () => {
+      await settledTreeSize()
+      return [{ path: `/api/v1/reliance-receipts/${receiptId}/cose-receipt`, options: { bearer: key }, status: 200 }]
+    }
+  },
+  "GET /api/v1/reliance-receipts/{}/transparent-statement": {
+    calls: async () => {
+      await settledTreeSize()
+      return [{ path: `/api/v1/reliance-receipts/${receiptId}/transparent-statement`, options: { bearer: key }, status: 200 }]
+    }
+  },
   "GET /api/v1/policy": { calls: async () => [{ path: "/api/v1/policy", options: { bearer: key }, status: 200 }] },
   "GET /api/v1/mcp": { neverSucceeds: { path: "/api/v1/mcp", options: { bearer: key }, status: 405 } },
   "GET /api/v1/events": {

@@ -9,7 +9,7 @@ import { SqlClient } from "effect/sql"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { logMonitorCommand } from "../../src/cli/LogMonitor.js"
 import { verifyReceiptCommand } from "../../src/cli/VerifyReceipt.js"
-import { parsePolicy, verifyReceiptBundle } from "../../src/client/index.js"
+import { parsePolicy, verifyEvidence, verifyReceiptBundle } from "../../src/client/index.js"
 import { privateKeyFromSeed } from "../../src/events/Signer.js"
 import { openCheckpoint, peekCheckpoint, signCheckpoint } from "../../src/log/Checkpoint.js"
 import { cosignerFromPrivateKey, parseCosignerKey, requireQuorum } from "../../src/log/Cosignature.js"
@@ -115,6 +115,20 @@ describe("the log under two witnesses (quorum 2)", () => {
     expect(verdict.failed_step).toBeUndefined()
   })
 
+  it("a receipt's tlog-proof carries the witnessed checkpoint and verifies with both witnesses pinned; its COSE forms cannot show cosignatures", async () => {
+    const receipt = await createReceipt(server, writer)
+    await witnessedBundle(server, receipt.receipt_id)
+    const fetched = async (format: string) =>
+      new Uint8Array(await (await fetch(`${server.baseUrl}/api/v1/reliance-receipts/${receipt.receipt_id}/${format}`, { headers: { authorization: `Bearer ${reader}` } })).arrayBuffer())
+    const tlog = await fetched("tlog-proof")
+    const witnessed = { verifierKey: logVerifierKey, witnesses: [w1.verifierKey, w2.verifierKey], quorum: 2, receipt }
+    const verdict = verifyEvidence(tlog, witnessed)
+    expect(verdict.steps.map((s) => [s.step, s.ok])).toContainEqual(["witness_cosignatures", true])
+    expect(verdict.ok).toBe(true)
+    expect(verifyEvidence(tlog, { ...witnessed, witnesses: [w1.verifierKey, strangerKey] }).failed_step).toBe("witness_cosignatures")
+    expect(verifyEvidence(await fetched("cose-receipt"), witnessed).failed_step).toBe("witness_cosignatures")
+  })
+
   it("/log/checkpoint is the log's signed note with the cosignature lines after the log's own line", async () => {
     const reply = await request(server, "GET", "/log/checkpoint")
     expect(reply.status).toBe(200)
@@ -152,7 +166,7 @@ describe("the log under two witnesses (quorum 2)", () => {
     writeFileSync(file, JSON.stringify(await witnessedBundle(server, receipt.receipt_id)))
     const ok = await Effect.runPromise(verifyReceiptCommand({ file, policy }))
     expect(ok.ok).toBe(true)
-    expect(ok.keys.verifier_key).toBe("pinned")
+    expect("keys" in ok && ok.keys.verifier_key).toBe("pinned")
     expect(ok.steps.find((s) => s.step === "witness_cosignatures")?.detail).toMatch(/2 of the policy's 2 witnesses cosigned the checkpoint \(witness\.test\/w1, witness\.test\/w2\)/)
     // The CLI, as a child process: the same verdict from the file.
     const cli = spawnSync(process.execPath, [compiledEntry("src/cli/main.ts"), "verify-receipt", file, "--policy", policy], { encoding: "utf8", env: childEnvironment({}) })
@@ -341,6 +355,12 @@ describe("the log under two witnesses (quorum 2)", () => {
         } else {
           await new Promise((resolve) => setTimeout(resolve, 1_500))
           expect((await proof()).status).toBe(404)
+          for (const format of ["tlog-proof", "cose-receipt", "transparent-statement"]) {
+            const early = await request(other, "GET", `/api/v1/reliance-receipts/${receipt.receipt_id}/${format}`, { bearer: otherWriter })
+            expect(early.status, format).toBe(404)
+            expect(early.body.code, format).toBe("not-yet-logged")
+            expect(early.headers.get("retry-after"), format).toBe("1")
+          }
           expect((await request(other, "GET", "/log/checkpoint")).status).toBe(404)
           const metrics = await (await fetch(`${other.baseUrl}/metrics`)).text()
           expect(metrics).toMatch(/pv_log_witness_lag_entries(\{[^}]*\})? [1-9]/)
