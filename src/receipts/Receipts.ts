@@ -73,6 +73,8 @@ export interface ReceiptsShape {
   readonly get: (tenantId: string, receiptId: string) => Effect.Effect<RelianceReceipt, ReceiptNotFound>
   /** The receipt with its inclusion in the transparency log. */
   readonly proof: (tenantId: string, receiptId: string) => Effect.Effect<ReceiptProofBundle, ReceiptNotFound | NotYetLogged>
+  /** A receipt's proof bundle once its entry is under a served checkpoint, waiting up to `ms` for it (none after). */
+  readonly proofWithin: (receipt: RelianceReceipt, ms: number) => Effect.Effect<Option.Option<ReceiptProofBundle>>
   /** Signs receipts stored before signatures; succeeds with how many. */
   readonly backfillSignatures: Effect.Effect<number>
   /** The loaded policy as the API shows it. */
@@ -204,7 +206,12 @@ const make = Effect.gen(function*() {
     return yield* log.receiptBundle(receipt, yield* receiptKeyOf(receipt.signature.kid))
   })
 
-  return { evaluate, create, get, proof, backfillSignatures, policy: policyView(policy) } satisfies ReceiptsShape
+  /** POST /reliance-receipts with Prefer: wait (docs/API.md): the bundle GET …/proof would serve, once it exists. */
+  const proofWithin = Effect.fn("Receipts.proofWithin")(function*(receipt: RelianceReceipt, ms: number) {
+    return yield* log.receiptBundleWithin(receipt, yield* receiptKeyOf(receipt.signature.kid), ms)
+  })
+
+  return { evaluate, create, get, proof, proofWithin, backfillSignatures, policy: policyView(policy) } satisfies ReceiptsShape
 })
 
 /**
