@@ -68,7 +68,9 @@ export const ReceiptsHttpLive = Layer.unwrap(Effect.gen(function*() {
             Effect.flatMap(decodeChecked(payload), (decoded) => {
               const created = receipts.create(key.tenant_id, decoded)
               const seconds = preferredWaitSeconds(request.headers["prefer"])
-              return seconds === undefined ? Effect.flatMap(created, answers.created) : Effect.flatMap(created, (receipt) => answerWithin(receipt, seconds))
+              if (seconds === undefined) return Effect.flatMap(created, answers.created)
+              frontDoor.waitsOnPurpose(request)
+              return Effect.flatMap(created, (receipt) => answerWithin(receipt, seconds))
             }))))
       .handle("get", ({ params }) =>
         Effect.flatMap(Caller, (key) =>
