@@ -146,4 +146,20 @@ describe(`Prefer: wait on POST /reliance-receipts (${kind})`, () => {
     const proof = await request(witnessed, "GET", `/api/v1/reliance-receipts/${reply.body.receipt_id}/proof`, { bearer: key })
     expect(proof.status).toBe(404)
   })
+
+  it("a drain (SIGTERM) ends a wait at once with the answer without proof", async () => {
+    const on = witnessed!
+    const key = (await createKey(on, ["receipt:write"], { rate_limit_per_minute: 1_000_000 })).api_key
+    const started = Date.now()
+    const pending = post(on, key, body(), "wait=10")
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    const closing = on.close()
+    witnessed = undefined
+    const reply = await pending
+    await closing
+    expect(reply.status, reply.text).toBe(201)
+    expect(reply.body.proof).toBeUndefined()
+    expect(reply.headers.get("preference-applied")).toBeNull()
+    expect(Date.now() - started).toBeLessThan(5_000)
+  })
 })
