@@ -16,13 +16,12 @@ import { ReceiptProofBundle } from "../log/Api.js"
 import { PolicyView } from "../domain/PolicyDocument.js"
 
 /** POST's answers may carry the proof bundle (Prefer: wait, docs/API.md): the one GET …/proof serves. */
+// One schema for both answers, so OpenAPI names one component for it.
+const ProofMember = Schema.optionalKey(ReceiptProofBundle).annotate({
+  description: "Present only when the request sent Prefer: wait=<1-10> and the receipt's entry was under a served checkpoint in time"
+})
 const withProof = <S extends typeof NewRelianceReceipt | typeof ReplayedRelianceReceipt>(schema: S) =>
-  Schema.Struct({
-    ...schema.fields,
-    proof: Schema.optionalKey(ReceiptProofBundle).annotate({
-      description: "Present only when the request sent Prefer: wait=<1-10> and the receipt's entry was under a served checkpoint in time"
-    })
-  }).annotate({ identifier: schema.ast.annotations?.identifier as string, description: schema.ast.annotations?.description as string })
+  Schema.Struct({ ...schema.fields, proof: ProofMember }).annotate({ identifier: schema.ast.annotations?.identifier as string, description: schema.ast.annotations?.description as string })
 
 const NewRelianceReceiptAnswer = withProof(NewRelianceReceipt)
 const ReplayedRelianceReceiptAnswer = withProof(ReplayedRelianceReceipt)
