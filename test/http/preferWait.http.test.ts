@@ -147,6 +147,31 @@ describe(`Prefer: wait on POST /reliance-receipts (${kind})`, () => {
     expect(proof.status).toBe(404)
   })
 
+  it("with a quorum the live witness meets: the proof carries its cosignature and verifies against it", async () => {
+    const down = cosignerFromPrivateKey("down.example/w", privateKeyFromSeed(Buffer.alloc(32, 77))).verifierKey
+    // A witness of its own: this server's log shares the test origin and key with the other's, a different tree.
+    const live = await startTestWitness([pinnedVerifierKey], { PV_WITNESS_NAME: "witness.test/live" })
+    const quorumOne = await startTestServer({
+      config: {
+        logRateLimitPerMinute: 1_000_000,
+        logWitnesses: [{ url: live.baseUrl, verifierKey: live.verifierKey }, { url: `http://127.0.0.1:${await closedPort()}`, verifierKey: down }],
+        logWitnessQuorum: 1
+      }
+    })
+    try {
+      const key = await setUp(quorumOne)
+      const keys = (await request(quorumOne, "GET", "/api/v1/events/keys")).body
+      const reply = await post(quorumOne, key, body(), "wait=10")
+      expect(reply.status, reply.text).toBe(201)
+      expect(reply.headers.get("preference-applied")).toBe("wait=10")
+      const verdict = verifyReceiptBundle(reply.body.proof, { verifierKey: pinnedVerifierKey, receiptKeys: keys, witnesses: [live.verifierKey], quorum: 1 })
+      expect(verdict, JSON.stringify(verdict)).toMatchObject({ ok: true })
+    } finally {
+      await quorumOne.close()
+      await live.close()
+    }
+  })
+
   it("a drain (SIGTERM) ends a wait at once with the answer without proof", async () => {
     const on = witnessed!
     const key = (await createKey(on, ["receipt:write"], { rate_limit_per_minute: 1_000_000 })).api_key
