@@ -2,7 +2,7 @@
 // prints a markdown table of absolute figures and of ratios against baselines measured in the same run.
 //   BENCH_NODE_FLAGS="--max-old-space-size=192 …" overrides the service processes' V8 flags (default as npm start).
 //   npm run bench [-- --embedded] [--seconds 10] [--determinations 10000] [--growth 100000] [--chain 100000] [--logEntries 1000000] [--workers N]
-//   npm run bench -- --witness [--embedded] [--witnessRounds 5] [--witnessRate R]: only the witness rows W1–W3 (bench/witnessRows.ts), in about
+//   npm run bench -- --witness [--embedded] [--witnessRounds 5] [--witnessRate R]: only the witness rows W1–W4 (bench/witnessRows.ts), in about
 //   3½ minutes (5 rounds, since 3 left the median to one noisy round); --witnessRate adds W2 rounds at a fixed R receipts a second (open loop).
 // Without --embedded it uses PostgreSQL: a fresh database on DATABASE_URL's server (default
 // postgres://postgres@127.0.0.1:5432/postgres), dropped afterwards. The HTTP baselines (a) and (b) run in

@@ -190,6 +190,9 @@ export interface Segment {
   readonly witnessCpuMicros: number
   /** Acknowledgment → proof bundle 200, ms, sorted. */
   readonly covered: ReadonlyArray<number>
+  /** W4: POST with Prefer: wait=10 sent → answered with its proof, ms, sorted; and how many came without one. */
+  readonly waited: ReadonlyArray<number>
+  readonly waitedWithoutProof: number
 }
 
 const receiptBody = (subject: string, principal: string) => JSON.stringify({
@@ -244,6 +247,23 @@ const sampleCoverage = async (baseUrl: string, headers: Record<string, string>, 
     await new Promise((resolve) => setTimeout(resolve, 100))
   }
   return { sampled: samples.length, covered: await Promise.all(samples) }
+}
+
+/** W4: one POST with `Prefer: wait=10` every 100 ms while `running`: sent → answered with its proof, ms. */
+const sampleWaited = async (baseUrl: string, headers: Record<string, string>, subject: string, tag: string, running: () => boolean) => {
+  const answers: Array<Promise<number | undefined>> = []
+  let n = 0
+  while (running()) {
+    const sent = performance.now()
+    answers.push(fetch(`${baseUrl}/api/v1/reliance-receipts`, { method: "POST", headers: { ...headers, prefer: "wait=10" }, body: receiptBody(subject, `waited-${tag}-${n++}`) })
+      .then(async (reply) => {
+        const body = (await reply.json()) as { proof?: unknown }
+        return reply.status === 201 && body.proof !== undefined && reply.headers.get("preference-applied") === "wait=10" ? performance.now() - sent : undefined
+      }))
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  const settled = await Promise.all(answers)
+  return { waited: settled.filter((ms): ms is number => ms !== undefined).sort((a, b) => a - b), withoutProof: settled.filter((ms) => ms === undefined).length }
 }
 
 /**
@@ -305,12 +325,14 @@ export const witnessedReceipts = async (options: {
           const witnessCpu0 = witnesses.reduce((t, w) => t + cpuSeconds(w.child.pid!), 0)
           const sampled = sampling ? sampleCoverage(service.baseUrl, headers, options.subject, name, () => running) : Promise.resolve({ sampled: 0, covered: [] })
           const watched = sampling ? watchLog(service.baseUrl, () => running) : Promise.resolve("")
+          const waitedSamples = sampling ? sampleWaited(service.baseUrl, headers, options.subject, name, () => running) : Promise.resolve({ waited: [], withoutProof: 0 })
           const result = await load({
             connections: options.connections, seconds: options.seconds, url, method: "POST", headers,
             body: receiptBody(options.subject, `w-${name}-[<id>]`), idReplacement: true, ...(rate === undefined ? {} : { rate })
           })
           running = false
           const { sampled: samples, covered } = await sampled
+          const { waited, withoutProof } = await waitedSamples
           const serviceCpu = cpuSeconds(service.child.pid!) - serviceCpu0
           const witnessCpu = witnesses.reduce((t, w) => t + cpuSeconds(w.child.pid!), 0) - witnessCpu0
           if (result.non2xx > 0 || result.errors > 0) throw new Error(`${name}: ${result.non2xx} non-2xx answers, ${result.errors} errors: ${JSON.stringify(result.statusCodes)}`)
@@ -323,7 +345,9 @@ export const witnessedReceipts = async (options: {
             receipts,
             serviceCpuMicros: (1e6 * serviceCpu) / receipts,
             witnessCpuMicros: witnessed ? (1e6 * witnessCpu) / receipts : 0,
-            covered: [...covered].sort((a, b) => a - b)
+            covered: [...covered].sort((a, b) => a - b),
+            waited,
+            waitedWithoutProof: withoutProof
           }
           segments.push(segment)
           log(`${name} (${witnessed ? "2 witnesses, quorum 2" : "no witnesses"}): ${result.requestsPerSecond.toFixed(0)} receipts/s, ` +
@@ -406,6 +430,16 @@ export const witnessTableRows = (w1: ThroughputResult | undefined, w1Label: stri
       `p50 ${quantile(covered, 0.5).toFixed(0)} ms`,
       `${quantile(covered, 0.5).toFixed(0)} / ${p99.toFixed(0)}`,
       `p99 ${p99.toFixed(0)} ms (≤ 3,000) ${p99 <= 3_000 ? "✅" : "❌"}; max ${quantile(covered, 1).toFixed(0)} ms; ${w3.map((s) => fmt(s.result.requestsPerSecond)).join(", ")} receipts/s meanwhile`
+    ])
+    const waited = w3.flatMap((s) => s.waited).sort((x, y) => x - y)
+    const withoutProof = w3.reduce((t, s) => t + s.waitedWithoutProof, 0)
+    const waitedP99 = quantile(waited, 0.99)
+    const waitedOk = waitedP99 <= 3_000 && withoutProof === 0
+    rows.push([
+      `W4 POST receipt with Prefer: wait=10 → answer with its proof (2 witnesses, quorum 2), the same segment as W3 (${waited.length} samples)`,
+      `p50 ${quantile(waited, 0.5).toFixed(0)} ms`,
+      `${quantile(waited, 0.5).toFixed(0)} / ${waitedP99.toFixed(0)}`,
+      `p99 ${waitedP99.toFixed(0)} ms (≤ 3,000) and none without proof (${withoutProof}) ${waitedOk ? "✅" : "❌"}; max ${quantile(waited, 1).toFixed(0)} ms`
     ])
   }
   return rows

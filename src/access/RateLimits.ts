@@ -1,11 +1,10 @@
-import * as Http from "node:http"
-import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { Context, Duration, Effect, Layer, Option } from "effect"
 import { HttpEffect, type HttpServerRequest, HttpServerResponse } from "effect/http"
 import { RateLimiter } from "effect/persistence"
 import type { ApiKeyRecord } from "../domain/ApiKeyRecord.js"
 import { QuotaExceeded, RateLimited, Unavailable } from "../domain/Problem.js"
 import { countQuotaExceeded, countRateLimited } from "../observability/Metrics.js"
+import { nodeResponseOf } from "../http/FrontDoor.js"
 import { AppConfig } from "../platform/Config.js"
 import { DatabaseMode } from "../platform/Database.js"
 import { WindowCounters, memoryStore } from "./Counters.js"
@@ -73,14 +72,6 @@ const makeKeyFields = () => {
     return found
   }
 }
-
-/**
- * The Node response of a request the service's own server received (http/FrontDoor.ts), where headers every
- * answer to it carries can be set at once: the platform's `writeHead` merges them with the answer's own, so
- * they are on an answer and on a refusal alike, with no pre-response handler and no copy of the answer.
- */
-const nodeResponseOf = (request: HttpServerRequest.HttpServerRequest): Http.ServerResponse | undefined =>
-  request.source instanceof Http.IncomingMessage ? NodeHttpServerRequest.toServerResponse(request) as Http.ServerResponse : undefined
 
 const storeUnavailable = new Unavailable({ detail: "Rate limiting is unavailable; retry shortly." })
 

@@ -12,9 +12,10 @@ import { receiptDigestOf, type ReceiptSnapshot, type RelianceReceipt } from "../
 
 export { trustStateDigestOf } from "../domain/MachineTrust.js"
 export type { MachineTrustResponse } from "../domain/MachineTrust.js"
+// POST /reliance-receipts' answer: the receipt, with `proof` when the request sent Prefer: wait.
+export type { CreatedRelianceReceiptAnswer as CreatedRelianceReceipt } from "../receipts/Api.js"
 export type {
   ActionabilityEvaluation,
-  CreatedRelianceReceipt,
   Decision,
   ReceiptSnapshot,
   RelianceReceipt,

@@ -70,6 +70,11 @@ export interface FrontDoorShape {
   /** Completes when a drain starts: long-lived responses (event streams) end on it. */
   readonly stopping: Effect.Effect<void>
   /**
+   * The request waits on purpose (POST /reliance-receipts with Prefer: wait): it keeps its in-flight slot, but
+   * its time is not a sample of this process's latency, so the adaptive limit does not shrink for it.
+   */
+  readonly waitsOnPurpose: (request: HttpServerRequest.HttpServerRequest) => void
+  /**
    * Serves requests of `method` on `path` (the query is the handler's) with a plain `node:http` handler,
    * after admission and the drain, with a request id and its metrics and log line, instead of the Effect
    * app (so without its edge: no browser-origin rules); the record's route is `path`. Registered before
@@ -105,6 +110,13 @@ export const responseScope: Effect.Effect<Scope.Closeable, never, Scope.Scope | 
 )
 
 export class FrontDoor extends Context.Service<FrontDoor, FrontDoorShape>()("pv/FrontDoor") {}
+
+/**
+ * The Node response of a request the service's own server received, where headers every answer to it
+ * carries can be set at once (access/RateLimits.ts) and the front door keeps its admission entry.
+ */
+export const nodeResponseOf = (request: HttpServerRequest.HttpServerRequest): Http.ServerResponse | undefined =>
+  request.source instanceof Http.IncomingMessage ? NodeHttpServerRequest.toServerResponse(request) as Http.ServerResponse : undefined
 
 /** A problem answered here; its `instance` names the request id (set on `res` by `answeredHere`). */
 const sendProblem = (res: Http.ServerResponse, error: ProblemError, headers: Record<string, string> = {}) => {
@@ -246,6 +258,8 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
     // Pinned by the operator, or adaptive: it learns from every admitted request's time (admittedDone).
     const limit = Option.match(config.maxInFlight, { onNone: () => gradientLimit(), onSome: fixedLimit })
     admissionState.limit = limit.current
+    /** Admitted responses whose time is not a latency sample (waitsOnPurpose). */
+    const waiting = new WeakSet<Http.ServerResponse>()
 
     /** The `close` listener of every admitted response: the concurrency limit learns its time; the drain's count. */
     function admittedDone(this: AdmittedResponse) {
@@ -254,7 +268,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
       if (entry === undefined) return
       const inFlight = open.size
       if (!open.remove(entry)) return
-      limit.sample(performance.now() - entry.startedAt, inFlight)
+      if (!waiting.has(this)) limit.sample(performance.now() - entry.startedAt, inFlight)
       if (open.size === 0) onIdle?.()
     }
     /**
@@ -498,6 +512,10 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
         inFlight: () => open.size,
         listening: Deferred.await(listening),
         stopping: Deferred.await(stopping),
+        waitsOnPurpose: (request) => {
+          const res = nodeResponseOf(request)
+          if (res !== undefined) waiting.add(res)
+        },
         serveDirect: (method, path, serve) => void direct.set(`${method} ${path}`, serve)
       })
     )

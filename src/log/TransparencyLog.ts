@@ -1,4 +1,4 @@
-import { Clock, Context, Effect, Layer, Option } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Layer, Option } from "effect"
 import { MetricsState } from "../observability/Metrics.js"
 import { AppConfig } from "../platform/Config.js"
 import { FieldError, InvalidProofRequest, NotFound, NotYetLogged } from "../domain/Problem.js"
@@ -26,6 +26,9 @@ const CheckpointFreshMs = 200
 const CachedTileTrees = 1_024
 const CachedPartialTileTrees = 64
 const CachedBundles = 256
+
+/** A receipt waiting for its proof looks again this often when nothing on this instance announced progress. */
+const RecheckMs = 500
 
 /** A partial tile is reused this long: a burst of proofs against one checkpoint shares it, and a changed row shows soon. */
 const PartialTileFreshMs = 500
@@ -98,6 +101,10 @@ export interface TransparencyLogShape {
   readonly consistency: (firstParameter: string | undefined, secondParameter: string | undefined) => Effect.Effect<ConsistencyProof, InvalidProofRequest>
   /** A receipt with its inclusion proof and the served checkpoint, or NotYetLogged. */
   readonly receiptBundle: (receipt: SignedRelianceReceipt, receiptKey: EventJwk | undefined) => Effect.Effect<ReceiptProofBundle, NotYetLogged>
+  /** `receiptBundle` once it exists, waking on this log's progress; none when `ms` pass first. Holds no connection while it waits. */
+  readonly receiptBundleWithin: (receipt: SignedRelianceReceipt, receiptKey: EventJwk | undefined, ms: number) => Effect.Effect<Option.Option<ReceiptProofBundle>>
+  /** The log moved on this instance (a checkpoint published, a cosignature stored): wakes `receiptBundleWithin`. */
+  readonly advanced: Effect.Effect<void>
   readonly fetchTiles: (tiles: ReadonlyArray<Tile>) => Effect.Effect<Map<string, Uint8Array>>
   /** A bundle's facts as an RFC 9942 COSE Receipt, signed by the log key (ReceiptFormats.ts). */
   readonly coseReceipt: (bundle: ReceiptProofBundle) => Uint8Array
@@ -130,6 +137,14 @@ const makeTransparencyLog = Effect.gen(function*() {
    */
   const handed = lru<{ readonly data: Uint8Array; readonly readAt: number }>(CachedPartialTileTrees)
 
+  // One Deferred per step of progress, replaced when it completes: every waiter of that step wakes at once.
+  let nextStep = Deferred.makeUnsafe<void>()
+  const advanced: Effect.Effect<void> = Effect.suspend(() => {
+    const step = nextStep
+    nextStep = Deferred.makeUnsafe<void>()
+    return Deferred.succeed(step, undefined)
+  }).pipe(Effect.asVoid)
+
   /**
    * The integrator on this instance announces each checkpoint it commits, with the tiles its round
    * wrote, so its own readers never lag and a proof against the new checkpoint reads no tile back.
@@ -139,7 +154,8 @@ const makeTransparencyLog = Effect.gen(function*() {
       if (latest === undefined || checkpoint.size >= latest.checkpoint.size) latest = { checkpoint, readAt: now }
       if (witnesses.length > 0) witnessState.latestSize = latest.checkpoint.size
       for (const { tile, data } of written) handed.set(treeKey(tile), { data, readAt: now })
-    }))
+    }), Effect.andThen(advanced))
+
 
   const refresh = Effect.gen(function*() {
     const stored = yield* Effect.orDie(repo.latestCheckpoint)
@@ -362,6 +378,24 @@ const makeTransparencyLog = Effect.gen(function*() {
       })
     })
 
+  /**
+   * Tries, then sleeps until this instance's log advances (or RecheckMs, for progress made by another
+   * instance's integrator or witnessing, which is not announced here), until `ms` have passed.
+   */
+  const receiptBundleWithin = (receipt: SignedRelianceReceipt, receiptKey: EventJwk | undefined, ms: number) =>
+    Effect.gen(function*() {
+      const deadline = (yield* Clock.currentTimeMillis) + ms
+      for (;;) {
+        // Taken before trying, so a step made while trying is not missed.
+        const step = nextStep
+        const bundle = yield* Effect.option(receiptBundle(receipt, receiptKey))
+        if (Option.isSome(bundle)) return bundle
+        const left = deadline - (yield* Clock.currentTimeMillis)
+        if (left <= 0) return Option.none<ReceiptProofBundle>()
+        yield* Effect.timeoutOption(Deferred.await(step), Duration.millis(Math.min(left, RecheckMs)))
+      }
+    })
+
   return {
     checkpoint,
     current,
@@ -371,6 +405,8 @@ const makeTransparencyLog = Effect.gen(function*() {
     inclusion,
     consistency,
     receiptBundle,
+    receiptBundleWithin,
+    advanced,
     fetchTiles,
     coseReceipt: (bundle) => coseReceiptOf(bundle, key.signer),
     key: { origin: key.logOrigin, verifier_key: key.verifierKey }

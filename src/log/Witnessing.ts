@@ -204,6 +204,8 @@ const makeLogWitnessing = Effect.gen(function*() {
           if (!lines.ok) return yield* refused(witness, `the checkpoint of size ${target.size}`, 200, `an answer that is not its valid cosignature: ${lines.detail}`)
           yield* repo.storeCosignature(witness.id, token, target.size, lines.value.lines[0]!, new Date(lines.value.timestamp * 1000), interval)
           known.set(witness.id, target.size)
+          // A quorum may be met now: receipts waiting for their proof look again (Prefer: wait).
+          yield* log.advanced
           return "cosigned" as const
         }
         const heldNow = status === 409 && contentType.split(";")[0]!.trim() === "text/x.tlog.size" && /^(0|[1-9][0-9]*)\n$/.test(text)

@@ -21,6 +21,19 @@ const evidenceRules =
   "Same tenant rule as GET receipt. Before the receipt's entry is under a served checkpoint (with the witness quorum when " +
   "witnesses are configured): 404 not-yet-logged with Retry-After: 1. docs/API.md shows an annotated example."
 
+/** POST's answers may carry the proof bundle (Prefer: wait, docs/API.md): the one GET …/proof serves. */
+// One schema for both answers, so OpenAPI names one component for it.
+const ProofMember = Schema.optionalKey(ReceiptProofBundle).annotate({
+  description: "Present only when the request sent Prefer: wait=<1-10> and the receipt's entry was under a served checkpoint in time"
+})
+const withProof = <S extends typeof NewRelianceReceipt | typeof ReplayedRelianceReceipt>(schema: S) =>
+  Schema.Struct({ ...schema.fields, proof: ProofMember }).annotate({ identifier: schema.ast.annotations?.identifier as string, description: schema.ast.annotations?.description as string })
+
+const NewRelianceReceiptAnswer = withProof(NewRelianceReceipt)
+const ReplayedRelianceReceiptAnswer = withProof(ReplayedRelianceReceipt)
+/** What POST /reliance-receipts answers: the receipt (201 new, 200 replay), with `proof` when it waited for it. */
+export type CreatedRelianceReceiptAnswer = typeof NewRelianceReceiptAnswer.Type | typeof ReplayedRelianceReceiptAnswer.Type
+
 const ReceiptPath = { receiptId: Schema.String.annotate({ description: "rr_ + ULID" }) }
 
 /** GET /reliance-receipts/{id}/<format>: the proof bundle's facts in one standard encoding. */
@@ -35,7 +48,7 @@ export class ReceiptsApi extends HttpApiGroup.make("receipts")
     HttpApiEndpoint.post("create", "/reliance-receipts", {
       payload: RelianceRequestBody,
       // The status of each answer is declared here only: src/receipts/Http.ts reads it off these schemas.
-      success: [NewRelianceReceipt.pipe(HttpApiSchema.status(201)), ReplayedRelianceReceipt.pipe(HttpApiSchema.status(200))],
+      success: [NewRelianceReceiptAnswer.pipe(HttpApiSchema.status(201)), ReplayedRelianceReceiptAnswer.pipe(HttpApiSchema.status(200))],
       error: [ProhibitedField, ValidationFailed, Forbidden, UnknownPurpose, DeterminationNotFound, IdempotencyConflict]
     })
       .annotate(RequiredScope, "receipt:write")
@@ -46,7 +59,10 @@ export class ReceiptsApi extends HttpApiGroup.make("receipts")
         "tier, verdicts, authority_state, lifecycle_state, determination_id) is refused with 422 prohibited-field. " +
         "201 when stored; 200 with `idempotent: true` for the same (tenant_id, principal, subject_public_id, purpose_id, " +
         "requested_action, determination_digest); 409 when that key exists with another organization or claim_scope. " +
-        "Verify `receipt_digest` = SHA-256 of the RFC 8785 form of `snapshot_payload`.")
+        "Verify `receipt_digest` = SHA-256 of the RFC 8785 form of `snapshot_payload`. With `Prefer: wait=<1-10>` (RFC 7240) the " +
+        "answer waits up to that many seconds for the receipt's log entry to be under a served checkpoint (witness quorum " +
+        "included) and then carries `proof` (the GET …/proof bundle) and `Preference-Applied: wait=<n>`; if time runs out, " +
+        "the same answer without either. Other or malformed preferences are ignored.")
   )
   .add(
     HttpApiEndpoint.get("get", "/reliance-receipts/:receiptId", {

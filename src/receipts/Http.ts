@@ -1,11 +1,14 @@
-import { Effect, Layer, Result } from "effect"
+import { Effect, Layer, Option, Result } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Caller } from "../access/Auth.js"
 import { Api } from "../api/Api.js"
 import { checkedJsonOf } from "../api/Problems.js"
 import type { ProhibitedField, ValidationFailed } from "../domain/Problem.js"
-import { decodeRelianceRequest, type RelianceRequest } from "../domain/Receipt.js"
+import { type CreatedRelianceReceipt, decodeRelianceRequest, type RelianceReceipt, type RelianceRequest } from "../domain/Receipt.js"
+import { FrontDoor } from "../http/FrontDoor.js"
+import type { ReceiptProofBundle } from "../log/ReceiptProof.js"
 import { withMiddlewaresOnly } from "../http/GroupContext.js"
+import { preferredWaitSeconds } from "./PreferWait.js"
 import { receiptAnswers } from "./ReceiptBodies.js"
 import { type EvidenceFormat, Receipts } from "./Receipts.js"
 
@@ -29,6 +32,9 @@ const decodePerPayload = () => {
   }
 }
 
+/** The stored receipt of a POST answer, as GET (and so the proof bundle) shows it. */
+const stripIdempotent = ({ idempotent: _, ...receipt }: CreatedRelianceReceipt): RelianceReceipt => receipt
+
 /**
  * The Receipts service returns values; their bodies are written here, at the edge, by each endpoint's
  * declared success schema (ReceiptBodies.ts: POST's status and encoder by the answer's `idempotent`, a held
@@ -43,6 +49,18 @@ export const ReceiptsHttpLive = Layer.unwrap(Effect.gen(function*() {
     Effect.flatMap(Caller, (key) =>
       Effect.map(receipts.evidence(key.tenant_id, receiptId, format), (evidence) =>
         evidence.body as F extends "tlog-proof" ? string : Uint8Array))
+  const frontDoor = yield* FrontDoor
+  /**
+   * Prefer: wait: the receipt with its proof once it exists within `seconds`, else the plain answer. The wait
+   * holds no connection; a drain (SIGTERM) ends it at once with the plain answer.
+   */
+  const answerWithin = (receipt: CreatedRelianceReceipt, seconds: number) =>
+    Effect.race(receipts.proofWithin(stripIdempotent(receipt), seconds * 1000), Effect.as(frontDoor.stopping, Option.none<ReceiptProofBundle>())).pipe(
+      Effect.flatMap(Option.match({
+        onNone: () => answers.created(receipt),
+        onSome: (proof) => answers.createdWithProof(receipt, proof, seconds)
+      }))
+    )
   // Built with its middlewares only: see http/GroupContext.ts.
   return withMiddlewaresOnly(HttpApiBuilder.group(Api, "receipts", (handlers) =>
     handlers
@@ -51,7 +69,13 @@ export const ReceiptsHttpLive = Layer.unwrap(Effect.gen(function*() {
       .handleRaw("create", ({ request }) =>
         Effect.flatMap(checkedJsonOf(request), (payload) =>
           Effect.flatMap(Caller, (key) =>
-            Effect.flatMap(decodeChecked(payload), (decoded) => Effect.flatMap(receipts.create(key.tenant_id, decoded), answers.created)))))
+            Effect.flatMap(decodeChecked(payload), (decoded) => {
+              const created = receipts.create(key.tenant_id, decoded)
+              const seconds = preferredWaitSeconds(request.headers["prefer"])
+              if (seconds === undefined) return Effect.flatMap(created, answers.created)
+              frontDoor.waitsOnPurpose(request)
+              return Effect.flatMap(created, (receipt) => answerWithin(receipt, seconds))
+            }))))
       .handle("get", ({ params }) =>
         Effect.flatMap(Caller, (key) =>
           Effect.flatMap(receipts.get(key.tenant_id, params.receiptId), answers.read)))

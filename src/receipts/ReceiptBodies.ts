@@ -21,10 +21,13 @@ const bodyOf = <A extends object>(encode: (value: A) => string, value: A): Effec
       Effect.as(Effect.logWarning("a stored receipt does not fit its schema: sent as stored", error), JSON.stringify(value)))
   )
 
+/** A POST answer's value: the receipt, with its proof bundle when the request waited for it (Prefer: wait). */
+type CreatedAnswerValue = CreatedRelianceReceipt & { readonly proof?: ReceiptProofBundleValue }
+
 /** One POST answer kind: the status and the encoder of the success schema declared for it. */
 interface CreatedAnswer {
   readonly status: number
-  readonly encode: (value: CreatedRelianceReceipt) => string
+  readonly encode: (value: CreatedAnswerValue) => string
 }
 
 /**
@@ -43,7 +46,7 @@ const createdAnswers = (): { readonly stored: CreatedAnswer; readonly replayed: 
           const ast = SchemaAST.toType(schema.ast)
           const member = ast._tag === "Objects" ? ast.propertySignatures.find((p) => p.name === "idempotent") : undefined
           if (member?.type._tag === "Literal") {
-            byIdempotent.set(member.type.literal, { status, encode: jsonTextEncoder(schema as never) as (value: CreatedRelianceReceipt) => string })
+            byIdempotent.set(member.type.literal, { status, encode: jsonTextEncoder(schema as never) as (value: CreatedAnswerValue) => string })
           }
         }
       }
@@ -81,9 +84,15 @@ export const receiptAnswers = () => {
     receipt.idempotent
       ? keptAnswer(receipt, (r) => Effect.map(bodyOf(replayed.encode, r), json(replayed.status)))
       : Effect.map(bodyOf(stored.encode, receipt), json(stored.status))
+  /** The POST answer with the receipt's proof bundle, and the header saying the wait was applied (RFC 7240). */
+  const createdWithProof = (receipt: CreatedRelianceReceipt, proof: ReceiptProofBundleValue, seconds: number): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
+    const answer = receipt.idempotent ? replayed : stored
+    return Effect.map(bodyOf(answer.encode, { ...receipt, proof }), (body) =>
+      HttpServerResponse.text(body, { status: answer.status, contentType: "application/json", headers: { "preference-applied": `wait=${seconds}` } }))
+  }
   const read = (receipt: RelianceReceipt): Effect.Effect<HttpServerResponse.HttpServerResponse> =>
     keptAnswer(receipt, (r) => Effect.map(bodyOf(encodeReceipt, r), json(200)))
   const proof = (bundle: ReceiptProofBundleValue): Effect.Effect<HttpServerResponse.HttpServerResponse> =>
     Effect.map(bodyOf(encodeBundle, bundle), json(200))
-  return { created, read, proof } as const
+  return { created, createdWithProof, read, proof } as const
 }

@@ -88,6 +88,8 @@ export interface ReceiptsShape {
   readonly proof: (tenantId: string, receiptId: string) => Effect.Effect<ReceiptProofBundle, ReceiptNotFound | NotYetLogged>
   /** The same facts as `proof` in a standard encoding (docs/API.md "Evidence in standard encodings"). */
   readonly evidence: (tenantId: string, receiptId: string, format: EvidenceFormat) => Effect.Effect<Evidence, ReceiptNotFound | NotYetLogged>
+  /** A receipt's proof bundle once its entry is under a served checkpoint, waiting up to `ms` for it (none after). */
+  readonly proofWithin: (receipt: RelianceReceipt, ms: number) => Effect.Effect<Option.Option<ReceiptProofBundle>>
   /** Signs receipts stored before signatures; succeeds with how many. */
   readonly backfillSignatures: Effect.Effect<number>
   /** The loaded policy as the API shows it. */
@@ -238,7 +240,12 @@ const make = Effect.gen(function*() {
     return { format, mediaType, body: transparentStatementOf(served, coseReceipt, log.key.origin, statementSigner) }
   })
 
-  return { evaluate, create, get, proof, evidence, backfillSignatures, policy: policyView(policy) } satisfies ReceiptsShape
+  /** POST /reliance-receipts with Prefer: wait (docs/API.md): the bundle GET …/proof would serve, once it exists. */
+  const proofWithin = Effect.fn("Receipts.proofWithin")(function*(receipt: RelianceReceipt, ms: number) {
+    return yield* log.receiptBundleWithin(receipt, yield* receiptKeyOf(receipt.signature.kid), ms)
+  })
+
+  return { evaluate, create, get, proof, proofWithin, evidence, backfillSignatures, policy: policyView(policy) } satisfies ReceiptsShape
 })
 
 /**
