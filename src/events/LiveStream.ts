@@ -1,3 +1,4 @@
+import * as Sse from "effect/encoding/Sse"
 import { Context, Duration, Effect, Layer, type Scope, Stream } from "effect"
 import { type DeterminationNotFound, RateLimited } from "../domain/Problem.js"
 import type { PublicId } from "../domain/PublicId.js"
@@ -15,7 +16,8 @@ export const StreamEventName = "pv.trust.event"
 const BacklogPageSize = 100
 
 /** One event as a Server-Sent Events message: its sequence as the id (what Last-Event-ID resumes from), the JSON on one line. */
-export const sseMessageOf = (event: TrustEvent): string => `id: ${event.sequence}\nevent: ${StreamEventName}\ndata: ${JSON.stringify(event)}\n\n`
+export const sseMessageOf = (event: TrustEvent): string =>
+  Sse.encoder.write({ _tag: "Event", id: String(event.sequence), event: StreamEventName, data: JSON.stringify(event) })
 
 export const HeartbeatComment = ": keep-alive\n\n"
 

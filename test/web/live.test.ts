@@ -216,3 +216,11 @@ describe("an arriving event, checked against the one before it", () => {
     expect((await web.checkArrival(JSON.stringify(chain[0]), genesis, publicId, keys)).report.ok).toBe(true)
   })
 })
+
+describe("the service's stream writer (effect/encoding/Sse's encoder)", () => {
+  it("writes each event as id, event and one data line, the format of docs/API.md's stream", () => {
+    for (const event of chain) {
+      expect(sseMessageOf(event)).toBe(`id: ${event.sequence}\nevent: ${StreamEventName}\ndata: ${JSON.stringify(event)}\n\n`)
+    }
+  })
+})
