@@ -92,6 +92,7 @@ const table: Readonly<Record<string, Row>> = {
   "GET /readyz": { auth: "none", success: [200], call: () => ({ path: "/readyz" }) },
   "GET /api/v1/trust/{}/human": { auth: "none", success: [200], call: () => ({ path: `/api/v1/trust/${publicId}/human` }) },
   "GET /api/v1/events/keys": { auth: "none", success: [200], call: () => ({ path: "/api/v1/events/keys" }) },
+  "GET /api/v1/webhooks/signing-key": { auth: "none", success: [200], call: () => ({ path: "/api/v1/webhooks/signing-key" }) },
   "GET /openapi.json": { auth: "none", success: [200], outsideDefinition: true, call: () => ({ path: "/openapi.json" }) },
   "GET /docs": { auth: "none", success: [200], outsideDefinition: true, call: () => ({ path: "/docs" }) },
   // docs/API.md §12.1: GET → 405 (no stream, no session); the definition attaches no credential to it.

@@ -183,6 +183,9 @@ describe(`per-key limits (${kind})`, () => {
     "POST /api/v1/reliance-receipts": { method: "POST", path: "/api/v1/reliance-receipts", body: receiptBody("limits:headers") },
     "GET /api/v1/reliance-receipts/{}": { method: "GET", path: `/api/v1/reliance-receipts/${receiptId}` },
     "GET /api/v1/reliance-receipts/{}/proof": { method: "GET", path: `/api/v1/reliance-receipts/${receiptId}/proof` },
+    "GET /api/v1/reliance-receipts/{}/tlog-proof": { method: "GET", path: `/api/v1/reliance-receipts/${receiptId}/tlog-proof` },
+    "GET /api/v1/reliance-receipts/{}/cose-receipt": { method: "GET", path: `/api/v1/reliance-receipts/${receiptId}/cose-receipt` },
+    "GET /api/v1/reliance-receipts/{}/transparent-statement": { method: "GET", path: `/api/v1/reliance-receipts/${receiptId}/transparent-statement` },
     "POST /api/v1/actionability": { method: "POST", path: "/api/v1/actionability", body: receiptBody("limits:evaluate") },
     "GET /api/v1/policy": { method: "GET", path: "/api/v1/policy" },
     "POST /api/v1/mcp": { method: "POST", path: "/api/v1/mcp", body: { jsonrpc: "2.0", id: 1, method: "ping" } },
@@ -195,7 +198,9 @@ describe(`per-key limits (${kind})`, () => {
     // Each DELETE removes one more subscription, so every one of them is answered 204.
     "DELETE /api/v1/subscriptions/{}": { method: "DELETE", path: () => `/api/v1/subscriptions/${victims.shift()}` },
     "POST /api/v1/subscriptions/{}/resume": { method: "POST", path: `/api/v1/subscriptions/${subscriptionId}/resume` },
-    "POST /api/v1/subscriptions/{}/rotate-secret": { method: "POST", path: `/api/v1/subscriptions/${subscriptionId}/rotate-secret` }
+    "POST /api/v1/subscriptions/{}/rotate-secret": { method: "POST", path: `/api/v1/subscriptions/${subscriptionId}/rotate-secret` },
+    "GET /api/v1/subscriptions/{}/attempts": { method: "GET", path: `/api/v1/subscriptions/${subscriptionId}/attempts` },
+    "POST /api/v1/subscriptions/{}/redeliver": { method: "POST", path: `/api/v1/subscriptions/${subscriptionId}/redeliver`, body: { from_sequence: 1 } }
   })
 
   it("sends RateLimit-Policy and RateLimit on every endpoint that takes an API key, answered or refused", async () => {

@@ -154,6 +154,7 @@ const apiCases: Readonly<Record<string, Case>> = {
     }
   },
   "GET /api/v1/events/keys": { calls: async () => [{ path: "/api/v1/events/keys", status: 200 }] },
+  "GET /api/v1/webhooks/signing-key": { calls: async () => [{ path: "/api/v1/webhooks/signing-key", status: 200 }] },
   "GET /api/v1/log/checkpoint": { calls: async () => [{ path: "/api/v1/log/checkpoint", status: 200 }] },
   "GET /api/v1/log/key": { calls: async () => [{ path: "/api/v1/log/key", status: 200 }] },
   "GET /api/v1/log/policy": { calls: async () => [{ path: "/api/v1/log/policy", status: 200 }] },
