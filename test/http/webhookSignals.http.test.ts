@@ -86,7 +86,8 @@ describe(`bounded delivery turns (${testDatabaseKind()})`, () => {
     receiver.behaviour = (r) => {
       if (r.path === "/a" && first) {
         first = false
-        return { kind: "answer", status: 204, until: held.opened }
+        // Held, then as slow as every other answer: each attempt takes at least `delayMs`, the time test's premise.
+        return { kind: "answer", status: 204, until: held.opened, ...(delayMs === undefined ? {} : { delayMs }) }
       }
       return { kind: "answer", status: 204, ...(delayMs === undefined ? {} : { delayMs }) }
     }
