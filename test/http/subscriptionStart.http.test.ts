@@ -1,3 +1,4 @@
+import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { verifyWebhook } from "../../src/client/index.js"
 import { testDatabaseKind } from "../support/databases.js"
@@ -47,6 +48,79 @@ describe(`no gap at the start (${testDatabaseKind()})`, () => {
       expect(Math.max(body.after, body.delivered_through + body.pending), JSON.stringify(body)).toBe(head)
     }
   }, 120_000)
+})
+
+/**
+ * The interleaving the one-statement insert exists for, forced rather than hoped for. PostgreSQL only: PGlite
+ * is one serial connection, so an append and a subscribe never overlap there. From its own connection the test
+ * holds a SHARE lock on log_pending; an append then stops at its log entry, after it has locked the
+ * determination row, inserted the event and run the outbox `owe`, and before it commits. The subscribe is made
+ * while the append is stopped there; the lock is released once the subscribe has either answered or is seen
+ * waiting on the append (pg_blocking_pids). Reading the committed head and inserting separately, the
+ * subscription answers at once with `after` = the old head, and the append's `owe` (which ran before it
+ * existed) never covers it: the event is neither at or below `after` nor owed.
+ */
+describe(`no gap at the start, forced (${testDatabaseKind()})`, () => {
+  it.skipIf(testDatabaseKind() !== "postgres")("an append stopped before its commit is at or below the new subscription's `after`, or owed", async () => {
+    const publicId = "DET-V1-NO-GAP-FORCED"
+    expect((await putDetermination(server, publicId, determinationBody(asOf, { tier: "T1" }))).status).toBe(201)
+    const database = new URL(server.databaseUrl!).pathname.slice(1)
+    const holder = new pg.Client({ connectionString: server.databaseUrl! })
+    const watcher = new pg.Client({ connectionString: server.databaseUrl! })
+    await holder.connect()
+    await watcher.connect()
+    let released = false
+    const release = async () => {
+      if (!released) await holder.query("ROLLBACK")
+      released = true
+    }
+    try {
+      const holderPid: number = (await holder.query("SELECT pg_backend_pid() AS pid")).rows[0].pid
+      await holder.query("BEGIN")
+      await holder.query("LOCK TABLE log_pending IN SHARE MODE")
+      /** Backends of this database waiting on a lock `pid` holds, with what they run. */
+      const blockedBy = (pid: number) =>
+        watcher.query<{ pid: number; query: string }>(
+          "SELECT pid, query FROM pg_stat_activity WHERE datname = $1 AND $2 = ANY(pg_blocking_pids(pid))",
+          [database, pid]
+        ).then((r) => r.rows)
+      const poll = async <A>(what: string, probe: () => Promise<A | undefined>): Promise<A> => {
+        const deadline = Date.now() + 15_000
+        for (;;) {
+          const found = await probe()
+          if (found !== undefined) return found
+          if (Date.now() > deadline) throw new Error(`${what}: not seen within 15 s`)
+          await new Promise((resolve) => setTimeout(resolve, 10))
+        }
+      }
+      const put = putDetermination(server, publicId, determinationBody(asOf, { tier: "T2" }))
+      // The append, stopped at its log entry: the event is inserted and owed, its transaction still open.
+      const append = await poll("the append waiting on log_pending", async () =>
+        (await blockedBy(holderPid)).find((b) => /INSERT INTO log_pending/i.test(b.query)))
+      let answered = false
+      const subscribe = request(server, "POST", "/api/v1/subscriptions", {
+        bearer: key.api_key, body: { public_id: publicId, webhook_url: receiver.url("/gap-forced") }
+      }).finally(() => { answered = true })
+      // Either the subscribe answered without waiting, or it waits on the append's row lock.
+      await poll("the subscribe answered or waiting on the append", async () =>
+        answered || (await blockedBy(append.pid)).some((b) => /INSERT INTO subscriptions/i.test(b.query)) ? true : undefined)
+      await release()
+      expect((await put).status).toBe(200)
+      const created = await subscribe
+      expect(created.status, created.text).toBe(201)
+      const sub = (await request(server, "GET", `/api/v1/subscriptions/${created.body.subscription_id}`, { bearer: key.api_key })).body
+      // pending_through = delivered_through + pending: event 2 is at or below `after`, or owed.
+      expect(Math.max(sub.after, sub.delivered_through + sub.pending), JSON.stringify(sub)).toBe(2)
+      if (sub.after >= 2) {
+        const readable = await request(server, "GET", `/api/v1/events?public_id=${publicId}&limit=10`, { bearer: key.api_key })
+        expect(readable.body.events.map((e: { sequence: number }) => e.sequence)).toContain(2)
+      }
+    } finally {
+      await release()
+      await holder.end()
+      await watcher.end()
+    }
+  }, 60_000)
 })
 
 describe(`v1a signatures (${testDatabaseKind()})`, () => {
