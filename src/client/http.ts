@@ -23,7 +23,7 @@
 import { Cause, Duration, Effect, Exit, Option, Redacted, Schedule } from "effect"
 import { FetchHttpClient, HttpClient, HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
 import { HttpApiClient } from "effect/http-api"
-import { Api } from "../api/Api.js"
+import { Api } from "../app/Api.js"
 import { FieldError, problemClasses, type ProblemError } from "../domain/Problem.js"
 import type { RelianceRequest } from "../domain/Receipt.js"
 

@@ -1,5 +1,5 @@
 import { Context, Effect, Layer, Scope } from "effect"
-import { ApiKeyAuth } from "../access/Auth.js"
+import { ApiKeyAuth } from "../api/Auth.js"
 import { RequestGuard } from "../api/Guard.js"
 
 /**

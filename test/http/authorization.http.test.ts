@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { AnyKey, type KeyScope } from "../../src/access/Auth.js"
+import { AnyKey, type KeyScope } from "../../src/api/Auth.js"
 import { type Scope, Scopes } from "../../src/domain/ApiKey.js"
 import { keyWithWrongChecksum, malformedBearer, neverIssuedKey } from "../support/authz/credentials.js"
 import { type AuthKind, definedEndpoints, endpointKey } from "../support/authz/endpoints.js"

@@ -1,7 +1,7 @@
 import { Context } from "effect"
 import { OpenApi } from "effect/http-api"
-import { ApiKeyAuth, type KeyScope, OperatorAuth, RequiredScope } from "../../../src/access/Auth.js"
-import { Api } from "../../../src/api/Api.js"
+import { ApiKeyAuth, type KeyScope, OperatorAuth, RequiredScope } from "../../../src/api/Auth.js"
+import { Api } from "../../../src/app/Api.js"
 
 /** Which credential an endpoint's definition demands, read from the security middlewares attached to it. */
 export type AuthKind = "api-key" | "operator" | "none"

@@ -3,13 +3,13 @@ import { type DeterminationNotFound, FieldError, InvalidWebhookUrl, NotFound, Va
 import type { PublicId } from "../domain/PublicId.js"
 import { AppConfig } from "../platform/Config.js"
 import { Ids } from "../platform/Ids.js"
-import { checkWebhookUrl, resolveWebhookUrl } from "../webhooks/Address.js"
-import type { WebhookAttempt, WebhookAttemptPage } from "../webhooks/Attempts.js"
-import { type AttemptRow, WebhookAttemptsRepo } from "../webhooks/AttemptsRepo.js"
-import { generateSecret, SignatureScheme } from "../webhooks/Signature.js"
-import { ChangeFeed } from "./ChangeFeed.js"
-import { EventLog } from "./EventLog.js"
-import { EventsRepo, type SubscriptionRow } from "./Repo.js"
+import { checkWebhookUrl, resolveWebhookUrl } from "./Address.js"
+import type { WebhookAttempt, WebhookAttemptPage } from "./Attempts.js"
+import { type AttemptRow, WebhookAttemptsRepo } from "./AttemptsRepo.js"
+import { generateSecret, SignatureScheme } from "./Signature.js"
+import { ChangeFeed } from "../events/ChangeFeed.js"
+import { EventLog } from "../events/EventLog.js"
+import { EventsRepo, type SubscriptionRow } from "../events/Repo.js"
 
 const Timestamp = Schema.String.annotate({ description: "RFC 3339 UTC" })
 

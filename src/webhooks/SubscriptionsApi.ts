@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { ApiKeyAuth, RequiredScope } from "../access/Auth.js"
+import { ApiKeyAuth, RequiredScope } from "../api/Auth.js"
 import {
   DeterminationNotFound,
   InvalidPublicId,
@@ -8,10 +8,10 @@ import {
   NotFound,
   ValidationFailed
 } from "../domain/Problem.js"
-import { AttemptIdPattern, WebhookAttemptPage } from "../webhooks/Attempts.js"
-import { MaxSequence, QueryInt } from "./Api.js"
-import { DefaultPageSize, MaxPageSize } from "./Paging.js"
-import { SignatureScheme } from "../webhooks/Signature.js"
+import { AttemptIdPattern, WebhookAttemptPage } from "./Attempts.js"
+import { MaxSequence, QueryInt } from "../events/Api.js"
+import { DefaultPageSize, MaxPageSize } from "../events/Paging.js"
+import { SignatureScheme } from "./Signature.js"
 import { Subscription, SubscriptionPage } from "./Subscriptions.js"
 
 export const MaxSubscriptionPage = 100
