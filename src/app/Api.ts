@@ -32,7 +32,7 @@ const collapseIdenticalAnyOf = (value: unknown): unknown => {
 const operationMethods = ["get", "put", "post", "delete", "patch", "head", "options"] as const
 
 /**
- * The credential of every operation, written into the document from the definition (access/Auth.ts), never
+ * The credential of every operation, written into the document from the definition (api/Auth.ts), never
  * by hand: the summary ends with it ("(scope trust:read)", "(any API key)", "(operator)"), `x-required-scope`
  * names an API-key operation's scope, and its security requirement lists the scope (OpenAPI 3.1 lets a
  * non-OAuth requirement name the roles it needs). Operations are found by operationId (`group.endpoint`);

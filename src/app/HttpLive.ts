@@ -38,7 +38,7 @@ const HandlersLive = Layer.mergeAll(
 /**
  * The routes: the HttpApi (with /openapi.json), its docs at /docs, the page for people, /metrics and HEAD on the
  * event stream (405), each
- * noting its route pattern for metrics and logs (observability/Routes.ts); around them all, the edge
+ * noting its route pattern for metrics and logs (http/Routes.ts); around them all, the edge
  * (http/Edge.ts: request ids, origins, problems).
  */
 const RoutesLive = Layer.mergeAll(

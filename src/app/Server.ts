@@ -56,7 +56,7 @@ export const ServicesLive = Layer.mergeAll(
 
 /**
  * The HTTP server (http/FrontDoor.ts: opens the port once the handler is installed, drains on stop) with
- * its API, docs and problem mapping (http/HttpLive.ts), on top of the services; before the port opens, the
+ * its API, docs and problem mapping (app/HttpLive.ts), on top of the services; before the port opens, the
  * demo data (app/Startup.ts); beside it, the freshness sweeper, the log integrator, the witnessing loops
  * (log/Witnessing.ts), the webhook deliveries (webhooks/Deliveries.ts) and the prune of their attempts. Effect's tracing
  * spans (one per request and per SQL statement) are exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT

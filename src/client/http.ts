@@ -1,5 +1,5 @@
 /**
- * A typed client for the REST surface, derived from the service's own HttpApi definition (`api/Api.ts`):
+ * A typed client for the REST surface, derived from the service's own HttpApi definition (`app/Api.ts`):
  * paths, parameters, success schemas and error classes all come from that one definition, so a change
  * to an endpoint changes this client's types with it.
  *

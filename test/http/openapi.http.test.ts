@@ -367,7 +367,7 @@ describe(`service documents (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
   })
 
   it("serves the very page HttpApiScalar.layer would, script and OpenAPI document included", async () => {
-    // http/Docs.ts builds the page itself (lazily, from the script's file) to spare every process the
+    // app/Docs.ts builds the page itself (lazily, from the script's file) to spare every process the
     // script in memory; what a browser gets must not change.
     const scalar = HttpRouter.toWebHandler(HttpApiScalar.layer(Api, { path: "/docs" }).pipe(Layer.provide(HttpServer.layerServices)))
     try {
