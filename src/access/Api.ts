@@ -2,7 +2,7 @@ import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { ApiKeyList, CreateApiKeyRequest, CreatedApiKey } from "../domain/ApiKeyRecord.js"
 import { NotFound, ValidationFailed } from "../domain/Problem.js"
-import { OperatorAuth } from "./Auth.js"
+import { OperatorAuth } from "../api/Auth.js"
 
 // Unauthorized (401), RateLimited (429) and Unavailable (503) are OperatorAuth's errors, documented on every operation.
 export class ApiKeysApi extends HttpApiGroup.make("apiKeys")

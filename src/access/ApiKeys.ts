@@ -10,7 +10,7 @@ import {
 import { displayPrefix, generateApiKey, hashApiKey, isWellFormedApiKey, type Scope } from "../domain/ApiKey.js"
 import { FieldError, InsufficientScope, NotFound, Unauthorized, ValidationFailed } from "../domain/Problem.js"
 import { Ids } from "../platform/Ids.js"
-import { Caller } from "./Auth.js"
+import { Caller } from "../api/Auth.js"
 import { KeyStore } from "./Repo.js"
 
 /** Revocation and expiry reach every instance within this bound (docs/API.md §3.1: 2 s). */

@@ -1,7 +1,6 @@
 import { Clock, Context, Effect, Layer, Redacted } from "effect"
 import { HttpServerRequest } from "effect/http"
 import type { HttpApiEndpoint } from "effect/http-api"
-import { Api } from "../api/Api.js"
 import { hashApiKey, type Scope } from "../domain/ApiKey.js"
 import type { ApiKeyRecord } from "../domain/ApiKeyRecord.js"
 import type { InsufficientScope, QuotaExceeded, RateLimited, Unauthorized, Unavailable } from "../domain/Problem.js"
@@ -9,7 +8,7 @@ import { countRateLimited } from "../observability/Metrics.js"
 import { noteCaller } from "../observability/RequestRecord.js"
 import { AppConfig } from "../platform/Config.js"
 import { ApiKeys, scopeRefusal } from "./ApiKeys.js"
-import { AnyKey, ApiKeyAuth, Caller, OperatorAuth, requiredScopeOf, requiredScopes } from "./Auth.js"
+import { AnyKey, ApiKeyAuth, Caller, OperatorAuth, requiredScopeOf } from "../api/Auth.js"
 import { ClientAddresses } from "./ClientAddress.js"
 import { OperatorCredential } from "./Operator.js"
 import { RateLimits } from "./RateLimits.js"
@@ -45,9 +44,9 @@ const checkThrottled = <A, R>(
     ))
 
 /**
- * Each API-key endpoint's scope (null: any key), read from its `RequiredScope` once, when the layer is
- * built; an endpoint the definition does not hold is read on first use. A request looks its endpoint up
- * by identity, never the annotations.
+ * Each API-key endpoint's scope (null: any key), read from its `RequiredScope` on the endpoint's first
+ * request; after that a request looks its endpoint up by identity, never the annotations (the endpoints
+ * are the values of api/GroupApi.ts `groupApi`, one per group).
  */
 const scopeTable = (): ((endpoint: HttpApiEndpoint.Top) => Scope | null) => {
   const table = new Map<HttpApiEndpoint.Top, Scope | null>()
@@ -57,7 +56,6 @@ const scopeTable = (): ((endpoint: HttpApiEndpoint.Top) => Scope | null) => {
     table.set(endpoint, needed)
     return needed
   }
-  for (const { endpoint } of requiredScopes(Api)) add(endpoint)
   return (endpoint) => {
     const known = table.get(endpoint)
     return known !== undefined ? known : add(endpoint)

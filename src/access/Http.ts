@@ -1,9 +1,10 @@
 import { Effect, Option } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
-import { Api } from "../api/Api.js"
+import { groupApi } from "../api/GroupApi.js"
+import { ApiKeysApi } from "./Api.js"
 import { ApiKeys } from "./ApiKeys.js"
 
-export const ApiKeysHttpLive = HttpApiBuilder.group(Api, "apiKeys", (handlers) =>
+export const ApiKeysHttpLive = HttpApiBuilder.group(groupApi(ApiKeysApi), "apiKeys", (handlers) =>
   Effect.gen(function*() {
     const keys = yield* ApiKeys
     return handlers

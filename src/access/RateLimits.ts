@@ -225,7 +225,7 @@ const makeRateLimits = Effect.gen(function*() {
   // everywhere while the guard itself costs nothing.
   const blockedUntil = new Map<string, number>()
 
-  /** Whether an address has failed authentication too often this minute (its failing attempts then get 429; valid credentials still pass, see access/Auth.ts). */
+  /** Whether an address has failed authentication too often this minute (its failing attempts then get 429; valid credentials still pass, see api/Auth.ts). */
   const guardAuthentication = (address: string): Effect.Effect<void, RateLimited> =>
     blockedUntil.size === 0 ? Effect.void : Effect.clockWith((clock) => {
       const now = clock.currentTimeMillisUnsafe()

@@ -6,9 +6,9 @@ import { OperatorCredential } from "../access/Operator.js"
 import { RateLimits } from "../access/RateLimits.js"
 import { ChangeFeed } from "../events/ChangeFeed.js"
 import { EventLog } from "../events/EventLog.js"
-import { Subscriptions } from "../events/Subscriptions.js"
+import { Subscriptions } from "../webhooks/Subscriptions.js"
 import { FrontDoorLive } from "../http/FrontDoor.js"
-import { HttpLive } from "../http/HttpLive.js"
+import { HttpLive } from "./HttpLive.js"
 import { StartupLive } from "./Startup.js"
 import { LogIntegrator, LogIntegratorLive } from "../log/Integrator.js"
 import { LogNudge } from "../log/LogNudge.js"
@@ -56,7 +56,7 @@ export const ServicesLive = Layer.mergeAll(
 
 /**
  * The HTTP server (http/FrontDoor.ts: opens the port once the handler is installed, drains on stop) with
- * its API, docs and problem mapping (http/HttpLive.ts), on top of the services; before the port opens, the
+ * its API, docs and problem mapping (app/HttpLive.ts), on top of the services; before the port opens, the
  * demo data (app/Startup.ts); beside it, the freshness sweeper, the log integrator, the witnessing loops
  * (log/Witnessing.ts), the webhook deliveries (webhooks/Deliveries.ts) and the prune of their attempts. Effect's tracing
  * spans (one per request and per SQL statement) are exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT

@@ -1,5 +1,5 @@
 /**
- * A typed client for the REST surface, derived from the service's own HttpApi definition (`api/Api.ts`):
+ * A typed client for the REST surface, derived from the service's own HttpApi definition (`app/Api.ts`):
  * paths, parameters, success schemas and error classes all come from that one definition, so a change
  * to an endpoint changes this client's types with it.
  *
@@ -23,7 +23,7 @@
 import { Cause, Duration, Effect, Exit, Option, Redacted, Schedule } from "effect"
 import { FetchHttpClient, HttpClient, HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
 import { HttpApiClient } from "effect/http-api"
-import { Api } from "../api/Api.js"
+import { Api } from "../app/Api.js"
 import { FieldError, problemClasses, type ProblemError } from "../domain/Problem.js"
 import type { RelianceRequest } from "../domain/Receipt.js"
 

@@ -1,6 +1,6 @@
 import { Schema, SchemaTransformation } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { ApiKeyAuth, RequiredScope } from "../access/Auth.js"
+import { ApiKeyAuth, RequiredScope } from "../api/Auth.js"
 import { DeterminationNotFound, InvalidPublicId, RateLimited, ValidationFailed } from "../domain/Problem.js"
 import { EventJwks, EventPage } from "../domain/TrustEvent.js"
 import { DefaultPageSize, MaxPageSize } from "./Paging.js"

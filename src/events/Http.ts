@@ -1,13 +1,14 @@
 import { Effect, Layer, Scope } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
-import { Caller } from "../access/Auth.js"
-import { Api } from "../api/Api.js"
+import { Caller } from "../api/Auth.js"
+import { groupApi } from "../api/GroupApi.js"
+import { EventsApi } from "./Api.js"
 import { methodNotAllowedAnswer } from "../api/Problems.js"
 import { FieldError, ValidationFailed } from "../domain/Problem.js"
 import { requirePublicId } from "../domain/PublicId.js"
 import { MaxSequence } from "./Api.js"
-import { etagMatches } from "../trust/Http.js"
+import { etagMatches } from "../http/Conditional.js"
 import { EventLog } from "./EventLog.js"
 import { EventStreamPath, responseScope } from "../http/FrontDoor.js"
 import { withMiddlewaresOnly } from "../http/GroupContext.js"
@@ -29,7 +30,7 @@ export const EventsHttpLive = Layer.unwrap(Effect.gen(function*() {
   const log = yield* EventLog
   const streams = yield* LiveStreams
   const pages = yield* EventPages
-  return withMiddlewaresOnly(HttpApiBuilder.group(Api, "events", (handlers) =>
+  return withMiddlewaresOnly(HttpApiBuilder.group(groupApi(EventsApi), "events", (handlers) =>
     // Both reads need trust:read, checked by ApiKeyAuth (the endpoints' RequiredScope).
     handlers
       // Sent from bytes encoded once per (page, head) through EventPage (events/EventPages.ts); 304 while the head stands.

@@ -6,7 +6,7 @@ import type { EventHead } from "../domain/MachineTrust.js"
 import { PublicId } from "../domain/PublicId.js"
 import * as Rows from "../platform/Rows.js"
 import { EventType, type EventJwk, type EventPayload, type TrustEvent } from "../domain/TrustEvent.js"
-import { SignatureScheme } from "../webhooks/Signature.js"
+import { SignatureScheme } from "../domain/SignatureScheme.js"
 
 /** A payload as stored: sealed (hashed and signed) when it was appended and never changed, so its shape is checked only. */
 const StoredPayload = Schema.declare((u: unknown): u is EventPayload => typeof u === "object" && u !== null && !Array.isArray(u))

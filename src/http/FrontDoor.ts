@@ -58,7 +58,7 @@ const buildTimeOnly = (key: string): boolean => key.startsWith("pv/") || BuildTi
  * bodies); the HTTP parser's own refusals are problem+json; and SIGTERM drains instead of dropping
  * connections. Its own answers carry a request id of their own and are logged and counted like any other;
  * everything else per request (request id, origins, /metrics, the /log alias, problems) is the router's
- * (http/Edge.ts, http/HttpLive.ts).
+ * (http/Edge.ts, app/HttpLive.ts).
  */
 export interface FrontDoorShape {
   /** True from the moment a drain starts: `/readyz` answers 503 from then on. */

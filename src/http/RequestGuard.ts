@@ -5,7 +5,7 @@ import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequ
 import { Cause, Context, Effect, Exit, Layer, Option, Redacted, Result, Schema } from "effect"
 import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { type HttpApiEndpoint, HttpApiError, type HttpApiMiddleware } from "effect/http-api"
-import { Caller } from "../access/Auth.js"
+import { Caller } from "../api/Auth.js"
 import { duplicateMemberOf, findUnstorable, MaxJsonDepth, exceedsDepth } from "../domain/Json.js"
 import { rememberSuccesses } from "../domain/Memo.js"
 import {

@@ -1,7 +1,8 @@
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Schema } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
-import { Api } from "../api/Api.js"
+import { groupApi } from "../api/GroupApi.js"
+import { SystemApi } from "../api/SystemApi.js"
 import { Unavailable } from "../domain/Problem.js"
 import { latestMigrationId } from "../platform/Database.js"
 
@@ -9,7 +10,7 @@ import { latestMigrationId } from "../platform/Database.js"
 const LatestMigration = Schema.Struct({ latest: Schema.NullOr(Schema.Number) })
 const decodeLatest = Schema.decodeUnknownEffect(LatestMigration)
 
-export const SystemHttpLive = HttpApiBuilder.group(Api, "system", (handlers) =>
+export const SystemHttpLive = HttpApiBuilder.group(groupApi(SystemApi), "system", (handlers) =>
   Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     const notReady = (detail: string) => new Unavailable({ detail })

@@ -3,7 +3,8 @@ import { type HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { ClientAddresses } from "../access/ClientAddress.js"
 import { RateLimits } from "../access/RateLimits.js"
-import { Api } from "../api/Api.js"
+import { groupApi } from "../api/GroupApi.js"
+import { LogApi, RootLogApi } from "./Api.js"
 import { AppConfig } from "../platform/Config.js"
 import { countedPolicy, serializePolicy } from "../verify/Policy.js"
 import { TransparencyLog } from "./TransparencyLog.js"
@@ -48,11 +49,11 @@ const makeHandlers = Effect.gen(function*() {
 
 /** The same handlers serve the group under /api/v1 and at the root (`RootLogApi`, log/Api.ts). */
 export const LogHttpLive = Layer.merge(
-  HttpApiBuilder.group(Api, "log", (handlers) =>
+  HttpApiBuilder.group(groupApi(LogApi), "log", (handlers) =>
     Effect.map(makeHandlers, (h) =>
       handlers.handle("checkpoint", h.checkpoint).handle("key", h.key).handle("policy", h.policy).handle("tile", h.tile)
         .handle("inclusion", h.inclusion).handle("consistency", h.consistency))),
-  HttpApiBuilder.group(Api, "rootLog", (handlers) =>
+  HttpApiBuilder.group(groupApi(RootLogApi), "rootLog", (handlers) =>
     Effect.map(makeHandlers, (h) =>
       handlers.handle("checkpoint", h.checkpoint).handle("key", h.key).handle("policy", h.policy).handle("tile", h.tile)
         .handle("inclusion", h.inclusion).handle("consistency", h.consistency)))

@@ -1,6 +1,5 @@
 import { createPublicKey, sign, verify, type KeyObject } from "node:crypto"
-import { rawPublicKeyOf } from "../platform/SigningKeys.js"
-import { verifySync } from "../verify/NodeCrypto.js"
+import { rawPublicKeyOf, verifySync } from "../verify/NodeCrypto.js"
 import {
   ControlCharacter,
   Ed25519SignatureType,

@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { ApiKeyAuth, RequiredScope } from "../access/Auth.js"
+import { ApiKeyAuth, RequiredScope } from "../api/Auth.js"
 import {
   MethodNotAllowed,
   NotAcceptable,

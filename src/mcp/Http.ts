@@ -1,7 +1,8 @@
 import { Effect, Layer, Option } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
-import { Api } from "../api/Api.js"
+import { groupApi } from "../api/GroupApi.js"
+import { McpApi } from "./Api.js"
 import { MaxBodyBytes, methodNotAllowedAnswer } from "../api/Problems.js"
 import { type NotAcceptable, PayloadTooLarge, type UnsupportedMediaType } from "../domain/Problem.js"
 import { withMiddlewaresOnly } from "../http/GroupContext.js"
@@ -51,7 +52,7 @@ export const McpHttpLive = Layer.unwrap(Effect.gen(function*() {
     lastResponse = response
     return response
   }
-  return withMiddlewaresOnly(HttpApiBuilder.group(Api, "mcp", (handlers) =>
+  return withMiddlewaresOnly(HttpApiBuilder.group(groupApi(McpApi), "mcp", (handlers) =>
     handlers
       // mcp:call was checked by ApiKeyAuth (the endpoint's RequiredScope), before the transport rules here.
       .handleRaw("call", ({ request }) => {

@@ -11,7 +11,7 @@ import {
   UnsupportedMediaType,
   ValidationFailed
 } from "../domain/Problem.js"
-import { Subscriptions } from "../events/Subscriptions.js"
+import { Subscriptions } from "../webhooks/Subscriptions.js"
 import { Receipts } from "../receipts/Receipts.js"
 import { Determinations } from "../trust/Determinations.js"
 import { TrustResolver } from "../trust/TrustResolver.js"

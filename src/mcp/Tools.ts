@@ -12,7 +12,7 @@ import {
   RelianceReceipt,
   RelianceRequest
 } from "../domain/Receipt.js"
-import { Subscription, Subscriptions } from "../events/Subscriptions.js"
+import { Subscription, Subscriptions } from "../webhooks/Subscriptions.js"
 import { ReceiptProofBundle } from "../log/Api.js"
 import { Receipts } from "../receipts/Receipts.js"
 import { compareWithDigest, compareWithReceipt } from "../trust/Compare.js"

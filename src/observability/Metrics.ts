@@ -1,4 +1,5 @@
 import { Context, Effect, Layer, Metric } from "effect"
+import { DatabasePools, type DatabasePoolsShape, makeDatabasePools, type PoolSource } from "../platform/Pools.js"
 
 /**
  * The service's own metrics, recorded with Effect's `Metric` API and exported by `Telemetry.ts` in the
@@ -232,21 +233,6 @@ export interface DeliveryState {
 /** The front door's admission limit now (fixed, or the adaptive limit's current value). */
 export const admissionState = { limit: (): number => -1 }
 
-// ---- Database pools --------------------------------------------------------------------------------
-
-/** What the pool gauges read at scrape time. */
-export interface ObservedPool {
-  readonly totalCount: number
-  readonly idleCount: number
-}
-
-export interface PoolSource {
-  readonly pool: ObservedPool
-  /** False while the outage circuit breaker is open (platform/PgPool.ts). */
-  readonly answering: () => boolean
-}
-
-
 // ---- Gauges, read at scrape time -------------------------------------------------------------------
 
 const poolConnections = labelled(Metric.gauge("pv_db_pool_connections", {
@@ -341,8 +327,8 @@ export interface MetricsStateShape {
   readonly observeGauges: () => void
 }
 
-export const makeMetricsState = (): MetricsStateShape => {
-  const observedPools = new Set<PoolSource>()
+export const makeMetricsState = (pools: DatabasePoolsShape = makeDatabasePools()): MetricsStateShape => {
+  const observedPools = pools.sources
   const log = makeLogProgress()
   const witness: WitnessState = { witnessedSize: -1, latestSize: -1 }
   const delivery: DeliveryState = { pending: -1, disabled: -1 }
@@ -353,10 +339,7 @@ export const makeMetricsState = (): MetricsStateShape => {
     witness,
     delivery,
     streams,
-    observePool: (source) => {
-      observedPools.add(source)
-      return () => void observedPools.delete(source)
-    },
+    observePool: pools.observe,
     observeGauges: () => observeGauges(observedPools, log, witness, delivery, streams)
   }
 }
@@ -368,5 +351,7 @@ export const makeMetricsState = (): MetricsStateShape => {
  * build), and another server, in this process or not, makes its own.
  */
 export class MetricsState extends Context.Service<MetricsState, MetricsStateShape>()("pv/MetricsState") {
-  static readonly layer: Layer.Layer<MetricsState> = Layer.sync(this, makeMetricsState)
+  static readonly layer: Layer.Layer<MetricsState> = Layer.effect(this, Effect.map(DatabasePools, (pools) => makeMetricsState(pools))).pipe(
+    Layer.provide(DatabasePools.layer)
+  )
 }

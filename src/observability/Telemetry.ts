@@ -18,7 +18,7 @@ import type { RequestRecord } from "./RequestRecord.js"
 import { Internal } from "../domain/Problem.js"
 
 /**
- * What the HTTP edge needs from observability: the `/metrics` route's exposition (observability/Routes.ts)
+ * What the HTTP edge needs from observability: the `/metrics` route's exposition (http/Routes.ts)
  * and the end-of-request hook that records request metrics and, with PV_LOG_FORMAT=json, writes the
  * request's log line (called by the edge middleware, http/Edge.ts, and for the answers the front door
  * gives itself, http/FrontDoor.ts).

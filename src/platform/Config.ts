@@ -1,9 +1,8 @@
 import { readFileSync } from "node:fs"
 import { isIP } from "node:net"
 import { Config, ConfigProvider, Context, Effect, Layer, Option, Redacted, Schema, SchemaIssue } from "effect"
-import { parseCosignerKey } from "../log/Cosignature.js"
-import { isValidKeyName } from "../log/Note.js"
 import { verifySync } from "../verify/NodeCrypto.js"
+import { isValidKeyName, parseCosignerKey } from "../verify/Note.js"
 import { countedQuorumOf, parsePolicy } from "../verify/Policy.js"
 
 /**
@@ -120,7 +119,7 @@ export const parseLogWitness = (entry: string): LogWitnessSetting | undefined =>
   if (at <= 0) return undefined
   const url = entry.slice(0, at).replace(/\/+$/, "")
   const verifierKey = entry.slice(at + 1)
-  return isHttpUrl(url) && parseCosignerKey(verifierKey).ok ? { url, verifierKey } : undefined
+  return isHttpUrl(url) && verifySync(parseCosignerKey(verifierKey)).ok ? { url, verifierKey } : undefined
 }
 
 /** A refusal naming `variable`, in the same shape as Config's own (`… at ["VARIABLE"]`). */

@@ -7,9 +7,9 @@ import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { Migrator, type SqlClient } from "effect/sql"
 import { migrations } from "../../migrations/index.js"
-import { MetricsState, type MetricsStateShape } from "../observability/Metrics.js"
 import { AppConfig } from "./Config.js"
 import { makePgPool, makeSockets } from "./PgPool.js"
+import { DatabasePools, type DatabasePoolsShape } from "./Pools.js"
 
 export type DatabaseModeShape = { readonly kind: "postgres" } | { readonly kind: "embedded"; readonly dataDir: string }
 
@@ -52,7 +52,7 @@ const initializeDataDirectory = (pgdata: string) =>
  * protocol messages of two clients are never interleaved; transactions queue on the pool instead. (Nothing
  * may hold that connection for long: LISTEN is only used on PostgreSQL.)
  */
-const embeddedPostgres = (dataDir: string, observePool: MetricsStateShape["observePool"]) =>
+const embeddedPostgres = (dataDir: string, observePool: DatabasePoolsShape["observe"]) =>
   Effect.gen(function*() {
     const directory = resolve(dataDir)
     mkdirSync(directory, { recursive: true, mode: 0o700 })
@@ -109,7 +109,7 @@ const embeddedPostgres = (dataDir: string, observePool: MetricsStateShape["obser
   })
 
 /** A real PostgreSQL behind the circuit breaker of platform/PgPool.ts. */
-const postgres = (url: string, config: typeof AppConfig.Service, observePool: MetricsStateShape["observePool"]) =>
+const postgres = (url: string, config: typeof AppConfig.Service, observePool: DatabasePoolsShape["observe"]) =>
   Effect.gen(function*() {
     const guarded = yield* makePgPool({ url, applicationName: "pv-trust", queryTimeoutMs: config.dbQueryTimeoutMs })
     yield* Effect.acquireRelease(Effect.sync(() => observePool(guarded)), (unobserve) => Effect.sync(unobserve))
@@ -125,7 +125,7 @@ const postgres = (url: string, config: typeof AppConfig.Service, observePool: Me
 const clientLayer = Layer.unwrap(
   Effect.gen(function*() {
     const config = yield* AppConfig
-    const { observePool } = yield* MetricsState
+    const { observe: observePool } = yield* DatabasePools
     if (Option.isSome(config.databaseUrl)) {
       const client = yield* postgres(Redacted.value(config.databaseUrl.value), config, observePool)
       return Layer.merge(client, Layer.succeed(DatabaseMode, { kind: "postgres" }))
@@ -140,8 +140,8 @@ export const MigrationsLive = Layer.effectDiscard(Migrator.make({})({ loader: Mi
 
 /**
  * SqlClient + PgClient with every migration applied before anything else can use them. Its pools are
- * observed in the server's MetricsState (the one instance of its build: see observability/Metrics.ts).
+ * registered in the server's DatabasePools (the one instance of its build, which the metrics read: ./Pools.ts).
  */
-export const DatabaseLive = Layer.provideMerge(MigrationsLive, clientLayer).pipe(Layer.provide(MetricsState.layer))
+export const DatabaseLive = Layer.provideMerge(MigrationsLive, clientLayer).pipe(Layer.provide(DatabasePools.layer))
 
 export type Database = SqlClient.SqlClient | PgClient.PgClient | DatabaseMode

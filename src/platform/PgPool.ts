@@ -2,7 +2,7 @@ import { connect, type Socket } from "node:net"
 import { Duplex } from "node:stream"
 import { PgConnection } from "@effect/sql-pg"
 import { Effect, Exit, Redacted, Scope } from "effect"
-import type { ObservedPool } from "../observability/Metrics.js"
+import type { ObservedPool } from "./Pools.js"
 
 export interface PgPoolOptions {
   readonly url: string

@@ -1,6 +1,6 @@
 import { chmodSync, existsSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from "node:crypto"
+import { createPrivateKey, generateKeyPairSync, type KeyObject } from "node:crypto"
 import { Effect, Option, Redacted } from "effect"
 import type { DatabaseModeShape } from "./Database.js"
 
@@ -15,9 +15,8 @@ export const privateKeyFromSeed = (seed: Uint8Array): KeyObject => {
   return createPrivateKey({ key: Buffer.concat([pkcs8Ed25519Prefix, seed]), format: "der", type: "pkcs8" })
 }
 
-/** The raw 32 bytes of an Ed25519 key's public half (given the private key or the public one). */
-export const rawPublicKeyOf = (key: KeyObject): Buffer =>
-  Buffer.from(createPublicKey(key).export({ format: "jwk" }).x as string, "base64url")
+/** The raw 32 bytes of an Ed25519 key's public half: with the verifiers, which the client loads without this module. */
+export { rawPublicKeyOf } from "../verify/NodeCrypto.js"
 
 /** Environments often flatten a PEM onto one line with literal `\n`: accept that too. */
 const parsePem = (pem: string): KeyObject => createPrivateKey(pem.includes("\\n") ? pem.replace(/\\n/g, "\n") : pem)

@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { AnyKey, ApiKeyAuth, RequiredScope } from "../access/Auth.js"
+import { AnyKey, ApiKeyAuth, RequiredScope } from "../api/Auth.js"
 import {
   DeterminationNotFound,
   Forbidden,

@@ -1,7 +1,8 @@
 import { Effect, Layer, Option, Result } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
-import { Caller } from "../access/Auth.js"
-import { Api } from "../api/Api.js"
+import { Caller } from "../api/Auth.js"
+import { groupApi } from "../api/GroupApi.js"
+import { ReceiptsApi } from "./Api.js"
 import { checkedJsonOf } from "../api/Problems.js"
 import type { ProhibitedField, ValidationFailed } from "../domain/Problem.js"
 import { type CreatedRelianceReceipt, decodeRelianceRequest, type RelianceReceipt, type RelianceRequest } from "../domain/Receipt.js"
@@ -62,7 +63,7 @@ export const ReceiptsHttpLive = Layer.unwrap(Effect.gen(function*() {
       }))
     )
   // Built with its middlewares only: see http/GroupContext.ts.
-  return withMiddlewaresOnly(HttpApiBuilder.group(Api, "receipts", (handlers) =>
+  return withMiddlewaresOnly(HttpApiBuilder.group(groupApi(ReceiptsApi), "receipts", (handlers) =>
     handlers
       // Raw only so the body the guard parsed is not parsed and schema-decoded again (its payload schema is any
       // JSON value): the order of checks is the decoded endpoint's (key, limits and scope, then the body, then the request).

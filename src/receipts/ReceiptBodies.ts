@@ -1,7 +1,8 @@
 import { Effect, SchemaAST } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApi } from "effect/http-api"
-import { Api } from "../api/Api.js"
+import { groupApi } from "../api/GroupApi.js"
+import { ReceiptsApi } from "./Api.js"
 import { jsonTextEncoder } from "../domain/Json.js"
 import { type CreatedRelianceReceipt, RelianceReceipt } from "../domain/Receipt.js"
 import { ReceiptProofBundle } from "../log/Api.js"
@@ -37,7 +38,7 @@ interface CreatedAnswer {
  */
 const createdAnswers = (): { readonly stored: CreatedAnswer; readonly replayed: CreatedAnswer } => {
   const byIdempotent = new Map<unknown, CreatedAnswer>()
-  HttpApi.reflect(Api, {
+  HttpApi.reflect(groupApi(ReceiptsApi), {
     predicate: ({ endpoint, group }) => group.identifier === "receipts" && endpoint.identifier === "create",
     onGroup: () => {},
     onEndpoint: ({ successes }) => {

@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
-import { ApiKeyAuth, RequiredScope } from "../access/Auth.js"
+import { ApiKeyAuth, RequiredScope } from "../api/Auth.js"
 import { MachineTrustResponse } from "../domain/MachineTrust.js"
 import { DeterminationNotFound, InvalidPublicId, RateLimited, Unavailable } from "../domain/Problem.js"
 

@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { OperatorAuth } from "../access/Auth.js"
+import { OperatorAuth } from "../api/Auth.js"
 import { DeterminationBody } from "../domain/Determination.js"
 import { InvalidPublicId, Unauthorized, ValidationFailed } from "../domain/Problem.js"
 

@@ -1,11 +1,11 @@
 import { Effect } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
-import { Api } from "../api/Api.js"
+import { groupApi } from "../api/GroupApi.js"
 import { jsonTextEncoder } from "../domain/Json.js"
 import { requirePublicId } from "../domain/PublicId.js"
 import { Determinations } from "./Determinations.js"
-import { IngestResultSchema } from "./DeterminationsApi.js"
+import { DeterminationsApi, IngestResultSchema } from "./DeterminationsApi.js"
 
 /**
  * The body goes through the declared success schema; the handler answers itself only because its two
@@ -13,7 +13,7 @@ import { IngestResultSchema } from "./DeterminationsApi.js"
  */
 const resultJson = jsonTextEncoder(IngestResultSchema)
 
-export const DeterminationsHttpLive = HttpApiBuilder.group(Api, "determinations", (handlers) =>
+export const DeterminationsHttpLive = HttpApiBuilder.group(groupApi(DeterminationsApi), "determinations", (handlers) =>
   Effect.gen(function*() {
     const determinations = yield* Determinations
     return handlers.handle("put", ({ params, payload }) =>

@@ -3,22 +3,16 @@ import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { ClientAddresses } from "../access/ClientAddress.js"
 import { RateLimits } from "../access/RateLimits.js"
-import { Api } from "../api/Api.js"
+import { groupApi } from "../api/GroupApi.js"
+import { TrustApi } from "./Api.js"
 import { jsonTextEncoder } from "../domain/Json.js"
 import { MachineTrustResponse } from "../domain/MachineTrust.js"
 import { requirePublicId } from "../domain/PublicId.js"
+import { etagMatches } from "../http/Conditional.js"
 import { withMiddlewaresOnly } from "../http/GroupContext.js"
 import { AppConfig } from "../platform/Config.js"
 import type { CachedTrust } from "./TrustCache.js"
 import { TrustResolver } from "./TrustResolver.js"
-
-/** `If-None-Match` per RFC 9110: a list of (weak or strong) tags, or `*`. */
-export const etagMatches = (header: string | undefined, etag: string): boolean =>
-  header !== undefined &&
-  header.split(",").some((candidate) => {
-    const tag = candidate.trim().replace(/^W\//, "")
-    return tag === "*" || tag === etag
-  })
 
 /** The trust endpoints' success schema (src/trust/Api.ts declares MachineTrustResponse) writes the body. */
 const documentJson = jsonTextEncoder(MachineTrustResponse)
@@ -65,7 +59,7 @@ export const TrustHttpLive = Layer.unwrap(
     const { humanRateLimitPerMinute } = yield* AppConfig
     const addresses = yield* ClientAddresses
     const resolveCached = (publicId: string) => Effect.flatMap(requirePublicId(publicId), resolver.resolveCached)
-    const group = HttpApiBuilder.group(Api, "trust", (handlers) =>
+    const group = HttpApiBuilder.group(groupApi(TrustApi), "trust", (handlers) =>
       handlers
         // trust:read is checked by ApiKeyAuth (the endpoint's RequiredScope).
         .handle("machine", ({ params, headers }) =>

@@ -62,3 +62,7 @@ export const nodeCrypto: SyncCrypto = {
 
 /** Runs a verifier with node:crypto. */
 export const verifySync = <A>(program: Verifying<A>): A => runSync(program, nodeCrypto)
+
+/** The raw 32 bytes of an Ed25519 key's public half (given the private key or the public one). */
+export const rawPublicKeyOf = (key: KeyObject): Buffer =>
+  Buffer.from(createPublicKey(key).export({ format: "jwk" }).x as string, "base64url")

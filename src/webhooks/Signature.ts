@@ -10,12 +10,9 @@
  * is what relying parties import).
  */
 import { createHmac, randomBytes, sign as signEd25519, type KeyObject } from "node:crypto"
-import { Schema } from "effect"
 import { rawPublicKeyOf } from "../platform/SigningKeys.js"
 
-/** How a webhook subscription's deliveries are signed: `v1` (HMAC, a secret per subscription) or `v1a` (Ed25519, the service's key). */
-export const SignatureScheme = Schema.Literals(["v1", "v1a"])
-export type SignatureScheme = typeof SignatureScheme.Type
+export { SignatureScheme } from "../domain/SignatureScheme.js"
 
 const SecretPrefix = "whsec_"
 const Base64Pattern = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/

@@ -30,7 +30,7 @@ import {
   type RelianceRequestInput,
   type TrustClient
 } from "../../src/client/index.js"
-import { Api } from "../../src/api/Api.js"
+import { Api } from "../../src/app/Api.js"
 import { DAY_MS, determinationBody, relianceRequest } from "../support/fixtures.js"
 import { createKey, putDetermination, request } from "../support/http.js"
 import { type Receiver, startReceiver } from "../support/receiver.js"

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { AnyKey, type KeyScope } from "../../src/access/Auth.js"
+import { AnyKey, type KeyScope } from "../../src/api/Auth.js"
 import { type Scope, Scopes } from "../../src/domain/ApiKey.js"
 import { keyWithWrongChecksum, malformedBearer, neverIssuedKey } from "../support/authz/credentials.js"
 import { type AuthKind, definedEndpoints, endpointKey } from "../support/authz/endpoints.js"
@@ -9,7 +9,7 @@ import { isolatedConfig } from "../support/testConfig.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 
 /**
- * Issue 10 item 10: the authorization matrix. Every endpoint of the HttpApi definition (src/api/Api.ts)
+ * Issue 10 item 10: the authorization matrix. Every endpoint of the HttpApi definition (src/app/Api.ts)
  * × every kind of credential, against the expectation table below (docs/API.md §3, §7, §11, §12).
  * The endpoint list is generated from the definition, so an endpoint cannot ship without its row here.
  * The scope of an API-key endpoint is its RequiredScope annotation, the one declaration ApiKeyAuth enforces
@@ -432,7 +432,7 @@ describe(`authorization matrix (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
 
     it("serves the receipt proof and log endpoints (docs/API.md §7.7, §11) from the definition", () => {
       const absent = Object.entries(table).filter(([key, row]) => row.proofOrLog === true && !definedKeys.has(key))
-      expect(absent.map(([key]) => key), "receipt proof and log endpoints missing from src/api/Api.ts").toEqual([])
+      expect(absent.map(([key]) => key), "receipt proof and log endpoints missing from src/app/Api.ts").toEqual([])
     })
 
     it("documents the same operations and security in /openapi.json", async () => {

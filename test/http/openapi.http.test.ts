@@ -2,8 +2,8 @@ import { Layer } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
 import { HttpApiScalar } from "effect/http-api"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { AnyKey } from "../../src/access/Auth.js"
-import { Api } from "../../src/api/Api.js"
+import { AnyKey } from "../../src/api/Auth.js"
+import { Api } from "../../src/app/Api.js"
 import { definedEndpoints, endpointKey } from "../support/authz/endpoints.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
 import { createKey, putDetermination, request } from "../support/http.js"
@@ -367,7 +367,7 @@ describe(`service documents (${process.env.PV_TEST_DB ?? "pglite"})`, () => {
   })
 
   it("serves the very page HttpApiScalar.layer would, script and OpenAPI document included", async () => {
-    // http/Docs.ts builds the page itself (lazily, from the script's file) to spare every process the
+    // app/Docs.ts builds the page itself (lazily, from the script's file) to spare every process the
     // script in memory; what a browser gets must not change.
     const scalar = HttpRouter.toWebHandler(HttpApiScalar.layer(Api, { path: "/docs" }).pipe(Layer.provide(HttpServer.layerServices)))
     try {

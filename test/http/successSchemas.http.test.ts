@@ -2,7 +2,7 @@ import { Cause, Effect, Exit, Schema } from "effect"
 import { HttpApi } from "effect/http-api"
 import { SqlClient } from "effect/sql"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { Api } from "../../src/api/Api.js"
+import { Api } from "../../src/app/Api.js"
 import { Scopes } from "../../src/domain/ApiKey.js"
 import { endpointKey } from "../support/authz/endpoints.js"
 import { DAY_MS, determinationBody, relianceRequest } from "../support/fixtures.js"
@@ -10,7 +10,7 @@ import { asOperator, createKey, putDetermination, request, type RequestOptions }
 import { startTestServer, type TestServer } from "../support/server.js"
 
 /**
- * Success bodies go through their schemas: every GET endpoint of the HttpApi definition (src/api/Api.ts),
+ * Success bodies go through their schemas: every GET endpoint of the HttpApi definition (src/app/Api.ts),
  * and POST /reliance-receipts, is called on a real server with a request that succeeds, and the 2xx body
  * must decode, strictly (no member the schema does not declare), with the success schema the definition
  * declares for that status. The endpoint list is generated from the definition, so a new GET endpoint

@@ -1,7 +1,7 @@
 import { Context } from "effect"
 import { OpenApi } from "effect/http-api"
-import { ApiKeyAuth, type KeyScope, OperatorAuth, RequiredScope } from "../../../src/access/Auth.js"
-import { Api } from "../../../src/api/Api.js"
+import { ApiKeyAuth, type KeyScope, OperatorAuth, RequiredScope } from "../../../src/api/Auth.js"
+import { Api } from "../../../src/app/Api.js"
 
 /** Which credential an endpoint's definition demands, read from the security middlewares attached to it. */
 export type AuthKind = "api-key" | "operator" | "none"
@@ -41,7 +41,7 @@ const authOf = (middlewares: ReadonlyArray<MiddlewareKey>): AuthKind => {
 }
 
 /**
- * Every endpoint of the HttpApi definition the server serves (src/api/Api.ts), with the credential its
+ * Every endpoint of the HttpApi definition the server serves (src/app/Api.ts), with the credential its
  * middlewares demand. Generated, so an endpoint added to the definition shows up here without anyone listing it.
  * In Effect 4, API- and group-level middlewares are copied onto each endpoint when attached, so the
  * endpoint's own set holds every middleware that applies.

@@ -1,7 +1,7 @@
 import { Context } from "effect"
 import { HttpApi, type HttpApiEndpoint } from "effect/http-api"
-import { AnyKey, ApiKeyAuth, type KeyScope, RequiredScope } from "../../../src/access/Auth.js"
-import { Api } from "../../../src/api/Api.js"
+import { AnyKey, ApiKeyAuth, type KeyScope, RequiredScope } from "../../../src/api/Auth.js"
+import { Api } from "../../../src/app/Api.js"
 import { Scopes } from "../../../src/domain/ApiKey.js"
 import { tools } from "../../../src/mcp/Tools.js"
 

@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { ApiKeyAuth, RequiredScope } from "../access/Auth.js"
+import { ApiKeyAuth, RequiredScope } from "../api/Auth.js"
 import {
   DeterminationNotFound,
   InvalidPublicId,
@@ -8,11 +8,56 @@ import {
   NotFound,
   ValidationFailed
 } from "../domain/Problem.js"
-import { AttemptIdPattern, WebhookAttemptPage } from "../webhooks/Attempts.js"
-import { MaxSequence, QueryInt } from "./Api.js"
-import { DefaultPageSize, MaxPageSize } from "./Paging.js"
-import { SignatureScheme } from "../webhooks/Signature.js"
-import { Subscription, SubscriptionPage } from "./Subscriptions.js"
+import { AttemptIdPattern, WebhookAttemptPage } from "./Attempts.js"
+import { MaxSequence, QueryInt } from "../events/Api.js"
+import { DefaultPageSize, MaxPageSize } from "../events/Paging.js"
+import { SignatureScheme } from "../domain/SignatureScheme.js"
+
+const Timestamp = Schema.String.annotate({ description: "RFC 3339 UTC" })
+
+/**
+ * A subscription as every surface answers it (REST, and MCP `subscribe_trust_changes`). The secret appears
+ * only in the answer that made it (POST 201, rotate-secret); the status members tell how delivery goes.
+ */
+export const Subscription = Schema.Struct({
+  subscription_id: Schema.String.annotate({ description: "sub_ + ULID" }),
+  public_id: Schema.String,
+  delivery: Schema.Literals(["pull", "webhook"]).annotate({
+    description: "pull: read events_url; webhook: each event is POSTed to webhook_url, signed (Standard Webhooks)"
+  }),
+  after: Schema.Int.annotate({ description: "The chain head when the subscription was made: changes are the events after it" }),
+  events_url: Schema.String.annotate({ description: "Where the events stay readable (GET, scope trust:read), whatever the delivery" }),
+  webhook_url: Schema.optionalKey(Schema.String.annotate({ description: "Webhook subscriptions: where each event is POSTed" })),
+  signature_scheme: Schema.optionalKey(SignatureScheme.annotate({
+    description: "Webhook subscriptions: v1 (HMAC-SHA256 with webhook_secret) or v1a (Ed25519 with the service's key, " +
+      "GET /api/v1/webhooks/signing-key; no secret)"
+  })),
+  webhook_secret: Schema.optionalKey(Schema.String.annotate({
+    description: "v1 webhook subscriptions: whsec_ + base64 of 32 random bytes, the HMAC key of webhook-signature. Only in the answer " +
+      "that created it; store it now"
+  })),
+  status: Schema.Literals(["active", "disabled"]).annotate({
+    description: "disabled: nothing more is sent (disabled_reason says why); POST …/resume restarts delivery"
+  }),
+  disabled_reason: Schema.NullOr(Schema.Literals(["gone", "failing"])).annotate({
+    description: "Why it is disabled: gone (the receiver answered 410 Gone), failing (attempts failed for " +
+      "PV_WEBHOOK_MAX_FAILURE_SECONDS); null while active"
+  }),
+  created_at: Timestamp,
+  delivered_through: Schema.NullOr(Schema.Int).annotate({ description: "Webhook: the last acknowledged sequence; pull: null" }),
+  pending: Schema.NullOr(Schema.Int).annotate({ description: "Webhook: events not yet acknowledged; pull: null" }),
+  attempts: Schema.Int.annotate({ description: "Failed attempts of the event now being delivered" }),
+  last_attempt_at: Schema.NullOr(Timestamp).annotate({ description: "When the last attempt ended (RFC 3339 UTC); null before the first" }),
+  last_error: Schema.NullOr(Schema.String).annotate({ description: "The last failed attempt's status or error; null after a success" }),
+  next_attempt_at: Schema.NullOr(Timestamp).annotate({ description: "When the next attempt is due; null when nothing is owed" })
+}).annotate({ identifier: "Subscription" })
+export type Subscription = typeof Subscription.Type
+
+export const SubscriptionPage = Schema.Struct({
+  subscriptions: Schema.Array(Subscription),
+  next_after: Schema.NullOr(Schema.String).annotate({ description: "Pass as `after` for the next page; null on the last" })
+}).annotate({ identifier: "SubscriptionPage" })
+export type SubscriptionPage = typeof SubscriptionPage.Type
 
 export const MaxSubscriptionPage = 100
 

@@ -1,15 +1,16 @@
 import { Effect, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
-import { Caller } from "../access/Auth.js"
-import { Api } from "../api/Api.js"
+import { Caller } from "../api/Auth.js"
+import { groupApi } from "../api/GroupApi.js"
+import { SubscriptionsApi } from "./SubscriptionsApi.js"
 import { requirePublicId } from "../domain/PublicId.js"
-import { DefaultPageSize } from "./Paging.js"
+import { DefaultPageSize } from "../events/Paging.js"
 import { Subscription, Subscriptions } from "./Subscriptions.js"
 
 const encodeSubscription = Schema.encodeSync(Subscription)
 
-export const SubscriptionsHttpLive = HttpApiBuilder.group(Api, "subscriptions", (handlers) =>
+export const SubscriptionsHttpLive = HttpApiBuilder.group(groupApi(SubscriptionsApi), "subscriptions", (handlers) =>
   Effect.gen(function*() {
     const subscriptions = yield* Subscriptions
     // subscription:write is checked by ApiKeyAuth (the group's RequiredScope); each call acts for its key's tenant.

@@ -37,7 +37,7 @@ export type KeyScope = Scope | typeof AnyKey
 
 /**
  * The one declaration of an API-key operation's scope (docs/API.md §3.2): `ApiKeyAuth` enforces it, the
- * OpenAPI document states it (src/api/Api.ts), and the authorization tests derive their matrix from it.
+ * OpenAPI document states it (src/app/Api.ts), and the authorization tests derive their matrix from it.
  * Every endpoint behind `ApiKeyAuth` has one, and only those (`requiredScopes` refuses anything else).
  */
 export class RequiredScope extends Context.Service<RequiredScope, KeyScope>()("pv/RequiredScope") {}

@@ -2,7 +2,7 @@ import { readFile } from "node:fs/promises"
 import { Effect } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { OpenApi } from "effect/http-api"
-import { Api } from "../api/Api.js"
+import { Api } from "./Api.js"
 
 /**
  * GET /docs: the Scalar API reference, byte for byte the page `HttpApiScalar.layer(Api)` serves, without

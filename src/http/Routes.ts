@@ -3,9 +3,9 @@ import { HttpRouter, type HttpServerRequest, HttpServerResponse } from "effect/h
 import { methodNotAllowedAnswer, problemAnswer } from "../api/Problems.js"
 import { Unauthorized } from "../domain/Problem.js"
 import { AppConfig } from "../platform/Config.js"
-import { RequestId } from "./RequestRecord.js"
-import { MetricsPath, Telemetry } from "./Telemetry.js"
-import { RequestIdAttribute } from "./Tracing.js"
+import { RequestId } from "../observability/RequestRecord.js"
+import { MetricsPath, Telemetry } from "../observability/Telemetry.js"
+import { RequestIdAttribute } from "../observability/Tracing.js"
 
 /**
  * Runs inside the router, where `HttpRouter.RouteContext` names the matched route: its pattern goes to

@@ -1,15 +1,15 @@
 import { HttpApi, OpenApi } from "effect/http-api"
 import { ApiKeysApi } from "../access/Api.js"
-import { AnyKey, requiredScopes } from "../access/Auth.js"
+import { AnyKey, requiredScopes } from "../api/Auth.js"
 import { EventsApi } from "../events/Api.js"
-import { SubscriptionsApi } from "../events/SubscriptionsApi.js"
+import { SubscriptionsApi } from "../webhooks/SubscriptionsApi.js"
 import { LogApi, RootLogApi } from "../log/Api.js"
 import { McpApi } from "../mcp/Api.js"
 import { ReceiptsApi } from "../receipts/Api.js"
 import { DeterminationsApi } from "../trust/DeterminationsApi.js"
 import { TrustApi } from "../trust/Api.js"
-import { RequestGuard } from "./Guard.js"
-import { SystemApi } from "./SystemApi.js"
+import { ApiId, withEdgeRules } from "../api/GroupApi.js"
+import { SystemApi } from "../api/SystemApi.js"
 import { WebhooksApi } from "../webhooks/Api.js"
 
 /**
@@ -32,7 +32,7 @@ const collapseIdenticalAnyOf = (value: unknown): unknown => {
 const operationMethods = ["get", "put", "post", "delete", "patch", "head", "options"] as const
 
 /**
- * The credential of every operation, written into the document from the definition (access/Auth.ts), never
+ * The credential of every operation, written into the document from the definition (api/Auth.ts), never
  * by hand: the summary ends with it ("(scope trust:read)", "(any API key)", "(operator)"), `x-required-scope`
  * names an API-key operation's scope, and its security requirement lists the scope (OpenAPI 3.1 lets a
  * non-OAuth requirement name the roles it needs). Operations are found by operationId (`group.endpoint`);
@@ -64,10 +64,9 @@ const documentCredentials = (definition: HttpApi.Constraint, spec: OpenApi.OpenA
 /**
  * The whole REST surface; OpenAPI is generated from this one definition. Errors are the domain's problem
  * classes (src/domain/Problem.ts), which HttpApi itself renders as application/problem+json and documents;
- * `RequestGuard` adds the answers every operation can give (400/413/415/422/500/503). Request bodies are
- * decoded strictly: an unknown member is an error, and every failing member is reported.
+ * the edge rules every group shares (api/GroupApi.ts `withEdgeRules`): `RequestGuard`'s answers, strict bodies.
  */
-const Definition = HttpApi.make("pv-trust")
+const Definition = withEdgeRules(HttpApi.make(ApiId)
   .add(SystemApi)
   .add(TrustApi)
   .add(DeterminationsApi)
@@ -78,9 +77,7 @@ const Definition = HttpApi.make("pv-trust")
   .add(SubscriptionsApi)
   .add(WebhooksApi)
   .add(LogApi)
-  .add(RootLogApi)
-  .middleware(RequestGuard)
-  .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error", errors: "all" })
+  .add(RootLogApi))
   .annotate(OpenApi.Title, "Trust Resolution and Reliance Receipt Service")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Description,
