@@ -427,10 +427,12 @@ describe("the page at / (chromium)", () => {
     /** Dropped on the form: a drop event whose DataTransfer holds the file. */
     const drop = async (kind: Kind, bytes: Uint8Array) => {
       await clear()
+      // The DOM's constructors through globalThis: the tests are type-checked without the DOM's types.
       await page.locator("#bundle-form").evaluate((form, { data, name }) => {
-        const transfer = new DataTransfer()
+        const dom = globalThis as any
+        const transfer = new dom.DataTransfer()
         transfer.items.add(new File([new Uint8Array(data)], name))
-        form.dispatchEvent(new DragEvent("drop", { dataTransfer: transfer, bubbles: true, cancelable: true }))
+        form.dispatchEvent(new dom.DragEvent("drop", { dataTransfer: transfer, bubbles: true, cancelable: true }))
       }, { data: Array.from(bytes), name: `${kind}.bin` })
       return verdictOf(kind)
     }
