@@ -783,6 +783,8 @@ const dropTarget = () => {
     event.preventDefault()
     zone.classList.remove("over")
     const file = event.dataTransfer?.files[0]
+    // The picker no longer names what is shown.
+    if (file !== undefined) (byId("evidence-file") as HTMLInputElement).value = ""
     if (file !== undefined) loadFile(file).catch((error: unknown) => show(byId("bundle-result"), problemBox("The page failed", messageOf(error))))
   })
   const picker = byId("evidence-file") as HTMLInputElement
