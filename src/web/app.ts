@@ -15,15 +15,21 @@ import type { EventJwks, EventPage } from "../domain/TrustEvent.js"
 import type { LogKeyInfo } from "../log/Api.js"
 import {
   type Arrival,
-  type BundleStep,
-  type BundleVerdict,
   type ChainHead,
   type ChainReport,
   checkArrival,
   cryptoAvailable,
+  evidenceKindOf,
+  evidenceOfText,
+  type EvidenceKind,
+  type EvidenceStep,
+  type EvidenceVerdict,
+  type EvidenceVerifyOptions,
   keyring,
   sseParser,
+  textOfFile,
   verifyEventChain,
+  verifyEvidence,
   verifyReceiptBundle
 } from "./browser.js"
 
@@ -582,16 +588,28 @@ const followLive = async () => {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// 3. A receipt proof bundle.
+// 3. A receipt's proof, in any of its four encodings.
 
-const stepTitles: Record<BundleStep, string> = {
+const stepTitles: Record<EvidenceStep, string> = {
+  format: "Format: the bytes are exactly this kind of evidence",
   digest: "Receipt digest: receipt_digest is SHA-256 of the RFC 8785 form of snapshot_payload",
-  entry: "Log entry: the bundle's entry is this receipt's",
+  entry: "Log entry: the evidence's entry is this receipt's",
   leaf: "Merkle leaf: SHA-256(0x00 ‖ entry)",
   inclusion: "Inclusion: the path leads from the leaf to the checkpoint's root (RFC 9162)",
   checkpoint_signature: "Checkpoint signature: the log's signed note verifies",
+  kid: "Key ID: the COSE kid names the trusted key",
+  log_signature: "Log signature: the log key signed the Merkle root (COSE_Sign1, RFC 9942)",
+  statement_signature: "Statement signature: the receipt key signed the statement (COSE_Sign1, RFC 9943)",
+  claims: "Claims: iss is the log's origin, sub the receipt id, iat its creation time",
   witness_cosignatures: "Witnesses: a quorum of the pinned witnesses cosigned this checkpoint (C2SP cosignature/v1)",
   receipt_signature: "Receipt signature: Ed25519 over \"pv-receipt-v1\\n\" + receipt_digest"
+}
+
+const kindNames: Record<EvidenceKind, string> = {
+  bundle: "Bundle",
+  "tlog-proof": "tlog-proof",
+  "cose-receipt": "COSE Receipt",
+  "transparent-statement": "Transparent Statement"
 }
 
 /** The keys to pin when the reader chose this service's: the event/receipt JWKS and the log's note key. */
@@ -613,16 +631,73 @@ const servicePins = async (): Promise<
   }
 }
 
-const bundleView = (verdict: BundleVerdict, note: string) => {
+type Pins = { readonly ok: true; readonly options: EvidenceVerifyOptions; readonly trusted: ReadonlyArray<Node | string>; readonly note: string }
+
+const kidsOf = (jwks: unknown) =>
+  arrayOf(loose<EventJwks>(jwks).keys).map((key) => text(loose<EventJwks["keys"][number]>(key).kid)).join(", ") || "(none)"
+
+/** What the reader chose to trust: this service's keys (fetched, and shown), the keys they pasted, or none (the bundle's own). */
+const chosenPins = async (kind: EvidenceKind): Promise<Pins | Problem> => {
+  const choice = document.querySelector<HTMLInputElement>("input[name=bundle-keys]:checked")?.value
+  if (choice === "bundle") {
+    return {
+      ok: true,
+      options: {},
+      trusted: [],
+      note: kind === "bundle"
+        ? "the bundle's own verifier_key and receipt_key (not pinned): this proves only that the bundle agrees with itself"
+        : `none: a ${kindNames[kind]} carries no keys, so its signatures cannot be checked without pinning some`
+    }
+  }
+  if (choice === "pasted") {
+    const verifierKey = inputById("pin-log-key").value.trim()
+    const jwksText = inputById("pin-jwks").value.trim()
+    let receiptKeys: unknown
+    try {
+      receiptKeys = jwksText === "" ? undefined : JSON.parse(jwksText)
+    } catch (error) {
+      return { ok: false, problem: problemBox("The pasted JWKS is not JSON", messageOf(error)) }
+    }
+    if (receiptKeys !== undefined && !Array.isArray(loose<EventJwks>(receiptKeys).keys)) {
+      return { ok: false, problem: problemBox("Not a JWKS", "The pasted receipt keys are not { \"keys\": [ … ] }, as GET /api/v1/events/keys returns.") }
+    }
+    return {
+      ok: true,
+      options: {
+        ...(verifierKey === "" ? {} : { verifierKey }),
+        ...(receiptKeys === undefined ? {} : { receiptKeys: receiptKeys as { keys: ReadonlyArray<unknown> } })
+      },
+      trusted: [
+        el("li", { "data-trusted": "log-key" }, "log key (pasted): ", verifierKey === "" ? "none" : mono(verifierKey)),
+        el("li", { "data-trusted": "receipt-keys" }, "receipt keys (pasted): ", receiptKeys === undefined ? "none" : `kid ${kidsOf(receiptKeys)}`)
+      ],
+      note: "pinned to the keys you pasted"
+    }
+  }
+  const pins = await servicePins()
+  if (!pins.ok) return pins
+  return {
+    ok: true,
+    options: { receiptKeys: pins.receiptKeys, ...(pins.verifierKey === undefined ? {} : { verifierKey: pins.verifierKey }) },
+    trusted: [
+      el("li", { "data-trusted": "log-key" }, "log key (GET /api/v1/log/key): ", pins.verifierKey === undefined ? "none published" : mono(pins.verifierKey)),
+      el("li", { "data-trusted": "receipt-keys" }, `receipt keys (GET /api/v1/events/keys): kid ${kidsOf(pins.receiptKeys)}`)
+    ],
+    note: pins.note
+  }
+}
+
+const evidenceView = (kind: EvidenceKind, verdict: Pick<EvidenceVerdict, "ok" | "steps" | "failed_step" | "not_checked">, note: string, trusted: ReadonlyArray<Node | string>) => {
   const failed = verdict.failed_step
   const head = verdict.ok
-    ? el("p", { class: "verdict ok", "data-verdict": "ok" }, "Bundle verified: every step passed.")
+    ? el("p", { class: "verdict ok", "data-verdict": "ok", "data-kind": kind }, `${kindNames[kind]} verified: every step passed.`)
     : failed !== undefined
-      ? el("p", { class: "verdict bad", "data-verdict": "failed", "data-failed-step": failed },
-        `Rejected at step “${failed}”: ${verdict.steps.find((s) => s.step === failed)?.detail ?? ""}`)
-      : el("p", { class: "verdict warn", "data-verdict": "incomplete" },
+      ? el("p", { class: "verdict bad", "data-verdict": "failed", "data-kind": kind, "data-failed-step": failed },
+        `Rejected at step “${failed}”: ${verdict.steps.find((s) => s.step === failed && s.checked && !s.ok)?.detail ?? ""}`)
+      : el("p", { class: "verdict warn", "data-verdict": "incomplete", "data-kind": kind },
         `Not verified: ${verdict.not_checked.join(", ")} could not be checked (no key).`)
   return el("div", { class: "card" },
+    el("p", { class: "muted", "data-evidence-kind": kind }, `Recognised as: ${kindNames[kind]}`),
     head,
     el("ol", { class: "steps" }, ...verdict.steps.map((step) =>
       el("li", { class: `step ${step.ok ? "ok" : step.checked ? "bad" : "skip"}`, "data-step": step.step, "data-ok": String(step.ok) },
@@ -630,35 +705,93 @@ const bundleView = (verdict: BundleVerdict, note: string) => {
         el("div", {},
           el("p", { class: "step-title" }, mono(step.step), " ", stepTitles[step.step]),
           el("p", { class: "muted" }, step.detail))))),
-    el("p", { class: "muted" }, `Keys: ${note}.`))
+    el("p", { class: "muted" }, `Keys: ${note}.`),
+    trusted.length === 0 ? "" : el("ul", { class: "trusted muted" }, ...trusted))
 }
 
-const verifyBundle = async () => {
+const verifyPastedEvidence = async () => {
   const target = byId("bundle-result")
-  let bundle: unknown
-  try {
-    bundle = JSON.parse(inputById("bundle-json").value)
-  } catch (error) {
-    return show(target, problemBox("Not JSON", `The pasted bundle does not parse: ${messageOf(error)}`))
-  }
-  const choice = document.querySelector<HTMLInputElement>("input[name=bundle-keys]:checked")
+  const evidence = evidenceOfText(inputById("bundle-json").value)
+  if (!evidence.ok) return show(target, problemBox(evidence.title, evidence.detail))
   // Witness keys are typed in, one per line: the page never takes them from the service it checks.
   const witnesses = inputById("witness-keys").value.split("\n").map((line) => line.trim()).filter((line) => line.length > 0)
   const quorumText = inputById("witness-quorum").value.trim()
   const quorum = quorumText === "" ? undefined : Number(quorumText)
-  const witnessPolicy = witnesses.length === 0 ? {} : { witnesses, ...(quorum === undefined ? {} : { quorum }) }
-  show(target, working("Verifying the bundle…"))
-  if (choice?.value === "bundle") {
-    return show(target, bundleView(await verifyReceiptBundle(bundle, witnessPolicy), "the bundle's own verifier_key and receipt_key (not pinned): this proves only that the bundle agrees with itself"))
+  const policy = inputById("pin-policy").value
+  const witnessPolicy = {
+    ...(witnesses.length === 0 ? {} : { witnesses, ...(quorum === undefined ? {} : { quorum }) }),
+    ...(policy.trim() === "" ? {} : { policy })
   }
-  const pins = await servicePins()
+  const receiptText = inputById("evidence-receipt").value.trim()
+  let receipt: unknown
+  try {
+    receipt = receiptText === "" ? undefined : JSON.parse(receiptText)
+  } catch (error) {
+    return show(target, problemBox("The receipt is not JSON", messageOf(error)))
+  }
+  show(target, working(`Verifying the ${kindNames[evidence.kind]}…`))
+  const pins = await chosenPins(evidence.kind)
   if (!pins.ok) return show(target, pins.problem)
-  const verdict = await verifyReceiptBundle(bundle, {
-    receiptKeys: pins.receiptKeys,
-    ...(pins.verifierKey === undefined ? {} : { verifierKey: pins.verifierKey }),
-    ...witnessPolicy
+  const trusted = policy.trim() === "" ? pins.trusted : [...pins.trusted, el("li", { "data-trusted": "policy" }, "witness policy: ", mono(policy.trim()))]
+  const options = { ...pins.options, ...witnessPolicy }
+  const verdict = evidence.kind === "bundle"
+    ? await verifyReceiptBundle(evidence.bundle, options)
+    : await verifyEvidence(evidence.input, { ...options, ...(receipt === undefined ? {} : { receipt }) })
+  show(target, evidenceView(evidence.kind, verdict, pins.note, trusted))
+}
+
+/** A dropped or chosen file: shown in the paste box (binary as base64), then verified like a paste. */
+const loadFile = async (file: File) => {
+  const bytes = new Uint8Array(await file.arrayBuffer())
+  const kind = evidenceKindOf(bytes)
+  inputById("bundle-json").value = textOfFile(bytes)
+  byId("evidence-loaded").textContent =
+    `${file.name}: ${bytes.length} bytes, ${kind === undefined ? "not recognised" : `recognised as ${kindNames[kind]}`}${kind === "cose-receipt" || kind === "transparent-statement" ? " (shown above as base64)" : ""}.`
+  await verifyPastedEvidence()
+}
+
+const useServicePolicy = async () => {
+  const target = byId("bundle-result")
+  let response: Response
+  try {
+    response = await fetch("/api/v1/log/policy", { headers: { accept: "text/plain" }, cache: "no-store" })
+  } catch (error) {
+    return show(target, problemBox("The service did not answer", messageOf(error)))
+  }
+  const raw = await response.text()
+  if (!response.ok) {
+    let body: unknown
+    try {
+      body = JSON.parse(raw)
+    } catch {
+      body = undefined
+    }
+    return show(target, problemView(response, body, raw))
+  }
+  inputById("pin-policy").value = raw
+}
+
+const dropTarget = () => {
+  const zone = byId("evidence-drop")
+  const form = byId("bundle-form")
+  form.addEventListener("dragover", (event) => {
+    event.preventDefault()
+    zone.classList.add("over")
   })
-  show(target, bundleView(verdict, pins.note))
+  form.addEventListener("dragleave", () => zone.classList.remove("over"))
+  form.addEventListener("drop", (event) => {
+    event.preventDefault()
+    zone.classList.remove("over")
+    const file = event.dataTransfer?.files[0]
+    // The picker no longer names what is shown.
+    if (file !== undefined) (byId("evidence-file") as HTMLInputElement).value = ""
+    if (file !== undefined) loadFile(file).catch((error: unknown) => show(byId("bundle-result"), problemBox("The page failed", messageOf(error))))
+  })
+  const picker = byId("evidence-file") as HTMLInputElement
+  picker.addEventListener("change", () => {
+    const file = picker.files?.[0]
+    if (file !== undefined) loadFile(file).catch((error: unknown) => show(byId("bundle-result"), problemBox("The page failed", messageOf(error))))
+  })
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -675,7 +808,11 @@ const start = () => {
   onSubmit("lookup-form", () => lookUp(inputById("public-id").value.trim()), "lookup-result")
   onSubmit("chain-fetch-form", verifyFetchedChain, "chain-result")
   onSubmit("chain-paste-form", verifyPastedChain, "chain-result")
-  onSubmit("bundle-form", verifyBundle, "bundle-result")
+  onSubmit("bundle-form", verifyPastedEvidence, "bundle-result")
+  dropTarget()
+  byId("fetch-policy").addEventListener("click", () => {
+    useServicePolicy().catch((error: unknown) => show(byId("bundle-result"), problemBox("The page failed", messageOf(error))))
+  })
   byId("follow-live").addEventListener("click", () => {
     followLive().catch((error: unknown) => show(byId("live-result"), problemBox("The page failed", messageOf(error))))
   })

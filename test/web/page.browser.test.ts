@@ -45,13 +45,13 @@ const savedFeed = async () => {
  * 2 s). Were the endpoint missing, the same bundle is built here from the log's pure functions, signed
  * with the keys the test server uses.
  */
-const proofBundle = async (): Promise<{ readonly bundle: any; readonly source: "endpoint" | "built" }> => {
+const proofBundle = async (principal = "agent:web-page"): Promise<{ readonly bundle: any; readonly source: "endpoint" | "built" }> => {
   const created = await request(server, "POST", "/api/v1/reliance-receipts", {
     bearer: reader,
     body: {
       tenant_id: "tenant-a",
       organization: "Acme Procurement",
-      principal: "agent:web-page",
+      principal,
       subject_public_id: subject,
       purpose_id: "supplier-onboarding",
       requested_action: "approve",
@@ -383,6 +383,188 @@ describe("the page at / (chromium)", () => {
       await page.fill("#bundle-json", "{ not json")
       await page.click("#bundle-form button[type=submit]")
       await expect(page.locator("#bundle-result .problem-title").textContent()).resolves.toBe("Not JSON")
+    })
+  })
+
+  describe("a receipt's proof in each of its four encodings, given as a file, dropped or pasted", () => {
+    type Kind = "bundle" | "tlog-proof" | "cose-receipt" | "transparent-statement"
+    let receipt: any
+    const artifacts = new Map<Kind, Uint8Array>()
+
+    /** The evidence as the service serves it: GET /reliance-receipts/{id}/proof, /tlog-proof, /cose-receipt, /transparent-statement. */
+    beforeAll(async () => {
+      const proof = await proofBundle("agent:web-page-evidence")
+      expect(proof.source).toBe("endpoint")
+      receipt = proof.bundle.receipt
+      for (const [kind, path, type] of [
+        ["bundle", "proof", "application/json"],
+        ["tlog-proof", "tlog-proof", "text/plain; charset=utf-8"],
+        ["cose-receipt", "cose-receipt", "application/scitt-receipt+cose"],
+        ["transparent-statement", "transparent-statement", "application/scitt-statement+cose"]
+      ] as const) {
+        const response = await fetch(`${server.baseUrl}/api/v1/reliance-receipts/${receipt.receipt_id}/${path}`, { headers: { authorization: `Bearer ${reader}` } })
+        expect(response.status, path).toBe(200)
+        expect(response.headers.get("content-type"), path).toContain(type)
+        artifacts.set(kind, new Uint8Array(await response.arrayBuffer()))
+      }
+    })
+
+    const clear = () => page.locator("#bundle-result").evaluate((node) => node.replaceChildren())
+
+    const verdictOf = async (kind: Kind) => {
+      const verdict = page.locator(`#bundle-result .verdict[data-kind="${kind}"]`)
+      await verdict.waitFor()
+      return verdict
+    }
+
+    /** Through the file picker (setInputFiles). */
+    const choose = async (kind: Kind, bytes: Uint8Array) => {
+      await clear()
+      await page.setInputFiles("#evidence-file", { name: `${kind}.bin`, mimeType: "application/octet-stream", buffer: Buffer.from(bytes) })
+      return verdictOf(kind)
+    }
+
+    /** Dropped on the form: a drop event whose DataTransfer holds the file. */
+    const drop = async (kind: Kind, bytes: Uint8Array) => {
+      await clear()
+      // The DOM's constructors through globalThis: the tests are type-checked without the DOM's types.
+      await page.locator("#bundle-form").evaluate((form, { data, name }) => {
+        const dom = globalThis as any
+        const transfer = new dom.DataTransfer()
+        transfer.items.add(new File([new Uint8Array(data)], name))
+        form.dispatchEvent(new dom.DragEvent("drop", { dataTransfer: transfer, bubbles: true, cancelable: true }))
+      }, { data: Array.from(bytes), name: `${kind}.bin` })
+      return verdictOf(kind)
+    }
+
+    /** Pasted into the box (text as it is; binary as base64). */
+    const paste = async (kind: Kind, pasted: string) => {
+      await clear()
+      await page.fill("#bundle-json", pasted)
+      await page.click("#bundle-form button[type=submit]")
+      return verdictOf(kind)
+    }
+
+    const stepStates = () =>
+      page.locator("#bundle-result li.step").evaluateAll((items) => items.map((li) => [li.getAttribute("data-step"), li.getAttribute("data-ok")]))
+
+    const allPassed = async (verdict: Awaited<ReturnType<typeof verdictOf>>, steps: ReadonlyArray<string>) => {
+      await expect(verdict.getAttribute("data-verdict")).resolves.toBe("ok")
+      await expect(stepStates()).resolves.toEqual(steps.map((step) => [step, "true"]))
+    }
+
+    const changed = (bytes: Uint8Array, at: number) => {
+      const copy = Uint8Array.from(bytes)
+      copy[at] = copy[at]! ^ 1
+      return copy
+    }
+
+    const tlogSteps = ["format", "entry", "leaf", "inclusion", "checkpoint_signature"]
+    const coseSteps = ["format", "entry", "leaf", "inclusion", "kid", "log_signature"]
+    const statementSteps = ["format", "kid", "statement_signature", "digest", "claims", "entry", "format", "leaf", "inclusion", "kid", "log_signature", "receipt_signature"]
+
+    it("verifies each kind given as a file, pinned to the service's keys, and shows the keys it trusted", async () => {
+      const logKey = (await request(server, "GET", "/api/v1/log/key")).body.verifier_key as string
+      await allPassed(await drop("bundle", artifacts.get("bundle")!), ["digest", "entry", "leaf", "inclusion", "checkpoint_signature", "receipt_signature"])
+      await allPassed(await choose("tlog-proof", artifacts.get("tlog-proof")!), tlogSteps)
+      await expect(page.locator("#bundle-result [data-evidence-kind]").textContent()).resolves.toBe("Recognised as: tlog-proof")
+      await expect(page.locator("#bundle-result [data-trusted=log-key]").textContent()).resolves.toBe(`log key (GET /api/v1/log/key): ${logKey}`)
+      await expect(page.locator("#bundle-result [data-trusted=receipt-keys]").textContent()).resolves.toMatch(/^receipt keys \(GET \/api\/v1\/events\/keys\): kid [0-9a-f]{16}/)
+      // The paste box shows what was verified: the proof's text.
+      await expect(page.inputValue("#bundle-json")).resolves.toBe(new TextDecoder().decode(artifacts.get("tlog-proof")!))
+
+      await page.fill("#evidence-receipt", JSON.stringify(receipt))
+      try {
+        await allPassed(await choose("cose-receipt", artifacts.get("cose-receipt")!), coseSteps)
+        // …shown as base64 in the box, so the Verify button checks it again.
+        await expect(page.inputValue("#bundle-json")).resolves.toBe(Buffer.from(artifacts.get("cose-receipt")!).toString("base64"))
+        await expect(page.locator("#evidence-loaded").textContent()).resolves.toContain("recognised as COSE Receipt")
+      } finally {
+        await page.fill("#evidence-receipt", "")
+      }
+      await allPassed(await drop("transparent-statement", artifacts.get("transparent-statement")!), statementSteps)
+      await screenshot(page, "statement-verified", "#bundle")
+    })
+
+    it("names the first failing step of a tampered copy of each kind", async () => {
+      const tamperedBundle = JSON.parse(new TextDecoder().decode(artifacts.get("bundle")!))
+      tamperedBundle.inclusion_path[0] = flipHex(tamperedBundle.inclusion_path[0])
+      const bundle = await drop("bundle", new TextEncoder().encode(JSON.stringify(tamperedBundle)))
+      await expect(bundle.getAttribute("data-failed-step")).resolves.toBe("inclusion")
+
+      // One path hash of the tlog-proof changed (its first base64 character, so it stays canonical).
+      const lines = new TextDecoder().decode(artifacts.get("tlog-proof")!).split("\n")
+      const pathLine = lines.findIndex((line) => line.startsWith("index ")) + 1
+      expect(lines[pathLine]).toMatch(/^[A-Za-z0-9+/]{43}=$/)
+      lines[pathLine] = (lines[pathLine]![0] === "A" ? "B" : "A") + lines[pathLine]!.slice(1)
+      const proof = await paste("tlog-proof", lines.join("\n"))
+      await expect(proof.getAttribute("data-failed-step")).resolves.toBe("inclusion")
+      expect(await proof.textContent()).toMatch(/^Rejected at step “inclusion”: the inclusion path does not lead from leaf \d+/)
+
+      // The last byte of each COSE object is its signature's.
+      await page.fill("#evidence-receipt", JSON.stringify(receipt))
+      try {
+        const cose = await choose("cose-receipt", changed(artifacts.get("cose-receipt")!, artifacts.get("cose-receipt")!.length - 1))
+        await expect(cose.getAttribute("data-failed-step")).resolves.toBe("log_signature")
+        await expect(stepStates()).resolves.toEqual([
+          ["format", "true"], ["entry", "true"], ["leaf", "true"], ["inclusion", "true"], ["kid", "true"], ["log_signature", "false"]
+        ])
+      } finally {
+        await page.fill("#evidence-receipt", "")
+      }
+      const statement = await drop("transparent-statement", changed(artifacts.get("transparent-statement")!, artifacts.get("transparent-statement")!.length - 1))
+      await expect(statement.getAttribute("data-failed-step")).resolves.toBe("statement_signature")
+      await screenshot(page, "statement-rejected", "#bundle")
+    })
+
+    it("takes a COSE object pasted as base64, and a bare COSE Receipt without its receipt fails at the entry step", async () => {
+      const statement = Buffer.from(artifacts.get("transparent-statement")!)
+      await allPassed(await paste("transparent-statement", statement.toString("base64").replace(/(.{76})/g, "$1\n")), statementSteps)
+      await allPassed(await paste("transparent-statement", statement.toString("base64url")), statementSteps)
+      const bare = await paste("cose-receipt", Buffer.from(artifacts.get("cose-receipt")!).toString("base64"))
+      await expect(bare.getAttribute("data-failed-step")).resolves.toBe("entry")
+      expect(await bare.textContent()).toContain("a COSE Receipt does not carry its entry")
+
+      await clear()
+      await page.fill("#bundle-json", Buffer.from("not evidence at all").toString("base64"))
+      await page.click("#bundle-form button[type=submit]")
+      await expect(page.locator("#bundle-result .problem-title").textContent()).resolves.toBe("Not a receipt's proof")
+    })
+
+    it("checks against keys pasted by the reader: a wrong log key fails the log's signature step", async () => {
+      const logKey = (await request(server, "GET", "/api/v1/log/key")).body.verifier_key as string
+      const jwks = (await request(server, "GET", "/api/v1/events/keys")).text
+      const otherLogKey = verifierKeyOfSigner("localhost/pv-log", privateKeyFromSeed(Buffer.alloc(32, 77)))
+      await page.check("input[name=bundle-keys][value=pasted]")
+      await page.fill("#pin-jwks", jwks)
+      try {
+        await page.fill("#pin-log-key", logKey)
+        await allPassed(await choose("transparent-statement", artifacts.get("transparent-statement")!), statementSteps)
+        await expect(page.locator("#bundle-result [data-trusted=log-key]").textContent()).resolves.toBe(`log key (pasted): ${logKey}`)
+        await page.fill("#pin-log-key", otherLogKey)
+        const proof = await paste("tlog-proof", new TextDecoder().decode(artifacts.get("tlog-proof")!))
+        await expect(proof.getAttribute("data-failed-step")).resolves.toBe("checkpoint_signature")
+        // Nothing pasted: a tlog-proof carries no key, so its checkpoint is not verified (and the page says so).
+        await page.fill("#pin-log-key", "")
+        const unpinned = await paste("tlog-proof", new TextDecoder().decode(artifacts.get("tlog-proof")!))
+        await expect(unpinned.getAttribute("data-verdict")).resolves.toBe("incomplete")
+      } finally {
+        await page.fill("#pin-jwks", "")
+        await page.fill("#pin-log-key", "")
+        await page.check("input[name=bundle-keys][value=service]")
+      }
+    })
+
+    it("fetches the service's witness policy into the box when asked, shows it as trusted, and requires its quorum", async () => {
+      const policy = (await request(server, "GET", "/api/v1/log/policy")).text
+      await page.click("#fetch-policy")
+      await expect.poll(() => page.inputValue("#pin-policy")).toBe(policy)
+      try {
+        await allPassed(await paste("tlog-proof", new TextDecoder().decode(artifacts.get("tlog-proof")!)), [...tlogSteps, "witness_cosignatures"])
+        expect(await page.locator("#bundle-result [data-trusted=policy]").textContent()).toContain(policy.trim())
+      } finally {
+        await page.fill("#pin-policy", "")
+      }
     })
   })
 })
