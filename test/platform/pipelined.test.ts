@@ -1,7 +1,7 @@
 import { Deferred, Effect, Exit, Layer, ManagedRuntime } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { createMigratedDatabase } from "../support/templates.js"
+import { createMigratedDatabase, testDatabaseLayers } from "../support/templates.js"
 
 /**
  * The service's PostgreSQL client (platform/Database.ts) pipelines statements outside transactions on shared
@@ -12,12 +12,10 @@ describe("the pipelined PostgreSQL client (platform/Database.ts)", () => {
   let drop: () => Promise<void>
   let runtime: ManagedRuntime.ManagedRuntime<SqlClient.SqlClient, unknown>
   const run = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) => runtime.runPromise(effect)
-  const runExit = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) => runtime.runPromiseExit(effect)
 
   beforeAll(async () => {
     const database = await createMigratedDatabase()
     drop = database.drop
-    const { testDatabaseLayers } = await import("../support/templates.js")
     runtime = ManagedRuntime.make(Layer.orDie(testDatabaseLayers({ DATABASE_URL: database.url })) as Layer.Layer<SqlClient.SqlClient>)
     await run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql`CREATE TABLE pipelined_t (n int PRIMARY KEY)`))
   }, 120_000)
