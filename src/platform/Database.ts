@@ -117,6 +117,9 @@ const postgres = (url: string, config: typeof AppConfig.Service, observePool: Da
       url: Redacted.make(url),
       stream: guarded.stream,
       maxConnections: 16,
+      // Statements outside a transaction share connections, pipelined: written together, no round trip each
+      // (the driver's own pipeline; a transaction still has its connection to itself until it ends).
+      multiplex: true,
       applicationName: "pv-trust",
       connectTimeout: config.dbConnectTimeoutMs
     })
