@@ -29,8 +29,10 @@ export default defineConfig(async () => {
   const http = ["test/**/*.http.test.ts"]
   // Builds dist/ once per run (test/support/buildDist.ts) for the HTTP projects, whose tests start compiled
   // processes (second instances, CLI children: test/support/spawned.ts); the fault projects' setup builds the
-  // same, or takes the build PV_FAULTS_MAIN names (test/faults/globalSetup.ts).
+  // same, or takes the build PV_FAULTS_MAIN names (test/faults/globalSetup.ts). The build runs beside the first
+  // files (the unit and browser ones, which need no dist/): each file of these projects waits for it first (distReady).
   const buildOnce = "test/support/buildDist.ts"
+  const distReady = ["test/support/distReady.ts"]
   // HTTP suites of the edge alone (the OpenAPI document, the Origin rule, client addresses, slow clients,
   // keep-alive, the fuzzers' refusals): nothing they check depends on which database is behind the server,
   // so they run once, on embedded PGlite, not once per database.
@@ -48,7 +50,7 @@ export default defineConfig(async () => {
     { extends: true, test: { name: "unit", include: ["test/**/*.test.ts"], exclude: [...http, ...faults, ...browser] } },
     // The page at `/` in Debian's chromium (playwright-core), against a real server on embedded PGlite.
     { extends: true, test: { name: "browser", include: browser, env: { PV_TEST_DB: "pglite" } } },
-    { extends: true, test: { name: "pglite", include: http, env: { PV_TEST_DB: "pglite" }, globalSetup: [buildOnce] } }
+    { extends: true, test: { name: "pglite", include: http, env: { PV_TEST_DB: "pglite" }, globalSetup: [buildOnce], setupFiles: distReady } }
   ]
   // The fault rules of docs/API.md §13 against the compiled server (`npm run build` once, then `node dist/src/main.js`
   // child processes), in groups of their own after the other projects (sequence.groupOrder), so they never run
@@ -65,6 +67,7 @@ export default defineConfig(async () => {
       include,
       exclude,
       globalSetup: ["test/faults/globalSetup.ts"],
+      setupFiles: distReady,
       testTimeout: 120_000,
       pool: "forks",
       maxWorkers,
@@ -87,7 +90,8 @@ export default defineConfig(async () => {
         maxWorkers: 3,
         sequence: { groupOrder: 1 },
         env: { PV_TEST_DB: "postgres", PV_TEST_POSTGRES_URL: postgresUrl },
-        globalSetup: [buildOnce]
+        globalSetup: [buildOnce],
+        setupFiles: distReady
       }
     })
   }
