@@ -19,7 +19,7 @@ type Step =
   | { readonly kind: "hear"; readonly upTo: number }
   | { readonly kind: "lost" }
 
-const steps = fc.array(
+const steps: fc.Arbitrary<Array<Step>> = fc.array(
   fc.oneof(
     fc.record({ kind: fc.constant("renew" as const), atMs: fc.integer({ min: 0, max: 100_000 }) }),
     fc.record({ kind: fc.constant("hear" as const), upTo: fc.integer({ min: 0, max: 40 }) }),
