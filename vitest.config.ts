@@ -58,7 +58,7 @@ export default defineConfig(async () => {
   // (PORT=0 or a free one), receivers and proxies. The long files that mostly wait (webhook deliveries, kill -9
   // rounds) run three at a time ("faults"); the files with a wall-clock bound or a drain under load, which a second
   // file's processes could make late, run one by one after them ("faults-alone").
-  const faultsAlone = ["drain", "clusterDrain", "outage", "slowClients", "start", "flood", "overload", "clusterMetrics"]
+  const faultsAlone = ["drain", "clusterDrain", "outage", "slowClients", "start", "flood", "overload", "clusterMetrics", "readYourWrites"]
     .map((name) => `test/faults/${name}.test.ts`)
   const faultProject = (name: string, include: Array<string>, exclude: Array<string>, maxWorkers: number, groupOrder: number): TestProjectConfiguration => ({
     extends: true,

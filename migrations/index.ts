@@ -14,5 +14,6 @@ export const migrations: Record<string, () => Promise<unknown>> = {
   "0009_webhook_origin_probe.ts": () => import("./0009_webhook_origin_probe.js"),
   "0010_webhook_attempts.ts": () => import("./0010_webhook_attempts.js"),
   "0011_subscription_signature_scheme.ts": () => import("./0011_subscription_signature_scheme.js"),
-  "0012_subscription_disabled_reason.ts": () => import("./0012_subscription_disabled_reason.js")
+  "0012_subscription_disabled_reason.ts": () => import("./0012_subscription_disabled_reason.js"),
+  "0013_trust_read_leases.ts": () => import("./0013_trust_read_leases.js")
 }

@@ -2,6 +2,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Queue, Schedule, type Scope, Stream } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
 import { DatabaseMode } from "../platform/Database.js"
+import { fenceOf, fencePrefix, initialLease, leaseMs, onHeard, onListenLost, onRenewed, renewEveryMs } from "./ReadLease.js"
 
 /** PostgreSQL channel on which every committed change of a determination's trust state is announced. */
 export const TrustChangedChannel = "pv_trust_changed"
@@ -22,8 +23,17 @@ export interface ChangeWatch {
 export interface ChangeFeedShape {
   /** Inside the writer's transaction: every instance listening hears of `publicId` when it commits. */
   readonly notify: (publicId: string) => Effect.Effect<void, SqlError>
-  /** After this instance's own commit: tell this instance's listeners at once (synchronously). */
+  /**
+   * After this instance's own commit: tell this instance's listeners at once (synchronously), then, on
+   * PostgreSQL, wait until no other process can serve a document from before the commit (read your writes:
+   * events/ReadLease.ts), at most one lease length.
+   */
   readonly committed: (publicId: string) => Effect.Effect<void>
+  /**
+   * Until when (`performance.now()` ms) this process may serve trust documents from its cache: while its
+   * lease is surely valid on PostgreSQL, always on the embedded database. A live value: read it at each use.
+   */
+  readonly serving: { readonly untilMs: number }
   /**
    * A synchronous listener for the life of the scope, called for local commits and, on PostgreSQL, for
    * every instance's (its own included: listeners must be idempotent).
@@ -44,7 +54,9 @@ const make = Effect.gen(function*() {
 
   const notify = (publicId: string) => sql`SELECT pg_notify(${TrustChangedChannel}, ${publicId})`.pipe(Effect.asVoid)
 
-  const committed = (publicId: string) => Effect.sync(() => dispatch({ _tag: "changed", publicId }))
+  const dispatchLocal = (publicId: string) => Effect.sync(() => dispatch({ _tag: "changed", publicId }))
+  const serving = { untilMs: mode.kind === "postgres" ? 0 : Number.POSITIVE_INFINITY }
+  let committed: (publicId: string) => Effect.Effect<void> = dispatchLocal
 
   const listen = (listener: (notice: ChangeNotice) => void) =>
     Effect.acquireRelease(Effect.sync(() => listeners.add(listener)), () => Effect.sync(() => listeners.delete(listener))).pipe(
@@ -77,25 +89,117 @@ const make = Effect.gen(function*() {
 
   // The embedded database has one instance (and one connection, which LISTEN would hold forever).
   if (mode.kind === "postgres") {
+    const readerId = crypto.randomUUID()
+    let lease = initialLease
+    /** Counts LISTEN connections confirmed: a renew sent on an earlier one does not extend this one's lease. */
+    let listening = 0
+    let healthy = false
+    const ackWanted = yield* Queue.sliding<void>(1)
+    const update = (next: typeof lease) => {
+      lease = next
+      serving.untilMs = next.servingUntilMs
+    }
+    const heard = (payload: string) => {
+      const fence = fenceOf(payload)
+      if (fence === undefined) return dispatch({ _tag: "changed", publicId: payload })
+      update(onHeard(lease, fence))
+      Queue.offerUnsafe(ackWanted, undefined)
+    }
     const resync = Effect.sync(() => dispatch({ _tag: "resync" }))
+    const lost = Effect.sync(() => {
+      healthy = false
+      update(onListenLost(lease))
+    })
     yield* Effect.scoped(Effect.flatMap(
       sql.listen(TrustChangedChannel),
       // Once PostgreSQL confirms LISTEN, everyone re-reads: what committed while nobody listened (the moment
       // before the first LISTEN, the gap before a LISTEN that came back) was announced to no one.
       (notifications) =>
         Effect.andThen(
-          resync,
-          Stream.runForEach(Stream.fromQueue(notifications), (n) => Effect.sync(() => dispatch({ _tag: "changed", publicId: n.payload })))
+          Effect.andThen(resync, Effect.sync(() => {
+            healthy = true
+            listening++
+          })),
+          Stream.runForEach(Stream.fromQueue(notifications), (n) => Effect.sync(() => heard(n.payload)))
         )
     )).pipe(
-      // A dropped listener may have missed notifications: everyone starts over now, again once we listen again.
-      Effect.tapCause(() => resync),
+      // A dropped listener may have missed notifications: stop serving from the cache, everyone starts over
+      // now, again once we listen again.
+      Effect.tapCause(() => Effect.andThen(lost, resync)),
       Effect.retry(Schedule.spaced("1 second")),
+      Effect.ensuring(lost),
       Effect.forkScoped
     )
+
+    // Renew the lease while LISTEN is up, with a fence: hearing it back proves LISTEN delivered everything
+    // committed before the renew was sent, and only then does the local lease move on. Expired rows go.
+    const renew = Effect.gen(function*() {
+      if (!healthy) return
+      const on = listening
+      const sentAtMs = performance.now()
+      const rows = yield* sql<{ readonly fence: string }>`
+        WITH f AS (SELECT nextval('trust_fence_seq') AS n),
+        gone AS (DELETE FROM trust_read_leases WHERE lease_until < now() - interval '1 minute'),
+        renewed AS (
+          INSERT INTO trust_read_leases (reader_id, acked_fence, lease_until)
+          VALUES (${readerId}, ${String(lease.heard)}::bigint, now() + ${leaseMs} * interval '1 millisecond')
+          ON CONFLICT (reader_id) DO UPDATE SET lease_until = EXCLUDED.lease_until)
+        SELECT n::text AS fence, pg_notify(${TrustChangedChannel}, ${fencePrefix} || n::text) FROM f`
+      if (healthy && on === listening) update(onRenewed(lease, BigInt(rows[0]!.fence), sentAtMs))
+    })
+    yield* renew.pipe(
+      Effect.catch(() => Effect.void),
+      Effect.repeat(Schedule.spaced(`${renewEveryMs} millis`)),
+      Effect.forkScoped
+    )
+
+    // Ack the highest fence heard, promptly; a burst of fences is one update.
+    let acked = -1n
+    const ack = Effect.gen(function*() {
+      yield* Queue.take(ackWanted)
+      const fence = lease.heard
+      if (fence <= acked) return
+      yield* sql`
+        INSERT INTO trust_read_leases (reader_id, acked_fence, lease_until) VALUES (${readerId}, ${String(fence)}::bigint, now())
+        ON CONFLICT (reader_id) DO UPDATE SET acked_fence = greatest(trust_read_leases.acked_fence, EXCLUDED.acked_fence)`
+      acked = fence
+    })
+    yield* ack.pipe(Effect.catch(() => Effect.void), Effect.forever, Effect.forkScoped)
+
+    // Leave no lease behind on a clean stop (a killed process's row expires).
+    yield* Effect.addFinalizer(() =>
+      sql`DELETE FROM trust_read_leases WHERE reader_id = ${readerId}`.pipe(Effect.ignore)
+    )
+
+    /**
+     * After the commit, a fence: every leased reader that acked it heard the commit's notification first
+     * (notifications arrive in commit order, and this fence was numbered after the commit). Wait for those
+     * acks, at most one lease length: a reader that has not acked by then can no longer serve from a lease
+     * renewed before the commit (servableUntil), and a later renew's fence came after the change. So on any
+     * failure here, waiting one lease length is as safe.
+     */
+    const fenceAndWait = Effect.gen(function*() {
+      const rows = yield* sql<{ readonly fence: string }>`
+        SELECT n::text AS fence, pg_notify(${TrustChangedChannel}, ${fencePrefix} || n::text)
+        FROM (SELECT nextval('trust_fence_seq') AS n) f`
+      const fence = rows[0]!.fence
+      const deadline = performance.now() + leaseMs
+      let pauseMs = 1
+      for (;;) {
+        const [waiting] = yield* sql<{ readonly n: number }>`
+          SELECT count(*)::int AS n FROM trust_read_leases
+          WHERE lease_until > now() AND acked_fence < ${fence}::bigint AND reader_id <> ${readerId}`
+        const left = deadline - performance.now()
+        if (waiting!.n === 0 || left <= 0) return
+        yield* Effect.sleep(Math.min(pauseMs, left))
+        pauseMs = Math.min(pauseMs * 2, 16)
+      }
+    }).pipe(Effect.catch(() => Effect.sleep(leaseMs)))
+
+    committed = (publicId: string) => Effect.andThen(dispatchLocal(publicId), fenceAndWait)
   }
 
-  return { notify, committed, listen, watch } satisfies ChangeFeedShape
+  return { notify, committed, listen, watch, serving } satisfies ChangeFeedShape
 })
 
 /**

@@ -26,8 +26,11 @@ export interface CachedTrust {
 export const trustEntries = (maxEntries: number = capacity) => {
   const entries = new Map<string, CachedTrust>()
   const generations = new Map<string, number>()
+  /** Bumped by `clear`: a build that began before it (of any key, cached or not) is not stored. */
+  let epoch = 0
 
-  const generation = (publicId: string) => generations.get(publicId) ?? 0
+  // Both terms only grow, so the sum changes whenever either does.
+  const generation = (publicId: string) => (generations.get(publicId) ?? 0) + epoch
 
   const get = (publicId: string, nowMs: number): CachedTrust | undefined => {
     const entry = entries.get(publicId)
@@ -60,11 +63,11 @@ export const trustEntries = (maxEntries: number = capacity) => {
   /** After a commit (the writer's own, or another instance's notification): the cached document is gone. */
   const evict = (publicId: string) => {
     entries.delete(publicId)
-    generations.set(publicId, generation(publicId) + 1)
+    generations.set(publicId, (generations.get(publicId) ?? 0) + 1)
   }
 
   const clear = () => {
-    for (const key of entries.keys()) generations.set(key, generation(key) + 1)
+    epoch++
     entries.clear()
   }
 
@@ -86,7 +89,10 @@ export interface TrustCacheShape {
 const make = Effect.gen(function*() {
   const feed = yield* ChangeFeed
   const cache = trustEntries()
-  const { get, put, generation } = cache
+  const { put, generation } = cache
+  const serving = feed.serving
+  // Served only while this process's read lease is surely valid (always on the embedded database).
+  const get = (publicId: string, nowMs: number) => performance.now() < serving.untilMs ? cache.get(publicId, nowMs) : undefined
   const evict = (publicId: string) => Effect.sync(() => cache.evict(publicId))
 
   // Every committed change, this instance's (right after its commit) or another's (PostgreSQL NOTIFY).
@@ -102,7 +108,8 @@ const make = Effect.gen(function*() {
  * Trust documents by public id, so a warm read costs no database round trip. An entry is used only in
  * [builtAt, min(next freshness boundary, builtAt + 5 s)). Only the writer (Determinations) changes trust
  * state, through the change feed (events/ChangeFeed.ts): every instance evicts when it hears of a commit,
- * this instance right after its own. A per-key generation stops a read that raced a write from caching what it read
+ * this instance right after its own. On PostgreSQL an entry is served only while this process's read lease
+ * is valid, so a writer's answer waits until no process can serve what it replaced (events/ReadLease.ts). A per-key generation stops a read that raced a write from caching what it read
  * before the write committed.
  */
 export class TrustCache extends Context.Service<TrustCache, TrustCacheShape>()("pv/TrustCache", { make }) {

@@ -50,4 +50,17 @@ describe("the trust cache's entries (trust/TrustCache.ts)", () => {
     cache.put("X", seen, entry(11))
     expect(cache.get("X", 11)).toBeUndefined()
   })
+
+  it("a resync (clear) stops the put of every build that began before it, cached key or not", () => {
+    const cache = trustEntries()
+    cache.put("A", cache.generation("A"), entry(1))
+    const seenA = cache.generation("A")
+    const seenB = cache.generation("B")
+    cache.clear()
+    cache.put("A", seenA, entry(2))
+    cache.put("B", seenB, entry(2))
+    expect(cache.size()).toBe(0)
+    cache.put("B", cache.generation("B"), entry(3))
+    expect(cache.get("B", 3)).toBeDefined()
+  })
 })
