@@ -278,7 +278,7 @@ const makeWitness = Effect.gen(function*() {
   return {
     submit,
     logFailure,
-    latestByOriginHash,
+    latestByOriginHash: Effect.fn("Witness.latestByOriginHash")(latestByOriginHash),
     key: { name: cosigner.name, verifier_key: cosigner.verifierKey },
     origins: [...trusted.keys()]
   } satisfies WitnessShape
