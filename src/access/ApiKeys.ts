@@ -178,16 +178,7 @@ const makeApiKeys = Effect.gen(function*() {
   yield* flushUsage.pipe(Effect.repeat(Schedule.spaced(UsageFlushInterval)), Effect.forkScoped)
   yield* Effect.addFinalizer(() => flushUsage)
 
-  return {
-    create,
-    list,
-    revoke,
-    authenticate: Effect.fn("ApiKeys.authenticate")(authenticate),
-    authenticatedNow,
-    markUsed: Effect.fn("ApiKeys.markUsed")(markUsed),
-    markUsedUnsafe,
-    flushUsage
-  } satisfies ApiKeysShape
+  return { create, list, revoke, authenticate, authenticatedNow, markUsed, markUsedUnsafe, flushUsage } satisfies ApiKeysShape
 })
 
 export class ApiKeys extends Context.Service<ApiKeys, ApiKeysShape>()("pv/ApiKeys", {

@@ -29,8 +29,8 @@ export interface IdsShape {
 const makeIds = Effect.sync((): IdsShape => {
   const random = pooledRandom()
   return {
-    make: Effect.fn("Ids.make")((prefix: IdPrefix): Effect.Effect<string> =>
-      Effect.map(Clock.currentTimeMillis, (now) => `${prefix}_${ulid(now, random)}`))
+    make: (prefix: IdPrefix): Effect.Effect<string> =>
+      Effect.map(Clock.currentTimeMillis, (now) => `${prefix}_${ulid(now, random)}`)
   }
 })
 

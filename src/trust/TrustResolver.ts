@@ -78,11 +78,7 @@ const make = Effect.gen(function*() {
 
   const peek = (publicId: PublicId, nowMs: number): MachineTrustResponse | undefined => cache.get(publicId, nowMs)?.document
 
-  return {
-    resolve: Effect.fn("TrustResolver.resolve")(resolve),
-    resolveCached: Effect.fn("TrustResolver.resolveCached")(resolveCached),
-    peek
-  } satisfies TrustResolverShape
+  return { resolve, resolveCached, peek } satisfies TrustResolverShape
 })
 
 /**
