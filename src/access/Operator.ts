@@ -47,7 +47,7 @@ const makeOperatorCredential = Effect.gen(function*() {
       : Effect.fail(new Unauthorized({ detail: "Operator authentication is required." }))
 
   return {
-    authenticate,
+    authenticate: Effect.fn("OperatorCredential.authenticate")(authenticate),
     configured: Option.isSome(expected),
     generatedFile: generated,
     token

@@ -105,7 +105,13 @@ const makeKeyStore = Effect.gen(function*() {
       ? Effect.void
       : sql`UPDATE api_keys SET last_used_at = ${at} WHERE key_id IN ${sql.in(keyIds)}`.pipe(Effect.asVoid)
 
-  return { findByHash, insert, list, revoke, touch } satisfies KeyStoreShape
+  return {
+    findByHash: Effect.fn("KeyStore.findByHash")(findByHash),
+    insert: Effect.fn("KeyStore.insert")(insert),
+    list: Effect.fn("KeyStore.list")(list),
+    revoke: Effect.fn("KeyStore.revoke")(revoke),
+    touch: Effect.fn("KeyStore.touch")(touch)
+  } satisfies KeyStoreShape
 })
 
 /** API-key records by hash: the only place keys touch SQL. The plaintext never arrives here. */

@@ -69,21 +69,21 @@ export const docsPage = (script: string): string => {
 </html>`
 }
 
-let page: Promise<Uint8Array> | undefined
-const pageBytes = () =>
-  (page ??= scalarScript().then(
-    (script): Uint8Array => Buffer.from(docsPage(script), "utf8"),
-    (error: unknown) => {
-      page = undefined
-      throw error
-    }
-  ))
-
 /** Mounts GET /docs on the router (outside the OpenAPI document, as HttpApiScalar.layer did). */
-export const DocsLive = HttpRouter.use((router) =>
-  router.add(
+export const DocsLive = HttpRouter.use((router) => {
+  // Built on the first request and kept by this layer (a failed build is tried again by the next request).
+  let page: Promise<Uint8Array> | undefined
+  const pageBytes = () =>
+    (page ??= scalarScript().then(
+      (script): Uint8Array => Buffer.from(docsPage(script), "utf8"),
+      (error: unknown) => {
+        page = undefined
+        throw error
+      }
+    ))
+  return router.add(
     "GET",
     "/docs",
     Effect.map(Effect.promise(pageBytes), (body) => HttpServerResponse.uint8Array(body, { contentType: "text/html" }))
   )
-)
+})

@@ -204,7 +204,7 @@ const make = Effect.gen(function*() {
     )
 
   /**
-   * Keyset page of events after `after`, bounded by `current` (a head read before), so the page and the head
+   * Keyset page of events after `after`, bounded by `current` (a head read before), so the page and the head: Effect.fn("EventLog.head")(head)
    * it reports always agree and `next_after` is null exactly when the page reaches that head.
    */
   const pageAt = (
@@ -243,7 +243,7 @@ const make = Effect.gen(function*() {
     }))
   )
 
-  return { append, recordChange, announceDue, dueForFreshness, head, page, pageAt, jwks, signer } satisfies EventLogShape
+  return { append, recordChange, announceDue, dueForFreshness: Effect.fn("EventLog.dueForFreshness")(dueForFreshness), head, page: Effect.fn("EventLog.page")(page), pageAt: Effect.fn("EventLog.pageAt")(pageAt), jwks, signer } satisfies EventLogShape
 })
 
 /**

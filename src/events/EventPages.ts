@@ -134,7 +134,7 @@ const make = Effect.gen(function*() {
     })
   }
 
-  return { ref, body } satisfies EventPagesShape
+  return { ref: Effect.fn("EventPages.ref")(ref), body: Effect.fn("EventPages.body")(body) } satisfies EventPagesShape
 })
 
 export class EventPages extends Context.Service<EventPages, EventPagesShape>()("pv/EventPages") {

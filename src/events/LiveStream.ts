@@ -69,44 +69,43 @@ const make = Effect.gen(function*() {
       streamState.open -= 1
     })
 
-  const open = (keyId: string, publicId: PublicId, after: number) =>
-    Effect.gen(function*() {
-      // An unknown determination is a 404 before anything is streamed.
-      yield* log.head(publicId)
-      yield* Effect.acquireRelease(acquire(keyId), () => release(keyId))
+  const open = Effect.fn("LiveStreams.open")(function*(keyId: string, publicId: PublicId, after: number) {
+    // An unknown determination is a 404 before anything is streamed.
+    yield* log.head(publicId)
+    yield* Effect.acquireRelease(acquire(keyId), () => release(keyId))
 
-      const events = Stream.unwrap(Effect.gen(function*() {
-        // Watch first, then read: a change committed while the backlog is read still wakes the loop.
-        const changes = yield* feed.watch((id) => id === publicId)
-        let cursor = after
-        /**
-         * The next messages: stored events after the cursor or, caught up, a wait for the next change or one
-         * heartbeat interval, whichever comes first, then a read again: a notice the feed missed (its
-         * connection to PostgreSQL was down) costs at most one interval, and a quiet stream one cheap read each.
-         */
-        const next = Effect.gen(function*() {
-          // Not interrupted when the client leaves: a read takes milliseconds, while an interrupted statement costs
-          // the pool its connection (the embedded database never answers the cancel: the driver waits 5 s).
-          const page = yield* Effect.uninterruptible(log.page(publicId, { after: cursor, limit: BacklogPageSize }))
-          if (page.events.length === 0) {
-            yield* Effect.raceFirst(changes.next, Effect.sleep(heartbeat))
-            return []
-          }
-          cursor = page.events[page.events.length - 1]!.sequence
-          return page.events.map(sseMessageOf)
-        })
-        return Stream.fromEffectRepeat(next).pipe(Stream.flattenIterable)
-      }))
-      const heartbeats = Stream.tick(config.streamHeartbeatMs).pipe(Stream.drop(1), Stream.map((): string => HeartbeatComment))
-      const body = Stream.concat(Stream.succeed(`: ${publicId} after ${after}\n\n`), Stream.merge(events, heartbeats)).pipe(
-        // A drain (SIGTERM) ends every stream cleanly; the client resumes elsewhere with Last-Event-ID.
-        Stream.interruptWhen(frontDoor.stopping),
-        // A database error mid-stream ends it too: the client reconnects and resumes with Last-Event-ID.
-        Stream.catchCause(() => Stream.empty),
-        Stream.map((text) => encoder.encode(text))
-      )
-      return body
-    }).pipe(Effect.withSpan("LiveStreams.open"))
+    const events = Stream.unwrap(Effect.gen(function*() {
+      // Watch first, then read: a change committed while the backlog is read still wakes the loop.
+      const changes = yield* feed.watch((id) => id === publicId)
+      let cursor = after
+      /**
+       * The next messages: stored events after the cursor or, caught up, a wait for the next change or one
+       * heartbeat interval, whichever comes first, then a read again: a notice the feed missed (its
+       * connection to PostgreSQL was down) costs at most one interval, and a quiet stream one cheap read each.
+       */
+      const next = Effect.gen(function*() {
+        // Not interrupted when the client leaves: a read takes milliseconds, while an interrupted statement costs
+        // the pool its connection (the embedded database never answers the cancel: the driver waits 5 s).
+        const page = yield* Effect.uninterruptible(log.page(publicId, { after: cursor, limit: BacklogPageSize }))
+        if (page.events.length === 0) {
+          yield* Effect.raceFirst(changes.next, Effect.sleep(heartbeat))
+          return []
+        }
+        cursor = page.events[page.events.length - 1]!.sequence
+        return page.events.map(sseMessageOf)
+      })
+      return Stream.fromEffectRepeat(next).pipe(Stream.flattenIterable)
+    }))
+    const heartbeats = Stream.tick(config.streamHeartbeatMs).pipe(Stream.drop(1), Stream.map((): string => HeartbeatComment))
+    const body = Stream.concat(Stream.succeed(`: ${publicId} after ${after}\n\n`), Stream.merge(events, heartbeats)).pipe(
+      // A drain (SIGTERM) ends every stream cleanly; the client resumes elsewhere with Last-Event-ID.
+      Stream.interruptWhen(frontDoor.stopping),
+      // A database error mid-stream ends it too: the client reconnects and resumes with Last-Event-ID.
+      Stream.catchCause(() => Stream.empty),
+      Stream.map((text) => encoder.encode(text))
+    )
+    return body
+  })
 
   return { open } satisfies LiveStreamsShape
 })

@@ -598,10 +598,10 @@ const make = Effect.gen(function*() {
   return {
     recordKey: Effect.fn("EventsRepo.recordKey")(recordKey),
     keys,
-    lockHead,
-    head,
-    insertEvent,
-    page,
+    lockHead: Effect.fn("EventsRepo.lockHead")(lockHead),
+    head: Effect.fn("EventsRepo.head")(head),
+    insertEvent: Effect.fn("EventsRepo.insertEvent")(insertEvent),
+    page: Effect.fn("EventsRepo.page")(page),
     setFreshness: Effect.fn("EventsRepo.setFreshness")(setFreshness),
     dueForFreshness: Effect.fn("EventsRepo.dueForFreshness")(dueForFreshness),
     lockFreshness: Effect.fn("EventsRepo.lockFreshness")(lockFreshness),
@@ -612,7 +612,7 @@ const make = Effect.gen(function*() {
     deleteSubscription: Effect.fn("EventsRepo.deleteSubscription")(deleteSubscription),
     resumeSubscription: Effect.fn("EventsRepo.resumeSubscription")(resumeSubscription),
     rotateSecret: Effect.fn("EventsRepo.rotateSecret")(rotateSecret),
-    owe,
+    owe: Effect.fn("EventsRepo.owe")(owe),
     claim: Effect.fn("EventsRepo.claim")(claim),
     acknowledge: Effect.fn("EventsRepo.acknowledge")(acknowledge),
     recordFailure: Effect.fn("EventsRepo.recordFailure")(recordFailure),
@@ -620,7 +620,7 @@ const make = Effect.gen(function*() {
     releaseStrayLeases: Effect.fn("EventsRepo.releaseStrayLeases")(releaseStrayLeases),
     nextDueInMs,
     deliveryStats,
-    eventAt,
+    eventAt: Effect.fn("EventsRepo.eventAt")(eventAt),
     withTransaction: sql.withTransaction
   } satisfies EventsRepoShape
 })

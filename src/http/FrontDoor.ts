@@ -18,7 +18,6 @@ import {
 } from "../domain/Problem.js"
 import { announcesBody, MaxBodyBytes } from "../api/Problems.js"
 import { makeRequestRecord, problemInstance, RequestIdHeader, requestIdFrom, type RequestRecord } from "../observability/RequestRecord.js"
-import { admissionState } from "../observability/Metrics.js"
 import { Telemetry } from "../observability/Telemetry.js"
 import { closingTurn, ConnectionMessage, DrainMessage, isClusterWorker, ReadyMessage, sendToPrimary } from "../platform/Cluster.js"
 import { AppConfig, type AppConfigShape } from "../platform/Config.js"
@@ -257,7 +256,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
     const telemetry = yield* Telemetry
     // Pinned by the operator, or adaptive: it learns from every admitted request's time (admittedDone).
     const limit = Option.match(config.maxInFlight, { onNone: () => gradientLimit(), onSome: fixedLimit })
-    admissionState.limit = limit.current
+    telemetry.admission.limit = limit.current
     /** Admitted responses whose time is not a latency sample (waitsOnPurpose). */
     const waiting = new WeakSet<Http.ServerResponse>()
 

@@ -14,7 +14,7 @@ const makeLogNudge = Effect.gen(function*() {
   return {
     // The integration-lag gauge (observability/Metrics.ts) measures from the first write not yet integrated.
     nudge: Effect.andThen(Effect.sync(log.entryQueued), Queue.offer(queue, undefined)).pipe(Effect.asVoid),
-    wait: (ms: number) => Queue.take(queue).pipe(Effect.timeoutOption(Duration.millis(ms)), Effect.asVoid)
+    wait: Effect.fn("LogNudge.wait")((ms: number) => Queue.take(queue).pipe(Effect.timeoutOption(Duration.millis(ms)), Effect.asVoid))
   } satisfies LogNudgeShape
 })
 

@@ -166,7 +166,7 @@ const makeLogRepo = Effect.gen(function*() {
   const indexOf = (kind: EntryKind, ref: string) => Effect.map(index({ kind, ref }), Option.map((row) => row.idx))
 
   return {
-    enqueue,
+    enqueue: Effect.fn("LogRepo.enqueue")(enqueue),
     tryLockIntegration,
     latestCheckpoint,
     integratedSize,
@@ -174,9 +174,9 @@ const makeLogRepo = Effect.gen(function*() {
     insertTileHashes: Effect.fn("LogRepo.insertTileHashes")(insertTileHashes),
     insertCheckpoint: Effect.fn("LogRepo.insertCheckpoint")(insertCheckpoint),
     resignCheckpoint: Effect.fn("LogRepo.resignCheckpoint")(resignCheckpoint),
-    readHashes,
-    readEntries,
-    indexOf,
+    readHashes: Effect.fn("LogRepo.readHashes")(readHashes),
+    readEntries: Effect.fn("LogRepo.readEntries")(readEntries),
+    indexOf: Effect.fn("LogRepo.indexOf")(indexOf),
     withTransaction: sql.withTransaction
   } satisfies LogRepoShape
 })

@@ -398,16 +398,16 @@ const makeTransparencyLog = Effect.gen(function*() {
 
   return {
     checkpoint,
-    current,
-    served,
-    published,
-    tile,
-    inclusion,
-    consistency,
-    receiptBundle,
-    receiptBundleWithin,
+    current: Effect.fn("TransparencyLog.current")(current),
+    served: Effect.fn("TransparencyLog.served")(served),
+    published: Effect.fn("TransparencyLog.published")(published),
+    tile: Effect.fn("TransparencyLog.tile")(tile),
+    inclusion: Effect.fn("TransparencyLog.inclusion")(inclusion),
+    consistency: Effect.fn("TransparencyLog.consistency")(consistency),
+    receiptBundle: Effect.fn("TransparencyLog.receiptBundle")(receiptBundle),
+    receiptBundleWithin: Effect.fn("TransparencyLog.receiptBundleWithin")(receiptBundleWithin),
     advanced,
-    fetchTiles,
+    fetchTiles: Effect.fn("TransparencyLog.fetchTiles")(fetchTiles),
     coseReceipt: (bundle) => coseReceiptOf(bundle, key.signer),
     key: { origin: key.logOrigin, verifier_key: key.verifierKey }
   } satisfies TransparencyLogShape

@@ -196,7 +196,16 @@ const makeWitnessRepo = Effect.gen(function*() {
       })
     )
 
-  return { lease, release, releaseAll, recordAnswer, storeCosignature, joinableAbove, hasCosignature, newestWitnessed } satisfies WitnessRepoShape
+  return {
+    lease: Effect.fn("WitnessRepo.lease")(lease),
+    release: Effect.fn("WitnessRepo.release")(release),
+    releaseAll: Effect.fn("WitnessRepo.releaseAll")(releaseAll),
+    recordAnswer: Effect.fn("WitnessRepo.recordAnswer")(recordAnswer),
+    storeCosignature: Effect.fn("WitnessRepo.storeCosignature")(storeCosignature),
+    joinableAbove: Effect.fn("WitnessRepo.joinableAbove")(joinableAbove),
+    hasCosignature: Effect.fn("WitnessRepo.hasCosignature")(hasCosignature),
+    newestWitnessed: Effect.fn("WitnessRepo.newestWitnessed")(newestWitnessed)
+  } satisfies WitnessRepoShape
 })
 
 /**

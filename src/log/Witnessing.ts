@@ -249,7 +249,7 @@ const makeLogWitnessing = Effect.gen(function*() {
     ? Effect.void
     : Effect.ignore(repo.releaseAll(token, interval)).pipe(Effect.withSpan("LogWitnessing.releaseLeases"))
 
-  return { witnesses, turn, loop, releaseLeases } satisfies LogWitnessingShape
+  return { witnesses, turn, loop: Effect.fn("LogWitnessing.loop")(loop), releaseLeases } satisfies LogWitnessingShape
 })
 
 /**

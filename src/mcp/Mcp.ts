@@ -530,7 +530,7 @@ const make = Effect.gen(function*() {
     }
   }
 
-  return { answer, toolList, transportProblem: rememberedTransportProblem() } satisfies McpShape
+  return { answer: Effect.fn("Mcp.answer")(answer), toolList, transportProblem: rememberedTransportProblem() } satisfies McpShape
 })
 
 /**

@@ -230,8 +230,10 @@ export interface DeliveryState {
   disabled: number
 }
 
-/** The front door's admission limit now (fixed, or the adaptive limit's current value). */
-export const admissionState = { limit: (): number => -1 }
+/** The front door's admission limit now (fixed, or the adaptive limit's current value); -1 before a front door sets it. */
+export interface AdmissionState {
+  limit: () => number
+}
 
 // ---- Gauges, read at scrape time -------------------------------------------------------------------
 
@@ -271,7 +273,8 @@ const observeGauges = (
   log: LogProgress,
   witnessState: WitnessState,
   deliveryState: DeliveryState,
-  streamState: { readonly open: number }
+  streamState: { readonly open: number },
+  admissionState: AdmissionState
 ): void => {
   let total = 0
   let idle = 0
@@ -321,6 +324,8 @@ export interface MetricsStateShape {
   readonly delivery: DeliveryState
   /** Event streams this server has open (LiveStream). */
   readonly streams: { open: number }
+  /** The admission-limit gauge's source, set by the front door. */
+  readonly admission: AdmissionState
   /** Registers a pool for the gauges until the returned function is called. */
   readonly observePool: (source: PoolSource) => () => void
   /** Sets every gauge from this server's sources; the scrape formats the registry right after. */
@@ -333,14 +338,16 @@ export const makeMetricsState = (pools: DatabasePoolsShape = makeDatabasePools()
   const witness: WitnessState = { witnessedSize: -1, latestSize: -1 }
   const delivery: DeliveryState = { pending: -1, disabled: -1 }
   const streams = { open: 0 }
+  const admission: AdmissionState = { limit: () => -1 }
   return {
     recordRequest: makeRequestSeries(),
     log,
     witness,
     delivery,
     streams,
+    admission,
     observePool: pools.observe,
-    observeGauges: () => observeGauges(observedPools, log, witness, delivery, streams)
+    observeGauges: () => observeGauges(observedPools, log, witness, delivery, streams, admission)
   }
 }
 

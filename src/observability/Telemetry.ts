@@ -13,7 +13,7 @@ import {
   sendToPrimary
 } from "../platform/Cluster.js"
 import { formatExposition, mergeWorkers } from "./Exposition.js"
-import { MetricsState } from "./Metrics.js"
+import { type AdmissionState, MetricsState } from "./Metrics.js"
 import type { RequestRecord } from "./RequestRecord.js"
 import { Internal } from "../domain/Problem.js"
 
@@ -32,6 +32,8 @@ export interface TelemetryShape {
   readonly requestEnded: (req: Http.IncomingMessage, res: Http.ServerResponse, record: RequestRecord) => void
   /** A request the HTTP parser refused (answered on the raw socket with a generated request id). */
   readonly parserRefusal: (requestId: string, status: number) => void
+  /** The admission-limit gauge's source (this server's MetricsState), set by the front door. */
+  readonly admission: AdmissionState
 }
 
 /** The path the metrics are served at, on the service's own port. */
@@ -150,7 +152,7 @@ const makeTelemetry = Effect.gen(function*() {
   const config = yield* AppConfig
   const token = Option.map(config.metricsToken, (t) => digest(Redacted.value(t)))
   const json = config.logFormat === "json"
-  const { recordRequest, observeGauges } = yield* MetricsState
+  const { recordRequest, observeGauges, admission } = yield* MetricsState
   const ownExposition = expositionOf(observeGauges)
   const clustered = isClusterWorker() ? joinClusterMetrics(ownExposition, config) : undefined
   if (clustered !== undefined) yield* Effect.addFinalizer(() => Effect.sync(clustered.leave))
@@ -169,7 +171,8 @@ const makeTelemetry = Effect.gen(function*() {
         const record: RequestRecord = { id: requestId, startedAt: performance.now(), route: null, keyId: null, tenantId: null }
         process.stdout.write(logLine(undefined, status, record, 0))
       }
-    }
+    },
+    admission
   }
   return telemetry
 })

@@ -159,9 +159,8 @@ const make = Effect.gen(function*() {
   )
 
   return {
-    // The trust read paths: no span of their own (docs/PERFORMANCE.md).
-    findCurrent,
-    findBySubject,
+    findCurrent: Effect.fn("DeterminationsRepo.findCurrent")(findCurrent),
+    findBySubject: Effect.fn("DeterminationsRepo.findBySubject")(findBySubject),
     lockHead: Effect.fn("DeterminationsRepo.lockHead")(lockHead),
     insertVersion: Effect.fn("DeterminationsRepo.insertVersion")(insertVersion),
     count,

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto"
-import { Clock, Duration, Effect, FiberSet, Layer, Option, Queue, Schedule } from "effect"
+import { Clock, Duration, Effect, Exit, Fiber, FiberSet, Layer, Option, Queue, Ref, Schedule } from "effect"
 import { decodeTime } from "ulid"
 import type { TrustEvent } from "../domain/TrustEvent.js"
 import { ChangeFeed } from "../events/ChangeFeed.js"
@@ -108,18 +108,20 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
   const concurrency = config.webhookConcurrency
   const wake = yield* Queue.sliding<void>(1)
   const signal = () => Queue.offerUnsafe(wake, undefined)
+  /** The attempts in flight, one fiber each: their number is the slots in use, and stopping joins them. */
   const attempts = yield* FiberSet.make<void>()
-  let inFlight = 0
+  const inFlight = FiberSet.size(attempts)
   /** The subscriptions this instance's attempts are working on: their leases are in use. */
   const working = new Set<string>()
   /** A database failure may have left leases of this token that nothing works on. */
-  let strayLeases = false
-  let stopping = false
-  let statsReadAt = 0
+  const strayLeases = yield* Ref.make(false)
+  /** Set first on stop: a turn in flight sends nothing more. */
+  const stopping = yield* Ref.make(false)
+  const statsReadAt = yield* Ref.make(0)
   /** The last claim filled every free slot (or none was free): due rows may be waiting for the next slot. */
-  let behind = false
+  const behind = yield* Ref.make(false)
   /** When the sleeping claim loop wakes by itself; +Infinity while it is not asleep. */
-  let wakeAt = Number.POSITIVE_INFINITY
+  const wakeAt = yield* Ref.make(Number.POSITIVE_INFINITY)
 
   // A change fanned out to many subscriptions, or retried, is read from the database once.
   const events = new Map<string, TrustEvent>()
@@ -159,10 +161,9 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
    * run out after an error). An acknowledged end leaves nothing due, and waking for it cost a claim and a
    * look-up per delivery.
    */
-  const deliver = (claimed: ClaimedRow) => {
-    // The local time at which what this attempt leaves behind falls due; null: nothing.
-    let leavesDueAt: number | null = 0
-    return Effect.gen(function*() {
+  const deliver = (claimed: ClaimedRow) =>
+    // Its value: the local time at which what this attempt leaves behind falls due; null: nothing.
+    Effect.gen(function*() {
       let sequence = claimed.delivered_through + 1
       let failures = claimed.attempts
       // Held back, a probe, or failing itself: its first delivery shows the receiver answers again.
@@ -170,7 +171,7 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
       let signing: SigningRow = claimed
       let delivered = 0
       const turnEndsAt = (yield* Clock.currentTimeMillis) + config.webhookTurnMs
-      while (!stopping) {
+      while (!(yield* Ref.get(stopping))) {
         const found = yield* eventAt(claimed.public_id, sequence)
         if (Option.isNone(found)) return 0
         const event = found.value
@@ -267,27 +268,29 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
       }
       return null
     }).pipe(
-      Effect.tap((dueAt) => Effect.sync(() => (leavesDueAt = dueAt))),
       // A database failure mid-delivery: the lease is given back once the database answers (the next round),
       // and the event is sent again a second later (at least once).
       Effect.catchCause((cause) =>
-        Effect.andThen(
-          Effect.sync(() => (strayLeases = true)),
-          Effect.logWarning(`webhook delivery of ${claimed.subscription_id} failed; it is retried`, cause)
+        Ref.set(strayLeases, true).pipe(
+          Effect.andThen(Effect.logWarning(`webhook delivery of ${claimed.subscription_id} failed; it is retried`, cause)),
+          Effect.as(0)
         )
       ),
-      Effect.ensuring(Effect.sync(() => {
-        inFlight -= 1
-        working.delete(claimed.subscription_id)
-        if (strayLeases || behind || (leavesDueAt !== null && leavesDueAt < wakeAt)) signal()
-      }))
+      // Interrupted (stopping): due at once, like a failure.
+      Effect.onExit((exit) => attemptEnded(claimed.subscription_id, Exit.isSuccess(exit) ? exit.value : 0))
     )
-  }
+
+  /** An attempt's end wakes the claim loop when that can matter (see `deliver`). */
+  const attemptEnded = (subscriptionId: string, dueAt: number | null) =>
+    Effect.gen(function*() {
+      working.delete(subscriptionId)
+      if ((yield* Ref.get(strayLeases)) || (yield* Ref.get(behind)) || (dueAt !== null && dueAt < (yield* Ref.get(wakeAt)))) signal()
+    })
 
   const refreshStats = Effect.gen(function*() {
     const now = Date.now()
-    if (now - statsReadAt < StatsIntervalMs) return
-    statsReadAt = now
+    if (now - (yield* Ref.get(statsReadAt)) < StatsIntervalMs) return
+    yield* Ref.set(statsReadAt, now)
     const stats = yield* repo.deliveryStats
     deliveryState.pending = stats.pending
     deliveryState.disabled = stats.disabled
@@ -295,37 +298,35 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
 
   /** Claim what is due into the free slots; then sleep until woken or until the soonest retry or lease falls due. */
   const round = Effect.gen(function*() {
-    wakeAt = Number.POSITIVE_INFINITY
-    // Stopping: claim nothing more (the finalizer below waits for what is in flight).
-    if (stopping) return yield* Effect.never
-    if (strayLeases) {
+    yield* Ref.set(wakeAt, Number.POSITIVE_INFINITY)
+    if (yield* Ref.get(strayLeases)) {
       // Otherwise each would hold its subscription until PV_WEBHOOK_TIMEOUT_MS + 10 s after its last use.
       yield* repo.releaseStrayLeases(token, [...working], StrayLeaseRetryMs)
-      strayLeases = false
+      yield* Ref.set(strayLeases, false)
     }
-    const free = concurrency - inFlight
+    const free = concurrency - (yield* inFlight)
     if (free > 0) {
-      const claimed = yield* repo.claim(free, token, leaseMs)
+      // Whole even when stopping interrupts the loop: a claim's leases are then given back, not left to run out.
+      const claimed = yield* Effect.uninterruptible(repo.claim(free, token, leaseMs))
       for (const row of claimed) {
-        inFlight += 1
         working.add(row.subscription_id)
         yield* FiberSet.run(attempts, deliver(row))
       }
       // A full claim may have left more behind: claim again when a slot frees (an ending attempt wakes us),
       // at once if one freed while the claim ran (an acknowledged attempt does not wake us unless behind).
       if (claimed.length === free) {
-        behind = true
-        return inFlight < concurrency ? undefined : yield* Queue.take(wake)
+        yield* Ref.set(behind, true)
+        return (yield* inFlight) < concurrency ? undefined : yield* Queue.take(wake)
       }
-      behind = false
+      yield* Ref.set(behind, false)
     } else {
-      behind = true
+      yield* Ref.set(behind, true)
     }
     yield* refreshStats
-    const dueIn = inFlight >= concurrency ? null : yield* repo.nextDueInMs
+    const dueIn = (yield* inFlight) >= concurrency ? null : yield* repo.nextDueInMs
     // Something due that was not claimable (another instance's claim in progress): look again shortly.
     const waitMs = dueIn === null ? IdleWaitMs : Math.min(IdleWaitMs, Math.max(100, Math.ceil(dueIn)))
-    wakeAt = Date.now() + waitMs
+    yield* Ref.set(wakeAt, Date.now() + waitMs)
     yield* Effect.raceFirst(Queue.take(wake), Effect.sleep(Duration.millis(waitMs)))
   })
 
@@ -333,7 +334,7 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
     Effect.catchCause((cause) =>
       Effect.andThen(
         // A claim may have committed with its answer lost: those leases are ours and nothing works on them.
-        Effect.sync(() => (strayLeases = true)),
+        Ref.set(strayLeases, true),
         Effect.andThen(Effect.logWarning("webhook deliveries paused: the database did not answer; retrying", cause), Effect.sleep(Duration.seconds(1)))
       )
     )
@@ -341,14 +342,16 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
 
   const changes = yield* feed.watch()
   yield* Effect.forkScoped(Effect.forever(Effect.andThen(changes.next, Effect.sync(signal))))
-  yield* Effect.forkScoped(worker)
+  const claimLoop = yield* Effect.forkScoped(worker)
 
-  // Added after the FiberSet, so it runs before the set interrupts what is left.
+  // On stop: the claim loop ends (it claims nothing more; leases it claimed without starting are given back
+  // below), the turns in flight send nothing after their current attempt, and those attempts are joined
+  // for the grace period; the rest are interrupted. Added after the FiberSet and the loop, so it runs first.
   yield* Effect.addFinalizer(() =>
     Effect.gen(function*() {
-      stopping = true
-      const deadline = Date.now() + Math.max(0, config.shutdownGraceMs - 500)
-      while (inFlight > 0 && Date.now() < deadline) yield* Effect.sleep(Duration.millis(50))
+      yield* Ref.set(stopping, true)
+      yield* Fiber.interrupt(claimLoop)
+      yield* FiberSet.awaitEmpty(attempts).pipe(Effect.timeoutOption(Duration.millis(Math.max(0, config.shutdownGraceMs - 500))))
       yield* FiberSet.clear(attempts)
       yield* Effect.ignore(Effect.gen(function*() {
         const released = yield* repo.releaseLeases(token)

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto"
 import { PgClient } from "@effect/sql-pg"
-import { Cause, Clock, Config, Context, Effect, Exit, Layer, Option, Redacted, Schema, SchemaTransformation } from "effect"
+import { Cause, Clock, Config, Context, Effect, Exit, Layer, Option, Queue, Redacted, Schema, SchemaTransformation } from "effect"
 import { cosignerFromPrivateKey, type Cosigner } from "../log/Cosignature.js"
 import { isValidKeyName, parseVerifierKey, type NoteVerifier } from "../log/Note.js"
 import { countWitnessAnswer } from "../observability/Metrics.js"
@@ -154,56 +154,47 @@ const makeWitness = Effect.gen(function*() {
       WHERE (witness_checkpoints.tree_size, witness_checkpoints.root_hash) =
         (SELECT held_size, held_root FROM input WHERE input.origin = excluded.origin)
       RETURNING origin`.pipe(Effect.flatMap(originRows), Effect.map((rows) => new Set(rows.map((row) => row.origin))))
-  const settle = async (batch: ReadonlyArray<Store>): Promise<void> => {
+  /** Answers every store of a batch; a statement that failed as a whole is run again row by row, so one bad row never fails the others. */
+  const settle = (batch: ReadonlyArray<Store>): Effect.Effect<void> => {
     const first = new Map<string, Store>()
     for (const store of batch) if (!first.has(store.origin)) first.set(store.origin, store)
     const included = [...first.values()]
-    const exit = await run(storeBatch(included))
-    if (Exit.isSuccess(exit)) {
-      for (const store of batch) store.resolve(first.get(store.origin) === store && exit.value.has(store.origin))
-      return
-    }
-    if (included.length === 1) {
-      for (const store of batch) store.reject(Cause.squash(exit.cause))
-      return
-    }
-    // A statement that failed as a whole is run again row by row, so one bad row never fails the others.
-    await Promise.all(batch.map(async (store) => {
-      if (first.get(store.origin) !== store) return store.resolve(false)
-      const alone = await run(storeBatch([store]))
-      if (Exit.isSuccess(alone)) store.resolve(alone.value.has(store.origin))
-      else store.reject(Cause.squash(alone.cause))
-    }))
+    return Effect.flatMap(Effect.exit(storeBatch(included)), (exit) => {
+      if (Exit.isSuccess(exit)) {
+        return Effect.sync(() => {
+          for (const store of batch) store.resolve(first.get(store.origin) === store && exit.value.has(store.origin))
+        })
+      }
+      if (included.length === 1) {
+        return Effect.sync(() => {
+          for (const store of batch) store.reject(Cause.squash(exit.cause))
+        })
+      }
+      return Effect.forEach(batch, (store) =>
+        first.get(store.origin) !== store
+          ? Effect.sync(() => store.resolve(false))
+          : Effect.flatMap(Effect.exit(storeBatch([store])), (alone) =>
+            Effect.sync(() => Exit.isSuccess(alone) ? store.resolve(alone.value.has(store.origin)) : store.reject(Cause.squash(alone.cause)))),
+      { concurrency: "unbounded", discard: true })
+    })
   }
-  // The embedded database has one connection; PostgreSQL gets a few writers so statements overlap. A
-  // statement starts after the turn of the event loop in which its stores arrived (setImmediate), so the
-  // requests read together are stored together.
+  // The embedded database has one connection; PostgreSQL gets a few writers so statements overlap. Each
+  // writer is a fiber of this layer's scope taking up to 256 stores from the queue: a waiting writer
+  // resumes on the scheduler's next turn of the event loop, so the requests read together are stored together.
   const writers = mode.kind === "embedded" ? 1 : 4
-  const pending: Array<Store> = []
-  let writing = 0
-  let scheduled = false
-  const startWriters = () => {
-    scheduled = false
-    while (writing < writers && pending.length > 0) {
-      writing++
-      const batch = pending.splice(0, 256)
-      void settle(batch).catch((error: unknown) => {
-        for (const store of batch) store.reject(error)
-      }).finally(() => {
-        writing--
-        if (pending.length > 0) scheduleWriters()
-      })
-    }
-  }
-  const scheduleWriters = () => {
-    if (scheduled) return
-    scheduled = true
-    setImmediate(startWriters)
+  const pending = yield* Queue.unbounded<Store>()
+  for (let i = 0; i < writers; i++) {
+    yield* Queue.takeBetween(pending, 1, 256).pipe(
+      Effect.flatMap(settle),
+      Effect.forever,
+      Effect.forkScoped
+    )
   }
   const store = (origin: string, size: number, root: Uint8Array, note: string, at: Date, held: HeldCheckpoint | undefined) =>
     new Promise<boolean>((resolve, reject) => {
-      pending.push({ origin, size, root, note, at, held, resolve, reject })
-      scheduleWriters()
+      if (!Queue.offerUnsafe(pending, { origin, size, root, note, at, held, resolve, reject })) {
+        reject(new Error("the witness is shutting down"))
+      }
     })
 
   const answer = (status: WitnessAnswer["status"], detail: string, body = "", contentType = "text/plain; charset=utf-8"): WitnessAnswer =>
@@ -287,7 +278,7 @@ const makeWitness = Effect.gen(function*() {
   return {
     submit,
     logFailure,
-    latestByOriginHash,
+    latestByOriginHash: Effect.fn("Witness.latestByOriginHash")(latestByOriginHash),
     key: { name: cosigner.name, verifier_key: cosigner.verifierKey },
     origins: [...trusted.keys()]
   } satisfies WitnessShape
