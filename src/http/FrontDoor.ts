@@ -23,6 +23,7 @@ import { Telemetry } from "../observability/Telemetry.js"
 import { closingTurn, ConnectionMessage, DrainMessage, isClusterWorker, ReadyMessage, sendToPrimary } from "../platform/Cluster.js"
 import { AppConfig, type AppConfigShape } from "../platform/Config.js"
 import { fixedLimit, gradientLimit } from "./ConcurrencyLimit.js"
+import { withLiveAddress, withoutBuildTimeServices } from "../platform/EffectInternals.js"
 import { InFlight, type InFlightEntry } from "./InFlight.js"
 
 /**
@@ -35,20 +36,7 @@ import { InFlight, type InFlightEntry } from "./InFlight.js"
  * tracing, the memo map), the scope and the HTTP platform's services. A request that did read a removed
  * service would fail loudly ("Service not found"), never quietly.
  */
-const requestContext = <R>(context: Context.Context<R>): Context.Context<R> =>
-  Context.makeUnsafe<R>(new Map([...context.mapUnsafe].filter(([key]) => !buildTimeOnly(key))))
-
-/** Services the app takes only when its layers are built (see `requestContext`). */
-const BuildTimeOnly: ReadonlySet<string> = new Set([
-  "@effect/sql-pg/PgClient",
-  "effect/sql/SqlClient",
-  "effect/FileSystem",
-  "effect/Path",
-  "~effect/Stdio",
-  "effect/Terminal",
-  "effect/process/ChildProcessSpawner"
-])
-const buildTimeOnly = (key: string): boolean => key.startsWith("pv/") || BuildTimeOnly.has(key)
+const requestContext = withoutBuildTimeServices
 
 /**
  * The service's own `node:http` server, in front of the Effect app. It owns only what Effect's server
@@ -503,7 +491,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
         })
     })
     // The real address (PORT=0 picks one) exists only once listening.
-    Object.defineProperty(httpServer, "address", { get: address })
+    withLiveAddress(httpServer, address)
     yield* Effect.addFinalizer(() => Effect.sync(() => server.listening && server.close()))
 
     return Context.make(HttpServer.HttpServer, httpServer).pipe(

@@ -35,10 +35,12 @@ export interface RequestRecord {
   /** The authenticated API key's id and tenant (never the key). */
   keyId: string | null
   tenantId: string | null
+  /** The JSON value of a REST body the request guard read and checked (api/Problems.ts, `keepCheckedJson`). */
+  checkedJson: unknown
 }
 
 export const makeRequestRecord = (id: string, startedAt: number): RequestRecord =>
-  ({ id, startedAt, route: null, keyId: null, tenantId: null })
+  ({ id, startedAt, route: null, keyId: null, tenantId: null, checkedJson: undefined })
 
 /**
  * The request being served: its id and record, provided to the whole router by the edge middleware
