@@ -1,10 +1,10 @@
-import { Context, Duration, Effect, Layer, Option } from "effect"
+import { Context, Duration, Effect, Fiber, Layer, Option } from "effect"
 import { HttpEffect, type HttpServerRequest, HttpServerResponse } from "effect/http"
 import { RateLimiter } from "effect/persistence"
 import type { ApiKeyRecord } from "../domain/ApiKeyRecord.js"
 import { QuotaExceeded, RateLimited, Unavailable } from "../domain/Problem.js"
 import { countQuotaExceeded, countRateLimited } from "../observability/Metrics.js"
-import { nodeResponseOf } from "../http/FrontDoor.js"
+import { RequestId } from "../observability/RequestRecord.js"
 import { AppConfig } from "../platform/Config.js"
 import { DatabaseMode } from "../platform/Database.js"
 import { WindowCounters, memoryStore } from "./Counters.js"
@@ -123,19 +123,20 @@ const makeRateLimits = Effect.gen(function*() {
     return fields.dayCounter
   }
   /**
-   * Sets the RateLimit fields on whatever answer `request` gets (answer or refusal): at once on the service's own
-   * server (undefined), else the pre-response handler to register.
+   * Sets the RateLimit fields on whatever answer the current request gets (answer or refusal): on its record, whose
+   * headers the edge puts on the answer (http/Edge.ts), else (no record) the pre-response handler to register.
    */
   const setFieldsNow = (
-    request: HttpServerRequest.HttpServerRequest,
+    _request: HttpServerRequest.HttpServerRequest,
     policy: string,
     remaining: number,
     resetSeconds: number
   ): Effect.Effect<void> | undefined => {
-    const response = nodeResponseOf(request)
-    if (response === undefined) return setHeadersUnsafe(headersWith(policy, remaining, resetSeconds))
-    response.setHeader("ratelimit-policy", policy)
-    response.setHeader("ratelimit", minuteFieldOf(remaining, resetSeconds))
+    const fiber = Fiber.getCurrent()
+    const record = fiber === undefined ? undefined : Context.get(fiber.context, RequestId)
+    if (record === undefined) return setHeadersUnsafe(headersWith(policy, remaining, resetSeconds))
+    record.headers["ratelimit-policy"] = policy
+    record.headers.ratelimit = minuteFieldOf(remaining, resetSeconds)
     return undefined
   }
   const setFields = (request: HttpServerRequest.HttpServerRequest, key: ApiKeyRecord, remaining: number, resetSeconds: number): Effect.Effect<void> =>

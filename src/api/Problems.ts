@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import { Context, Effect, Fiber } from "effect"
 import { HttpServerResponse } from "effect/http"
 import type { HttpServerRequest } from "effect/http"
 import { MethodNotAllowed, ProblemContentType, type ProblemError, renderProblem } from "../domain/Problem.js"
@@ -11,12 +11,11 @@ export const MaxBodyBytes = 64 * 1024
 export const announcesBody = (headers: { readonly [name: string]: string | ReadonlyArray<string> | undefined }): boolean =>
   headers["transfer-encoding"] !== undefined || Number(headers["content-length"] ?? "0") > 0
 
-/** Where RequestGuardLive (src/http/RequestGuard.ts) leaves the JSON value of a REST body it read and checked. */
-const CheckedJson = Symbol.for("pv/CheckedJson")
-
-/** Called by the guard once a REST body passed its checks: the value it parsed, for `checkedJsonOf`. */
-export const keepCheckedJson = (request: HttpServerRequest.HttpServerRequest, value: unknown): void => {
-  ;(request as unknown as Record<symbol, unknown>)[CheckedJson] = value
+/** Called by the guard once a REST body passed its checks: the value it parsed, kept on the request's record for `checkedJsonOf`. */
+export const keepCheckedJson = (_request: HttpServerRequest.HttpServerRequest, value: unknown): void => {
+  const fiber = Fiber.getCurrent()
+  const record = fiber === undefined ? undefined : Context.get(fiber.context, RequestId)
+  if (record !== undefined) record.checkedJson = value
 }
 
 /**
@@ -26,10 +25,11 @@ export const keepCheckedJson = (request: HttpServerRequest.HttpServerRequest, va
  * payload (a defect holding the problem, which the guard turns back into it).
  */
 export const checkedJsonOf = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<unknown> =>
-  Effect.flatMap(Effect.orDie(request.text), () => {
-    const value = (request as unknown as Record<symbol, unknown>)[CheckedJson]
-    return value === undefined ? Effect.die(new Error("the request body was not checked by the request guard")) : Effect.succeed(value)
-  })
+  Effect.flatMap(Effect.orDie(request.text), () =>
+    Effect.flatMap(Effect.service(RequestId), (record) => {
+      const value = record?.checkedJson
+      return value === undefined ? Effect.die(new Error("the request body was not checked by the request guard")) : Effect.succeed(value)
+    }))
 
 export { problemHeaders } from "../domain/Problem.js"
 

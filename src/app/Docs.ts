@@ -3,6 +3,7 @@ import { Effect } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { OpenApi } from "effect/http-api"
 import { Api } from "./Api.js"
+import { scalarScriptModule } from "../platform/EffectInternals.js"
 
 /**
  * GET /docs: the Scalar API reference, byte for byte the page `HttpApiScalar.layer(Api)` serves, without
@@ -15,7 +16,7 @@ import { Api } from "./Api.js"
  * (its one string literal is JSON: checked, else the module is imported as before), builds the page once
  * and keeps only its UTF-8 bytes (~3.3 MB, outside the V8 heap). The strings it built on the way are garbage.
  */
-const ScalarModule = new URL("./internal/httpApiScalar.js", import.meta.resolve("effect/http-api/HttpApiScalar"))
+const ScalarModule = scalarScriptModule()
 
 /** The script `HttpApiScalar.layer` inlines: the module's `javascript` export, read without importing the module. */
 const scalarScript = async (): Promise<string> => {

@@ -1,6 +1,7 @@
 import type { Cause } from "effect"
 import { Effect, ErrorReporter, Schema, SchemaIssue } from "effect"
 import { HttpServerRespondable, HttpServerResponse } from "effect/http"
+import { problemJsonEncoding } from "../platform/EffectInternals.js"
 import { toPointer } from "./Json.js"
 
 /**
@@ -50,8 +51,6 @@ export type ProblemClass<Self, Tag extends string, Code extends string, Status e
   & Omit<Schema.Class<Self, typeof ProblemDocument, Cause.YieldableError>, never>
   & { readonly tag: Tag; readonly code: Code; readonly status: Status; readonly title: string }
 
-const problemEncoding = { _tag: "Json", contentType: "application/problem+json" } as const
-
 /** Declares a problem class: `class X extends problem<X>()("X", { code, status, title }) {}`. */
 const problem = <Self>() =>
 <const Tag extends string, const Code extends string, const Status extends number>(
@@ -62,8 +61,13 @@ const problem = <Self>() =>
   const Base = Schema.Error<Self>(tag)(ProblemDocument, {
     description: spec.title,
     httpApiStatus: spec.status,
-    "~httpApiEncoding": problemEncoding
+    ...problemJsonEncoding
   }) as unknown as new(input: unknown, options?: Schema.MakeOptions) => object
+  const ignored = spec.status < 500
+  // Every member below is the class's own, on its prototype (none per instance): its tag, the brand that tells
+  // our problems from HttpApi's errors of the same tag, whether the error reporter leaves it out (client errors
+  // are not the service's faults), its HTTP answer when it reaches the server undeclared (no instance: the
+  // request is not known there), and its message (the detail).
   class Problem extends Base {
     static readonly tag = tag
     static readonly code = spec.code
@@ -81,25 +85,23 @@ const problem = <Self>() =>
         ...(input.errors !== undefined && input.errors.length > 0 ? { errors: input.errors } : {})
       }, options)
     }
-  }
-  Object.defineProperty(Problem.prototype, "_tag", { value: tag })
-  Object.defineProperty(Problem.prototype, ProblemTypeId, { value: ProblemTypeId })
-  // Client errors are not the service's faults: the error reporter leaves them out.
-  Object.defineProperty(Problem.prototype, ErrorReporter.ignore, { value: spec.status < 500 })
-  // An error that reaches the HTTP server undeclared still answers as its problem (no instance: the request
-  // is not known here).
-  Object.defineProperty(Problem.prototype, HttpServerRespondable.symbol, {
-    value(this: ProblemError) {
+    get _tag() {
+      return tag
+    }
+    get [ProblemTypeId]() {
+      return ProblemTypeId
+    }
+    get [ErrorReporter.ignore]() {
+      return ignored
+    }
+    [HttpServerRespondable.symbol](this: ProblemError) {
       const { status, headers, body } = renderProblem(this)
       return Effect.succeed(HttpServerResponse.text(body, { status, contentType: ProblemContentType, headers }))
     }
-  })
-  Object.defineProperty(Problem.prototype, "message", {
-    get(this: ProblemInput) {
-      return this.detail
-    },
-    configurable: true
-  })
+    get message() {
+      return (this as unknown as ProblemInput).detail
+    }
+  }
   return Problem as unknown as ProblemClass<Self, Tag, Code, Status>
 }
 

@@ -1,15 +1,11 @@
-import type * as Http from "node:http"
-import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
-import { Cause, Effect, Layer, Option } from "effect"
+import { Cause, Context, Effect, Layer, Option } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiError } from "effect/http-api"
-import { announcesBody, problemResponse } from "../api/Problems.js"
+import { problemResponse } from "../api/Problems.js"
 import { BadRequest, Internal, isProblemError, MalformedJson, NotFound, OriginNotAllowed, type ProblemError, Unauthorized } from "../domain/Problem.js"
-import { problemInstance, RequestId, RequestIdHeader, type RequestRecord } from "../observability/RequestRecord.js"
-import { Telemetry } from "../observability/Telemetry.js"
+import { makeRequestRecord, problemInstance, RequestId, RequestIdHeader, requestIdFrom, type RequestRecord } from "../observability/RequestRecord.js"
 import { AppConfig } from "../platform/Config.js"
 import { originOutcome } from "./Cors.js"
-import { arrivalRecord } from "./FrontDoor.js"
 import { decodesAsUtf8, defectProblem, internalTokenRule, schemaProblem } from "./RequestGuard.js"
 
 /** Failures that reach the router: unknown routes, unreadable requests, anything else is ours. */
@@ -33,48 +29,49 @@ const pathOf = (url: string) => {
 
 type App = Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, HttpServerRequest.HttpServerRequest>
 
+/** The answer with the headers every answer to the request carries (`record.headers`) that it does not set itself. */
+const withRecordHeaders = (response: HttpServerResponse.HttpServerResponse, record: RequestRecord): HttpServerResponse.HttpServerResponse => {
+  let missing: Record<string, string> | undefined
+  for (const name in record.headers) {
+    if (response.headers[name] === undefined) (missing ??= {})[name] = record.headers[name]!
+  }
+  return missing === undefined ? response : HttpServerResponse.setHeaders(response, missing)
+}
+
 /**
  * The one global router middleware, around every route and requests no route matches. Per request, in
  * this order, synchronously up to the app:
- * - the request id (the client's `X-Request-Id` when acceptable, else generated) and its record, provided
- *   to the whole request as `RequestId`; the id goes on every answer and is the `instance` of its problems;
+ * - the request's record (`RequestId`, provided by the front door, http/FrontDoor.ts: its id is the client's
+ *   `X-Request-Id` when acceptable, else generated); the id goes on every answer and is the `instance` of its problems;
  * - browser origins (http/Cors.ts): preflights answered, a refused origin 403, CORS headers on the answer;
  * - x-pv-internal-token (docs/API.md §3.5) and a request target that is not UTF-8;
  * - unknown routes (404; a method a path lacks is one too) and anything that escaped a route (a defect)
- *   as problem+json: nothing internal leaves in an error body;
- * - an answer given before a request body was received in full closes the connection (nobody reads the rest);
- * - when the response is done (or its connection closed), its metrics and log line (Telemetry).
- * The answer's own headers (`X-Request-Id`, CORS, `Vary`, `Connection`) are set on the platform's Node
- * response, which it merges into the answer's head: GET /machine is measured per microsecond
- * (docs/PERFORMANCE.md).
+ *   as problem+json: nothing internal leaves in an error body.
+ * The headers every answer carries (`X-Request-Id`, CORS, `Vary`, RateLimit) are noted on the record while the
+ * request is served and put on the answer once, at the end, where the answer does not set them itself.
  */
 export const EdgeLive = HttpRouter.middleware(
   Effect.gen(function*() {
     const config = yield* AppConfig
-    const telemetry = yield* Telemetry
     const allowed: ReadonlySet<string> = new Set(config.allowedOrigins)
     const internalTokenAccepted = internalTokenRule(config)
-    const problemAnswer = (problem: ProblemError, record: RequestRecord) => problemResponse(problem, problemInstance(record.id))
+    const problemAnswer = (problem: ProblemError, record: RequestRecord) => withRecordHeaders(problemResponse(problem, problemInstance(record.id)), record)
     return (app: App): App =>
-      Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+      Effect.withFiber((fiber) => {
+        const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
         const headers = request.headers
-        const incoming = NodeHttpServerRequest.toIncomingMessage(request) as Http.IncomingMessage
-        const outgoing = NodeHttpServerRequest.toServerResponse(request) as Http.ServerResponse
-        // Timed from its arrival at the front door (a request with a body may start later: http/FrontDoor.ts).
-        const record = arrivalRecord(headers[RequestIdHeader], outgoing)
-        outgoing.on("close", () => telemetry.requestEnded(incoming, outgoing, record))
-        // Headers every answer carries go on the Node response now, where the platform's `writeHead` merges
-        // them with the answer's own: synchronous, and no copy of the answer per header.
-        outgoing.setHeader(RequestIdHeader, record.id)
+        // Outside the service's own server (no front door) the record is made here.
+        const provided = Context.get(fiber.context, RequestId)
+        const record = provided ?? makeRequestRecord(requestIdFrom(headers[RequestIdHeader]), performance.now())
         const origin = headers.origin
         if (origin !== undefined) {
           const outcome = originOutcome(allowed, request.method, pathOf(request.url), origin, headers["access-control-request-method"])
           if (outcome._tag === "Refused") {
-            outgoing.setHeader("vary", "Origin")
+            record.headers.vary = "Origin"
             return Effect.succeed(problemAnswer(new OriginNotAllowed({ detail: "Requests from this browser origin are not accepted here." }), record))
           }
-          if (outcome._tag === "Preflight") return Effect.succeed(HttpServerResponse.empty({ status: 204, headers: outcome.headers }))
-          for (const name in outcome.headers) outgoing.setHeader(name, outcome.headers[name]!)
+          if (outcome._tag === "Preflight") return Effect.succeed(withRecordHeaders(HttpServerResponse.empty({ status: 204, headers: outcome.headers }), record))
+          Object.assign(record.headers, outcome.headers)
         }
         if (!internalTokenAccepted(headers["x-pv-internal-token"])) {
           return Effect.succeed(problemAnswer(new Unauthorized({ detail: "The x-pv-internal-token header is not valid." }), record))
@@ -82,25 +79,16 @@ export const EdgeLive = HttpRouter.middleware(
         if (!decodesAsUtf8(request.url)) {
           return Effect.succeed(problemAnswer(new BadRequest({ detail: "The request target's percent-encoding is not UTF-8." }), record))
         }
-        const answered = Effect.provideService(
+        const answered = Effect.map(
           Effect.catchCause(app, (cause) =>
-            Effect.map(
-              Option.match(Cause.findErrorOption(cause), {
-                onNone: () => defectProblem(cause),
-                onSome: (error) => Effect.succeed(classify(error))
-              }),
-              (problem) => problemAnswer(problem, record)
-            )),
-          RequestId,
-          record
+            Option.match(Cause.findErrorOption(cause), {
+              onNone: () => Effect.map(defectProblem(cause), (problem) => problemResponse(problem, problemInstance(record.id))),
+              onSome: (error) => Effect.succeed(problemResponse(classify(error), problemInstance(record.id)))
+            })),
+          (response) => withRecordHeaders(response, record)
         )
-        if (!announcesBody(headers)) return answered
-        // An answer given before the body was received in full closes the connection (nobody reads the rest).
-        return Effect.map(answered, (response) => {
-          if (!incoming.complete) outgoing.setHeader("connection", "close")
-          return response
-        })
+        return provided === undefined ? Effect.provideService(answered, RequestId, record) : answered
       })
   }) as never,
   { global: true }
-) as Layer.Layer<never, never, AppConfig | Telemetry | HttpRouter.HttpRouter>
+) as Layer.Layer<never, never, AppConfig | HttpRouter.HttpRouter>

@@ -4,7 +4,7 @@ import type { Duplex } from "node:stream"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { Context, Deferred, Effect, Exit, Layer, Option, Result, Scope } from "effect"
-import { HttpServer, HttpServerRequest } from "effect/http"
+import { HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { NetAddress } from "effect/net"
 import {
   BadRequest,
@@ -17,11 +17,12 @@ import {
   Unavailable
 } from "../domain/Problem.js"
 import { announcesBody, MaxBodyBytes } from "../api/Problems.js"
-import { makeRequestRecord, problemInstance, RequestIdHeader, requestIdFrom, type RequestRecord } from "../observability/RequestRecord.js"
+import { makeRequestRecord, problemInstance, RequestId, RequestIdHeader, requestIdFrom, type RequestRecord } from "../observability/RequestRecord.js"
 import { Telemetry } from "../observability/Telemetry.js"
 import { closingTurn, ConnectionMessage, DrainMessage, isClusterWorker, ReadyMessage, sendToPrimary } from "../platform/Cluster.js"
 import { AppConfig, type AppConfigShape } from "../platform/Config.js"
 import { fixedLimit, gradientLimit } from "./ConcurrencyLimit.js"
+import { withLiveAddress, withoutBuildTimeServices } from "../platform/EffectInternals.js"
 import { InFlight, type InFlightEntry } from "./InFlight.js"
 
 /**
@@ -34,20 +35,7 @@ import { InFlight, type InFlightEntry } from "./InFlight.js"
  * tracing, the memo map), the scope and the HTTP platform's services. A request that did read a removed
  * service would fail loudly ("Service not found"), never quietly.
  */
-const requestContext = <R>(context: Context.Context<R>): Context.Context<R> =>
-  Context.makeUnsafe<R>(new Map([...context.mapUnsafe].filter(([key]) => !buildTimeOnly(key))))
-
-/** Services the app takes only when its layers are built (see `requestContext`). */
-const BuildTimeOnly: ReadonlySet<string> = new Set([
-  "@effect/sql-pg/PgClient",
-  "effect/sql/SqlClient",
-  "effect/FileSystem",
-  "effect/Path",
-  "~effect/Stdio",
-  "effect/Terminal",
-  "effect/process/ChildProcessSpawner"
-])
-const buildTimeOnly = (key: string): boolean => key.startsWith("pv/") || BuildTimeOnly.has(key)
+const requestContext = withoutBuildTimeServices
 
 /**
  * The service's own `node:http` server, in front of the Effect app. It owns only what Effect's server
@@ -110,11 +98,8 @@ export const responseScope: Effect.Effect<Scope.Closeable, never, Scope.Scope | 
 
 export class FrontDoor extends Context.Service<FrontDoor, FrontDoorShape>()("pv/FrontDoor") {}
 
-/**
- * The Node response of a request the service's own server received, where headers every answer to it
- * carries can be set at once (access/RateLimits.ts) and the front door keeps its admission entry.
- */
-export const nodeResponseOf = (request: HttpServerRequest.HttpServerRequest): Http.ServerResponse | undefined =>
+/** The Node response of a request the service's own server received. */
+const nodeResponseOf = (request: HttpServerRequest.HttpServerRequest): Http.ServerResponse | undefined =>
   request.source instanceof Http.IncomingMessage ? NodeHttpServerRequest.toServerResponse(request) as Http.ServerResponse : undefined
 
 /** A problem answered here; its `instance` names the request id (set on `res` by `answeredHere`). */
@@ -174,19 +159,18 @@ const parserRefusal = (code: string | undefined): ProblemError => {
   }
 }
 
-/** Where an admitted response keeps its entry in the front door's InFlight list (no lookup on its `close`). */
-const admittedEntry = Symbol("pv/admitted")
-type AdmittedResponse = Http.ServerResponse & { [admittedEntry]?: InFlightEntry<Http.ServerResponse> | undefined }
+/** Each admitted response's entry in the front door's InFlight list (kept after its close: see `admittedAt`). */
+const admitted = new WeakMap<Http.ServerResponse, InFlightEntry<Http.ServerResponse>>()
 
 /**
  * When the front door admitted the request this response answers (`performance.now()`): its arrival, which the
  * edge measures the request's duration from (http/Edge.ts), also after the response closed. Undefined for a
  * response the front door did not admit through its limit (an event stream).
  */
-export const admittedAt = (res: Http.ServerResponse): number | undefined => (res as AdmittedResponse)[admittedEntry]?.startedAt
+const admittedAt = (res: Http.ServerResponse): number | undefined => admitted.get(res)?.startedAt
 
 /** The record of a request the app runs (its id, the client's when acceptable), timed from its arrival here. */
-export const arrivalRecord = (requestIdHeader: string | ReadonlyArray<string> | undefined, res: Http.ServerResponse): RequestRecord =>
+const arrivalRecord = (requestIdHeader: string | ReadonlyArray<string> | undefined, res: Http.ServerResponse): RequestRecord =>
   makeRequestRecord(requestIdFrom(requestIdHeader), admittedAt(res) ?? performance.now())
 
 /**
@@ -261,9 +245,9 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
     const waiting = new WeakSet<Http.ServerResponse>()
 
     /** The `close` listener of every admitted response: the concurrency limit learns its time; the drain's count. */
-    function admittedDone(this: AdmittedResponse) {
-      // The entry stays on the response (unlinked, it holds nothing): admittedAt still answers after the close.
-      const entry = this[admittedEntry]
+    function admittedDone(this: Http.ServerResponse) {
+      // The entry stays in `admitted` (unlinked, it holds nothing): admittedAt still answers after the close.
+      const entry = admitted.get(this)
       if (entry === undefined) return
       const inFlight = open.size
       if (!open.remove(entry)) return
@@ -316,7 +300,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
       }
       // Removed by admittedDone, when the response closes.
       if (!streaming) {
-        ;(res as AdmittedResponse)[admittedEntry] = open.add(res, performance.now())
+        admitted.set(res, open.add(res, performance.now()))
         res.on("close", admittedDone)
       }
       const directHandler = direct.size === 0 ? undefined : direct.get(`${req.method} ${path}`)
@@ -484,6 +468,26 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
       })
     }))
 
+    /**
+     * Every request the app runs gets its record (request id, arrival, what the router and the API-key middleware
+     * note, the headers every answer carries) in its Effect context, as `RequestId`: the one per-request state,
+     * set once here. When the response is over (sent or its client gone) its metrics and log line are written.
+     * An answer given before a request body was received in full closes the connection (nobody reads the rest).
+     */
+    const withRequestRecord = <E, R>(
+      app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+    ): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R> =>
+      Effect.withFiber((fiber) => {
+        const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
+        const req = NodeHttpServerRequest.toIncomingMessage(request) as Http.IncomingMessage
+        const res = NodeHttpServerRequest.toServerResponse(request) as Http.ServerResponse
+        const record = arrivalRecord(req.headers[RequestIdHeader], res)
+        res.on("close", () => telemetry.requestEnded(req, res, record))
+        const answered = Effect.provideService(app, RequestId, record)
+        if (!announcesBody(req.headers)) return answered
+        return Effect.map(answered, (response) => req.complete ? response : HttpServerResponse.setHeader(response, "connection", "close"))
+      })
+
     const httpServer = HttpServer.make({
       address: configured,
       serve: (app, middleware) =>
@@ -492,7 +496,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
           // so on stop the drain runs first and requests in flight finish; only stragglers past the grace
           // are interrupted, when the child scope closes after it.
           const requests = yield* Scope.fork(yield* Scope.Scope, "parallel")
-          handler = yield* NodeHttpServer.makeHandler(app, middleware === undefined ? { scope: requests } : { scope: requests, middleware }).pipe(
+          handler = yield* NodeHttpServer.makeHandler(withRequestRecord(app), middleware === undefined ? { scope: requests } : { scope: requests, middleware }).pipe(
             (make) => Effect.updateContext(make, (context: Context.Context<Effect.Services<typeof make>>) => requestContext(context))
           )
           if (isClusterWorker()) yield* Effect.addFinalizer(() => leaveCluster)
@@ -502,7 +506,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
         })
     })
     // The real address (PORT=0 picks one) exists only once listening.
-    Object.defineProperty(httpServer, "address", { get: address })
+    withLiveAddress(httpServer, address)
     yield* Effect.addFinalizer(() => Effect.sync(() => server.listening && server.close()))
 
     return Context.make(HttpServer.HttpServer, httpServer).pipe(

@@ -25,6 +25,7 @@ import { RequestGuard } from "../api/Guard.js"
 import { announcesBody, currentInstance, keepCheckedJson, MaxBodyBytes, problemHeaders, problemResponse } from "../api/Problems.js"
 import { countDatabaseError } from "../observability/Metrics.js"
 import { databaseFailure } from "../platform/DatabaseErrors.js"
+import { setMemoisedText } from "../platform/EffectInternals.js"
 
 /**
  * REST bodies are `application/json` (parameters such as charset allowed). Other JSON-based types, such
@@ -211,14 +212,12 @@ const readRestBody = (
  * this checked, cached read; everything else is the request's own. A refusal reaches the decoder as a
  * defect holding our problem, which the guard turns back into it.
  *
- * @effect/platform-node's request memoises its text in an own field, `textEffect`, that its `text` getter
+ * @effect/platform-node's request memoises its text in a private field (platform/EffectInternals.ts, `setMemoisedText`) that its `text` getter
  * returns once set: the read is stored there, and the pipeline goes on with the same request object. (A
  * view, `Object.create(request)` with its own `text`, made the request a prototype, a slow object for every
  * later access, and needed the view provided as the request: ~2 % of a receipt replay's CPU.) A request
  * without that field, or one whose text was already asked for, gets the view, as before.
  */
-const TextField = "textEffect"
-
 /**
  * `read` run at most once, in the fiber that first asks (the payload decoder, once per request), its outcome
  * kept for any later ask; an interrupted read is not kept. (`Effect.cached`, run by `runSync`, cost two fibers
@@ -237,11 +236,7 @@ const withCheckedBody = (
   read: Effect.Effect<string, ProblemError>
 ): HttpServerRequest.HttpServerRequest => {
   const text = readOnce(read)
-  const fields = request as unknown as Record<string, unknown>
-  if (Object.hasOwn(fields, TextField) && fields[TextField] === undefined) {
-    fields[TextField] = text
-    return request
-  }
+  if (setMemoisedText(request, text)) return request
   return Object.create(request, { text: { value: text } }) as HttpServerRequest.HttpServerRequest
 }
 

@@ -35,10 +35,17 @@ export interface RequestRecord {
   /** The authenticated API key's id and tenant (never the key). */
   keyId: string | null
   tenantId: string | null
+  /** The JSON value of a REST body the request guard read and checked (api/Problems.ts, `keepCheckedJson`). */
+  checkedJson: unknown
+  /**
+   * Headers every answer to the request carries (its id, CORS, RateLimit), by lower-case name: the edge puts those
+   * the answer does not set itself on it (http/Edge.ts, `withRecordHeaders`).
+   */
+  readonly headers: Record<string, string>
 }
 
 export const makeRequestRecord = (id: string, startedAt: number): RequestRecord =>
-  ({ id, startedAt, route: null, keyId: null, tenantId: null })
+  ({ id, startedAt, route: null, keyId: null, tenantId: null, checkedJson: undefined, headers: { [RequestIdHeader]: id } })
 
 /**
  * The request being served: its id and record, provided to the whole router by the edge middleware

@@ -14,7 +14,7 @@ import {
 } from "../platform/Cluster.js"
 import { formatExposition, mergeWorkers } from "./Exposition.js"
 import { type AdmissionState, MetricsState } from "./Metrics.js"
-import type { RequestRecord } from "./RequestRecord.js"
+import { makeRequestRecord, type RequestRecord } from "./RequestRecord.js"
 import { Internal } from "../domain/Problem.js"
 
 /**
@@ -168,7 +168,7 @@ const makeTelemetry = Effect.gen(function*() {
     parserRefusal: (requestId, status) => {
       recordRequest(null, "unknown", status, 0)
       if (json) {
-        const record: RequestRecord = { id: requestId, startedAt: performance.now(), route: null, keyId: null, tenantId: null }
+        const record: RequestRecord = makeRequestRecord(requestId, performance.now())
         process.stdout.write(logLine(undefined, status, record, 0))
       }
     },
