@@ -7,18 +7,11 @@ import { Api } from "../api/Api.js"
 import { jsonTextEncoder } from "../domain/Json.js"
 import { MachineTrustResponse } from "../domain/MachineTrust.js"
 import { requirePublicId } from "../domain/PublicId.js"
+import { etagMatches } from "../http/Conditional.js"
 import { withMiddlewaresOnly } from "../http/GroupContext.js"
 import { AppConfig } from "../platform/Config.js"
 import type { CachedTrust } from "./TrustCache.js"
 import { TrustResolver } from "./TrustResolver.js"
-
-/** `If-None-Match` per RFC 9110: a list of (weak or strong) tags, or `*`. */
-export const etagMatches = (header: string | undefined, etag: string): boolean =>
-  header !== undefined &&
-  header.split(",").some((candidate) => {
-    const tag = candidate.trim().replace(/^W\//, "")
-    return tag === "*" || tag === etag
-  })
 
 /** The trust endpoints' success schema (src/trust/Api.ts declares MachineTrustResponse) writes the body. */
 const documentJson = jsonTextEncoder(MachineTrustResponse)
