@@ -7,7 +7,7 @@ import { originOutcome } from "../http/Cors.js"
 import { FrontDoor, type FirstHandler } from "../http/FrontDoor.js"
 import { AppConfig } from "../platform/Config.js"
 import type { ConsistencyProof, InclusionProof } from "./Merkle.js"
-import { TransparencyLog, type TileBytes } from "./TransparencyLog.js"
+import { TransparencyLog, type TileBytes, type TransparencyLogShape } from "./TransparencyLog.js"
 
 /**
  * The log's public reads answered straight from memory by the front door (`FrontDoor.serveFirst`), before the
@@ -60,6 +60,9 @@ export const checkpointAnswers = () => {
 /** A proof's answer: the JSON the endpoint's schema writes (the same members in the same order). */
 export const proofAnswerOf = (proof: InclusionProof | ConsistencyProof): Answer => answerOf(utf8.encode(JSON.stringify(proof)), JsonType)
 
+/** The key's answer: the JSON its schema writes. */
+export const keyAnswerOf = (key: TransparencyLogShape["key"]): Answer => answerOf(utf8.encode(JSON.stringify(key)), JsonType)
+
 /** How many full tiles and bundles the byte cache keeps (each shares its bytes with TransparencyLog's caches). */
 const CachedAnswers = 2_048
 
@@ -95,7 +98,7 @@ export const LogFastReadsLive = Layer.effectDiscard(Effect.gen(function*() {
   const { logRateLimitPerMinute } = yield* AppConfig
   const memory = log.fromMemory
   const checkpointAnswer = checkpointAnswers()
-  const keyAnswer = answerOf(utf8.encode(JSON.stringify(log.key)), JsonType)
+  const keyAnswer = keyAnswerOf(log.key)
   /** Full tiles and bundles by their path after `/log/`, least recently used first. */
   const full = new Map<string, Answer>()
 

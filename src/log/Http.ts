@@ -7,7 +7,7 @@ import { Api } from "../api/Api.js"
 import { AppConfig } from "../platform/Config.js"
 import { etagMatches } from "../http/Conditional.js"
 import { countedPolicy, serializePolicy } from "../verify/Policy.js"
-import { type Answer, checkpointAnswers, proofAnswerOf, tileAnswerOf } from "./FastReads.js"
+import { type Answer, checkpointAnswers, keyAnswerOf, proofAnswerOf, tileAnswerOf } from "./FastReads.js"
 import { TransparencyLog } from "./TransparencyLog.js"
 
 /** An answer (log/FastReads.ts builds both paths' answers) to `request`: 304 when its If-None-Match matches. */
@@ -33,12 +33,13 @@ const makeHandlers = Effect.gen(function*() {
   const limited = <A, E, R>(request: HttpServerRequest.HttpServerRequest, work: Effect.Effect<A, E, R>) =>
     Effect.andThen(limits.consumeAddress("log", addresses.of(request), logRateLimitPerMinute), work)
   const checkpointAnswer = checkpointAnswers()
+  const keyAnswer = keyAnswerOf(log.key)
   type Args = { readonly request: HttpServerRequest.HttpServerRequest }
   type Query<K extends string> = Args & { readonly query: { readonly [key in K]?: string } }
   return {
     checkpoint: ({ request }: Args) =>
       limited(request, log.checkpoint).pipe(Effect.map((note) => respond(request, checkpointAnswer(note)))),
-    key: ({ request }: Args) => limited(request, Effect.succeed(log.key)),
+    key: ({ request }: Args) => limited(request, Effect.succeed(respond(request, keyAnswer))),
     policy: ({ request }: Args) =>
       limited(request, Effect.succeed(HttpServerResponse.text(policy, { contentType: "text/plain; charset=utf-8" }))),
     tile: ({ request }: Args) =>
