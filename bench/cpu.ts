@@ -12,6 +12,11 @@
 //        INSERT of the receipt and its pending log entry per request (bench/baselines/receiptApi.ts, a database of
 //        its own): what the framework and the work itself cost written plainly, against which the new receipt's row
 //        is also shown (row `r` for `--only`).
+// The log's public reads (issue 38) are measured against (s), bare node:http answering each read's recorded answer,
+// the same bytes with the same headers (bench/baselines/staticBytes.ts), in a log of 61 events and 300 receipts:
+// a full hash tile and a full entry bundle (≤ 1.5 × (s)), the partial tile of the tree as it is when its row runs,
+// the checkpoint and the key (≤ 2 × (s)); inclusion and consistency proofs against GET /machine (≤ 1.0 ×). Rows
+// `tile,bundle,partial,checkpoint,key,inclusion,consistency` for `--only` (each brings its (s) row).
 // CPU per request is steadier than requests per second on a shared machine: the load generator's own CPU is not
 // counted, and a noisy neighbour slows the run without changing what each request costs. Each measurement's log
 // line also says how much of it ran off the main thread (V8's garbage collection and compilation threads, and
@@ -39,7 +44,7 @@ const requests = Number(values.requests)
 const rounds = Math.max(1, Number(values.rounds))
 // `--only machine,mcp2026`: just these rows (GET /machine is always measured: the ratios are against it).
 const only = typeof values.only === "string" ? new Set(["machine", ...values.only.split(",")]) : undefined
-const wanted = (name: string) => only === undefined || only.has(name)
+const wanted = (name: string) => only === undefined || only.has(name.replace(/^s-/, ""))
 const connections = Number(values.connections)
 const operatorToken = `bench_${randomBytes(24).toString("hex")}`
 const pem = () => generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }).toString()
@@ -69,9 +74,12 @@ const determination = (tier: string, limitation: string) => {
   }
 }
 
+type Target = Omit<LoadOptions, "connections" | "seconds">
+
 /** CPU µs per request of `target` over exactly `requests` requests, after a warm-up of a tenth as many. */
-const measure = async (name: string, target: Process, options: Omit<LoadOptions, "connections" | "seconds">, row?: string) => {
+const measure = async (name: string, target: Process, given: Target | (() => Promise<Target>), row?: string) => {
   if (row !== undefined && !wanted(row)) return Number.NaN
+  const options = typeof given === "function" ? await given() : given
   await load({ ...options, connections, seconds: 0, amount: Math.max(1_000, Math.floor(requests / 10)) })
   const pid = target.child.pid!
   const { result, used, mainUsed } = await measuredLoad(name, pid, options, requests, connections)
@@ -96,7 +104,7 @@ try {
   const service = await startProcess("dist/src/main.js", {
     DATABASE_URL: databaseUrl.toString(), NODE_ENV: "production", PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", PV_DEMO_DATA: "false",
     PV_OPERATOR_TOKEN: operatorToken, PV_EVENT_SIGNING_KEY: pem(), PV_LOG_SIGNING_KEY: pem(), PV_WEBHOOK_SIGNING_KEY: pem(), PV_WORKERS: "1", REDIS_URL: "",
-    PV_HUMAN_RATE_LIMIT_PER_MINUTE: "1000000", PV_OPERATOR_RATE_LIMIT_PER_MINUTE: "1000000"
+    PV_HUMAN_RATE_LIMIT_PER_MINUTE: "1000000", PV_OPERATOR_RATE_LIMIT_PER_MINUTE: "1000000", PV_LOG_RATE_LIMIT_PER_MINUTE: "100000000"
   }, [], serviceNodeFlags())
   started.push(service)
   const base = service.baseUrl
@@ -121,8 +129,50 @@ try {
   const auth = { authorization: `Bearer ${made.api_key}` }
   const json = { ...auth, "content-type": "application/json" }
   const machinePath = `/api/v1/trust/${publicId}/machine`
+  const newReceiptBody = JSON.stringify({
+    tenant_id: "bench", organization: "Bench Org", principal: "p-[<id>]", subject_public_id: publicId,
+    purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"]
+  })
   const documentFile = join(dir, "machine.json")
   writeFileSync(documentFile, await fetch(base + machinePath, { headers: auth }).then((r) => r.text()))
+
+  // The log: 61 events and 300 receipts, integrated (a full tile and bundle, partial tiles above and beside them).
+  const logReads = ["tile", "bundle", "partial", "checkpoint", "key", "inclusion", "consistency"].some(wanted)
+  const checkpointSize = async () => Number((await fetch(`${base}/log/checkpoint`).then((reply) => reply.text())).split("\n")[1])
+  /** The log's size once it has stopped growing (integration covers a write within 2 s). */
+  const settledSize = async () => {
+    for (let size = await checkpointSize();;) {
+      await new Promise((resolve) => setTimeout(resolve, 2_500))
+      const now = await checkpointSize()
+      if (now === size) return size
+      size = now
+    }
+  }
+  const partialPath = (size: number) => `/log/tile/0/${String(Math.floor(size / 256)).padStart(3, "0")}.p/${size % 256}`
+  let logSize = 0
+  const recorded: Record<string, { headers: Record<string, string>; body: string }> = {}
+  if (logReads) {
+    let left = 300
+    await Promise.all(Array.from({ length: 16 }, async () => {
+      while (left-- > 0) {
+        const reply = await fetch(`${base}/api/v1/reliance-receipts`, {
+          method: "POST", headers: json, body: newReceiptBody.replace("[<id>]", `log-${left}`)
+        })
+        if (reply.status !== 201) throw new Error(`log seed: ${reply.status} ${await reply.text()}`)
+      }
+    }))
+    logSize = await settledSize()
+    if (logSize % 256 === 0) throw new Error(`a log of ${logSize} entries has no partial tile`)
+    // (s)'s answers: what the service answers, its per-connection headers left out (node:http writes its own).
+    for (const path of ["/log/tile/0/000", "/log/tile/entries/000", partialPath(logSize), "/log/checkpoint", "/log/key"]) {
+      const reply = await fetch(base + path)
+      if (reply.status !== 200) throw new Error(`${path}: ${reply.status}`)
+      const headers = Object.fromEntries([...reply.headers].filter(([name]) => !["date", "connection", "keep-alive", "content-length"].includes(name)))
+      recorded[path] = { headers, body: Buffer.from(await reply.arrayBuffer()).toString("base64") }
+    }
+  }
+  const answersFile = join(dir, "answers.json")
+  writeFileSync(answersFile, JSON.stringify(recorded))
 
   // The baselines run with node's defaults; BENCH_BASELINE_NODE_FLAGS gives them flags (e.g. the service's own
   // V8 settings: `--max-semi-space-size=8 --no-allocation-site-pretenuring`) to compare the code alone.
@@ -138,18 +188,33 @@ try {
       }, [], baselineFlags))
     : undefined
   if (r !== undefined) started.push(r)
-  const newReceiptBody = JSON.stringify({
-    tenant_id: "bench", organization: "Bench Org", principal: "p-[<id>]", subject_public_id: publicId,
-    purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"]
-  })
-
-  type Row = "a" | "b" | "r" | "machine" | "mcp" | "mcp2026" | "events" | "created" | "replayed"
-  const plan: Array<[Row, string, Process, Omit<LoadOptions, "connections" | "seconds">]> = [
+  const sb = logReads ? await startProcess("bench/baselines/staticBytes.ts", { BENCH_ANSWERS_FILE: answersFile }, [], baselineFlags) : undefined
+  if (sb !== undefined) started.push(sb)
+  type LogRow = "tile" | "bundle" | "partial" | "checkpoint" | "key"
+  type Row = "a" | "b" | "r" | "machine" | "mcp" | "mcp2026" | "events" | "created" | "replayed" | LogRow | `s-${LogRow}` | "inclusion" | "consistency"
+  type Planned = [Row, string, Process, Target | (() => Promise<Target>)]
+  /** A log read and its (s) row; the partial tile is the one of the tree as it is when the row runs. */
+  const logRows = (row: LogRow, name: string, path: string): Array<Planned> =>
+    sb === undefined ? [] : [
+      [`s-${row}`, `(s) node:http, ${name}'s bytes and headers`, sb, { url: sb.baseUrl + path }],
+      [row, `GET ${name}`, service, row === "partial" ? async () => ({ url: base + partialPath(await settledSize()) }) : { url: base + path }]
+    ]
+  const proofRows: Array<Planned> = sb === undefined ? [] : [
+    ["inclusion", "GET /log/proof/inclusion", service, { url: `${base}/log/proof/inclusion?index=100&tree_size=${logSize}` }],
+    ["consistency", "GET /log/proof/consistency", service, { url: `${base}/log/proof/consistency?first=100&second=${logSize}` }]
+  ]
+  const plan: Array<Planned> = [
+    ...logRows("tile", "a full hash tile", "/log/tile/0/000"),
+    ...logRows("bundle", "a full entry bundle", "/log/tile/entries/000"),
+    ...logRows("partial", "a partial hash tile", partialPath(logSize)),
+    ...logRows("checkpoint", "/log/checkpoint", "/log/checkpoint"),
+    ...logRows("key", "/log/key", "/log/key"),
+    ...proofRows,
     ["a", "(a) node:http", a, { url: a.baseUrl + machinePath }],
     ["b", "(b') HttpApi + bearer + path param", b, { url: b.baseUrl + machinePath, headers: auth }],
     ...(r === undefined ? [] : [["r", "(r') HttpApi + bearer + a new receipt's work", r, {
       url: `${r.baseUrl}/api/v1/reliance-receipts`, method: "POST", headers: json, idReplacement: true, body: newReceiptBody
-    }] satisfies [Row, string, Process, Omit<LoadOptions, "connections" | "seconds">]]),
+    }] satisfies Planned]),
     ["machine", "GET /machine", service, { url: base + machinePath, headers: auth }],
     ["mcp", "MCP tools/call resolve_trust (2025-06-18)", service, {
       url: `${base}/api/v1/mcp`, method: "POST", headers: { ...json, accept: "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18" },
@@ -192,8 +257,8 @@ try {
   /** The median of the rounds' ratios x ÷ y. */
   const ratioOf = (x: Row, y: Row) => median(perRound.map((r) => r[x] / r[y]))
   const roundsOf = (x: Row, y: Row) => rounds > 1 ? ` (rounds ${perRound.map((r) => (r[x] / r[y]).toFixed(2)).join(", ")})` : ""
-  const row = (name: string, micros: number, ratio: string, target: string, ok?: boolean) =>
-    Number.isNaN(micros) ? undefined : `| ${name} | ${micros.toFixed(1)} | ${ratio} | ${target}${ok === undefined ? "" : ok ? " ✅" : " ❌"} |`
+  const row = (name: string, micros: number | undefined, ratio: string, target: string, ok?: boolean) =>
+    micros === undefined || Number.isNaN(micros) ? undefined : `| ${name} | ${micros.toFixed(1)} | ${ratio} | ${target}${ok === undefined ? "" : ok ? " ✅" : " ❌"} |`
   const lines = [
     `Server CPU per request, ${requests} requests at ${connections} connections per row and round, ${rounds} round(s) (medians), one process each, PostgreSQL; ${new Date().toISOString()}`,
     "",
@@ -216,7 +281,14 @@ try {
         (Number.isNaN(results.r) ? "" : `; ${ratioOf("created", "r").toFixed(2)} × (r')${roundsOf("created", "r")}`),
       "≤ 2.5 ×", ratioOf("created", "machine") <= 2.5),
     row("POST receipt, replay", results.replayed, `${ratioOf("replayed", "machine").toFixed(2)} × GET /machine${roundsOf("replayed", "machine")}`, "≤ 1.2 ×",
-      ratioOf("replayed", "machine") <= 1.2)
+      ratioOf("replayed", "machine") <= 1.2),
+    ...([["tile", "a full hash tile", 1.5], ["bundle", "a full entry bundle", 1.5], ["partial", "a partial hash tile", 2], ["checkpoint", "/log/checkpoint", 2], ["key", "/log/key", 2]] as const)
+      .flatMap(([key, name, target]) => [
+        row(`(s) node:http, ${name}'s bytes and headers`, results[`s-${key}`], "", ""),
+        row(`GET ${name}`, results[key], `${ratioOf(key, `s-${key}`).toFixed(2)} × (s)${roundsOf(key, `s-${key}`)}`, `≤ ${target} × (s)`, ratioOf(key, `s-${key}`) <= target)
+      ]),
+    ...(["inclusion", "consistency"] as const).map((key) =>
+      row(`GET /log/proof/${key}`, results[key], `${ratioOf(key, "machine").toFixed(2)} × GET /machine${roundsOf(key, "machine")}`, "≤ 1.0 ×", ratioOf(key, "machine") <= 1.0))
   ]
   console.log(lines.filter((line) => line !== undefined).join("\n"))
 } finally {

@@ -9,7 +9,7 @@ const tools: Record<string, string> = {
   allocProfile: "[dir] [scenario] [requests] [--survivors]: bytes a request allocates, by allocation site",
   gcTrace: "[dir] [scenario] [requests] [rounds] [connections]: promotion, collections and compilations per request",
   perfProfile: "[dir] [scenario|bprime|rprime] [requests]: where a request's CPU goes as Linux perf sees it (every thread)",
-  profile: "<machine|mcp|mcp2026|receipts|events>: one scenario under --cpu-prof, hottest functions and packages",
+  profile: "<machine|mcp|mcp2026|receipts|events|tile|inclusion>: one scenario under --cpu-prof, hottest functions and packages",
   witness: "[--seconds S] [--postgres] [--profile]: row W1 (add-checkpoint answers per second of one witness) alone",
   idleProbe: ": the compiled server's CPU and database transactions per second while idle",
   mcpServerProbe: ": effect's own McpServer asked the requests our MCP tests send (docs/EFFECT4-PORT.md)"

@@ -1,4 +1,4 @@
-// `npm run bench:profile -- <machine|mcp|mcp2026|receipts|events>`: one scenario under load against a server
+// `npm run bench:profile -- <machine|mcp|mcp2026|receipts|events|tile|inclusion>`: one scenario under load against a server
 // started with --cpu-prof, then the hottest functions and packages by self time. PostgreSQL (DATABASE_URL
 // or the local default) in a scratch database, dropped afterwards.
 import { readdirSync, readFileSync, mkdtempSync, rmSync } from "node:fs"
@@ -30,7 +30,7 @@ const main = async () => {
   url.pathname = `/${dbName}`
   const env = {
     DATABASE_URL: url.toString(), NODE_ENV: "production", PORT: "0", PV_BANNER: "true", PV_DEMO_DATA: "false",
-    PV_OPERATOR_TOKEN: operatorToken, REDIS_URL: "",
+    PV_OPERATOR_TOKEN: operatorToken, REDIS_URL: "", PV_LOG_RATE_LIMIT_PER_MINUTE: "100000000",
     PV_EVENT_SIGNING_KEY: generateKeyPairSync("ed25519").privateKey.export({ format: "pem", type: "pkcs8" }).toString(),
     PV_LOG_SIGNING_KEY: generateKeyPairSync("ed25519").privateKey.export({ format: "pem", type: "pkcs8" }).toString(),
     PV_WEBHOOK_SIGNING_KEY: generateKeyPairSync("ed25519").privateKey.export({ format: "pem", type: "pkcs8" }).toString()
@@ -47,6 +47,19 @@ const main = async () => {
     const auth = { authorization: `Bearer ${key}` }
     const json = { ...auth, "content-type": "application/json" }
     const id = benchPublicId(1)
+    // The log's reads: 300 receipts first (a full tile, a full bundle, partial tiles), integrated.
+    let logSize = 0
+    if (scenario === "tile" || scenario === "inclusion") {
+      for (let i = 0; i < 300; i++) {
+        const reply = await fetch(`${service.baseUrl}/api/v1/reliance-receipts`, {
+          method: "POST", headers: json,
+          body: JSON.stringify({ tenant_id: "bench", organization: "o", principal: `log-${i}`, subject_public_id: id, purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"] })
+        })
+        if (reply.status !== 201) throw new Error(`seed: ${reply.status}`)
+      }
+      await new Promise((resolve) => setTimeout(resolve, 2_500))
+      logSize = Number((await fetch(`${service.baseUrl}/log/checkpoint`).then((r) => r.text())).split("\n")[1])
+    }
     const options = {
       machine: { url: `${service.baseUrl}/api/v1/trust/${id}/machine`, headers: auth },
       mcp: {
@@ -62,7 +75,9 @@ const main = async () => {
         url: `${service.baseUrl}/api/v1/reliance-receipts`, method: "POST", headers: json, idReplacement: true,
         body: JSON.stringify({ tenant_id: "bench", organization: "o", principal: "p-[<id>]", subject_public_id: id, purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"] })
       },
-      events: { url: `${service.baseUrl}/api/v1/events?public_id=${chainPublicId("PAGE")}&after=0&limit=100`, headers: auth }
+      events: { url: `${service.baseUrl}/api/v1/events?public_id=${chainPublicId("PAGE")}&after=0&limit=100`, headers: auth },
+      tile: { url: `${service.baseUrl}/log/tile/0/000` },
+      inclusion: { url: `${service.baseUrl}/log/proof/inclusion?index=100&tree_size=${logSize}` }
     }[scenario]
     if (options === undefined) throw new Error(`unknown scenario ${scenario}`)
     const result = await load({ connections: 32, seconds: 10, ...options })

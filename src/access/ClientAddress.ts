@@ -1,3 +1,4 @@
+import type { IncomingMessage } from "node:http"
 import { BlockList, isIP } from "node:net"
 import { Context, Effect, Layer, Option } from "effect"
 import type { HttpServerRequest } from "effect/http"
@@ -78,6 +79,8 @@ export const resolveClientAddress = (
 /** The address every per-address limit counts against. */
 export class ClientAddresses extends Context.Service<ClientAddresses, {
   readonly of: (request: HttpServerRequest.HttpServerRequest) => string
+  /** The same for a request the front door answers itself (log/FastReads.ts). */
+  readonly ofNode: (request: IncomingMessage) => string
 }>()("pv/ClientAddresses") {
   /** Needs AppConfig (PV_TRUSTED_PROXIES). */
   static readonly layer = Layer.effect(
@@ -85,7 +88,8 @@ export class ClientAddresses extends Context.Service<ClientAddresses, {
     Effect.map(AppConfig, (config) => {
       const trusted = config.trustedProxies.length > 0 ? trustedProxyList(config.trustedProxies) : undefined
       return ClientAddresses.of({
-        of: (request) => resolveClientAddress(Option.getOrUndefined(request.remoteAddress), request.headers, trusted)
+        of: (request) => resolveClientAddress(Option.getOrUndefined(request.remoteAddress), request.headers, trusted),
+        ofNode: (request) => resolveClientAddress(request.socket.remoteAddress, request.headers as Readonly<Record<string, string | undefined>>, trusted)
       })
     })
   )

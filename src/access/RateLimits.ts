@@ -96,6 +96,12 @@ export interface RateLimitsShape {
   ) => Effect.Effect<void, RateLimited | QuotaExceeded | Unavailable> | undefined
   /** Per-address limit for traffic without a key (the human endpoint) and for operator endpoints. */
   readonly consumeAddress: (bucket: "human" | "operator" | "log", address: string, limitPerMinute: number) => Effect.Effect<void, RateLimited | Unavailable>
+  /**
+   * `consumeAddress` decided at once from local state: true when the request was counted and is allowed. False
+   * when that takes the shared store, or the request is over the limit; the caller then runs `consumeAddress`,
+   * which answers (a request already over the limit is counted again, which changes no answer).
+   */
+  readonly allowAddressNow: (bucket: "log", address: string, limitPerMinute: number, now: number) => boolean
   /** Whether an address has failed authentication too often this minute. */
   readonly guardAuthentication: (address: string) => Effect.Effect<void, RateLimited>
   readonly recordAuthenticationFailure: (address: string) => Effect.Effect<void>
@@ -220,6 +226,11 @@ const makeRateLimits = Effect.gen(function*() {
         }))))
     )
 
+  const allowAddressNow = (bucket: "log", address: string, limitPerMinute: number, now: number): boolean => {
+    const local = backend.trySpend(`${bucket}:${address}`, limitPerMinute, MINUTE_MS / limitPerMinute, now)
+    return local !== undefined && local[0] <= limitPerMinute
+  }
+
   const failureLimit = config.authFailureLimitPerMinute
   // Addresses over the failure limit, until when. Failures are counted in the shared store; any instance
   // whose own failure count comes back over the limit blocks the address here, so guessing stays slow
@@ -257,7 +268,7 @@ const makeRateLimits = Effect.gen(function*() {
       Effect.ignore
     )
 
-  return { consumeKeyAt, consumeAddress, guardAuthentication, recordAuthenticationFailure } satisfies RateLimitsShape
+  return { consumeKeyAt, consumeAddress, allowAddressNow, guardAuthentication, recordAuthenticationFailure } satisfies RateLimitsShape
 })
 
 /** For a request that did not come through a Node server (none of the service's own): a pre-response handler. */

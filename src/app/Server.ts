@@ -10,6 +10,7 @@ import { Subscriptions } from "../webhooks/Subscriptions.js"
 import { FrontDoorLive } from "../http/FrontDoor.js"
 import { HttpLive } from "./HttpLive.js"
 import { StartupLive } from "./Startup.js"
+import { LogFastReadsLive } from "../log/FastReads.js"
 import { LogIntegrator, LogIntegratorLive } from "../log/Integrator.js"
 import { LogNudge } from "../log/LogNudge.js"
 import { TransparencyLog } from "../log/TransparencyLog.js"
@@ -69,6 +70,7 @@ export const ServerLive = HttpLive.pipe(
   Layer.provide(LogWitnessingLive),
   Layer.provide(DeliveriesLive),
   Layer.provide(AttemptsPrunerLive),
+  Layer.provide(LogFastReadsLive),
   Layer.provideMerge(FrontDoorLive),
   Layer.provideMerge(ServicesLive),
   Layer.provide(TracingLive)

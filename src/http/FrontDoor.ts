@@ -69,7 +69,21 @@ export interface FrontDoorShape {
    * Only `pv witness serve`'s POST /add-checkpoint uses it (docs/ARCHITECTURE.md, "The witness").
    */
   readonly serveDirect: (method: string, path: string, handler: (req: Http.IncomingMessage, res: Http.ServerResponse) => void) => void
+  /**
+   * A handler tried first on every admitted GET (after admission and the drain), before the Effect app: it either
+   * answers, calling `answering(req, res, route)` before it writes (a request id, metrics and log line under that
+   * route, as serveDirect's), and returns true, or writes nothing and returns false, and the app answers.
+   * Only the log's public reads use it (log/FastReads.ts), to answer from memory. Registered before the port opens.
+   */
+  readonly serveFirst: (handler: FirstHandler) => void
 }
+
+/** See `FrontDoorShape.serveFirst`. */
+export type FirstHandler = (
+  req: Http.IncomingMessage,
+  res: Http.ServerResponse,
+  answering: (req: Http.IncomingMessage, res: Http.ServerResponse, route: string) => void
+) => boolean
 
 /**
  * The live event stream: a response that lasts as long as its client wants it, so it is not "work in
@@ -233,6 +247,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
     let handler: Handler | undefined
     /** serveDirect's handlers, by `<method> <path>`. */
     const direct = new Map<string, Handler>()
+    let first: FirstHandler | undefined
     let draining = false
     let onIdle: (() => void) | undefined
     /** While a drain waits to close the listener: the connections accepted meanwhile, and their held answers. */
@@ -308,6 +323,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
         answeredHere(req, res, path)
         return directHandler(req, res)
       }
+      if (first !== undefined && req.method === "GET" && first(req, res, answeredHere)) return
       // A small body sent with its headers is parsed right after them, from the same read: the app starts once
       // that is done (an immediate runs after it), so it takes the body at once (http/RequestGuard.ts,
       // readBoundedMessage) instead of suspending to wait for it. A body still on its way is read as it comes.
@@ -519,7 +535,8 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
           const res = nodeResponseOf(request)
           if (res !== undefined) waiting.add(res)
         },
-        serveDirect: (method, path, serve) => void direct.set(`${method} ${path}`, serve)
+        serveDirect: (method, path, serve) => void direct.set(`${method} ${path}`, serve),
+        serveFirst: (handler) => void (first = handler)
       })
     )
   })

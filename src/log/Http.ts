@@ -6,10 +6,16 @@ import { RateLimits } from "../access/RateLimits.js"
 import { groupApi } from "../api/GroupApi.js"
 import { LogApi, RootLogApi } from "./Api.js"
 import { AppConfig } from "../platform/Config.js"
+import { etagMatches } from "../http/Conditional.js"
 import { countedPolicy, serializePolicy } from "../verify/Policy.js"
+import { type Answer, checkpointAnswers, keyAnswerOf, proofAnswerOf, tileAnswerOf } from "./FastReads.js"
 import { TransparencyLog } from "./TransparencyLog.js"
 
-const ImmutableTile = "public, max-age=31536000, immutable"
+/** An answer (log/FastReads.ts builds both paths' answers) to `request`: 304 when its If-None-Match matches. */
+const respond = (request: HttpServerRequest.HttpServerRequest, answer: Answer): HttpServerResponse.HttpServerResponse =>
+  etagMatches(request.headers["if-none-match"], answer.etag)
+    ? HttpServerResponse.empty({ status: 304, headers: answer.notModified })
+    : HttpServerResponse.uint8Array(answer.body, { contentType: String(answer.ok["content-type"]), headers: answer.notModified })
 
 /** The part after `/log/` (of `/api/v1/log/…` and of the root's `/log/…`). */
 const tilePathOf = (url: string): string => {
@@ -27,23 +33,22 @@ const makeHandlers = Effect.gen(function*() {
   const policy = serializePolicy(countedPolicy(log.key.verifier_key, logWitnesses.map((w) => ({ vkey: w.verifierKey, url: w.url })), logWitnessQuorum))
   const limited = <A, E, R>(request: HttpServerRequest.HttpServerRequest, work: Effect.Effect<A, E, R>) =>
     Effect.andThen(limits.consumeAddress("log", addresses.of(request), logRateLimitPerMinute), work)
+  const checkpointAnswer = checkpointAnswers()
+  const keyAnswer = keyAnswerOf(log.key)
   type Args = { readonly request: HttpServerRequest.HttpServerRequest }
   type Query<K extends string> = Args & { readonly query: { readonly [key in K]?: string } }
   return {
     checkpoint: ({ request }: Args) =>
-      limited(request, log.checkpoint).pipe(Effect.map((note) =>
-        HttpServerResponse.text(note, { contentType: "text/plain; charset=utf-8", headers: { "cache-control": "no-cache" } }))),
-    key: ({ request }: Args) => limited(request, Effect.succeed(log.key)),
+      limited(request, log.checkpoint).pipe(Effect.map((note) => respond(request, checkpointAnswer(note)))),
+    key: ({ request }: Args) => limited(request, Effect.succeed(respond(request, keyAnswer))),
     policy: ({ request }: Args) =>
       limited(request, Effect.succeed(HttpServerResponse.text(policy, { contentType: "text/plain; charset=utf-8" }))),
     tile: ({ request }: Args) =>
-      limited(request, log.tile(tilePathOf(request.url))).pipe(Effect.map(({ bytes, full }) =>
-        HttpServerResponse.uint8Array(bytes, {
-          contentType: "application/octet-stream",
-          headers: { "cache-control": full ? ImmutableTile : "no-cache" }
-        }))),
-    inclusion: ({ request, query }: Query<"index" | "tree_size">) => limited(request, log.inclusion(query.index, query.tree_size)),
-    consistency: ({ request, query }: Query<"first" | "second">) => limited(request, log.consistency(query.first, query.second))
+      limited(request, log.tile(tilePathOf(request.url))).pipe(Effect.map((tile) => respond(request, tileAnswerOf(tile)))),
+    inclusion: ({ request, query }: Query<"index" | "tree_size">) =>
+      limited(request, log.inclusion(query.index, query.tree_size)).pipe(Effect.map((proof) => respond(request, proofAnswerOf(proof)))),
+    consistency: ({ request, query }: Query<"first" | "second">) =>
+      limited(request, log.consistency(query.first, query.second)).pipe(Effect.map((proof) => respond(request, proofAnswerOf(proof))))
   }
 })
 

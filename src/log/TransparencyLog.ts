@@ -110,12 +110,30 @@ export interface TransparencyLogShape {
   readonly coseReceipt: (bundle: ReceiptProofBundle) => Uint8Array
   /** The log's origin and C2SP verifier key. */
   readonly key: { readonly origin: string; readonly verifier_key: string }
+  /** The same reads answered from this process's memory alone, synchronously (log/FastReads.ts). */
+  readonly fromMemory: FromMemory
+}
+
+/**
+ * The reads `TransparencyLog` answers from memory, without waiting on anything: each gives exactly what the
+ * general read would (the same bytes), or undefined when that needs the database or the answer is a
+ * refusal; the caller then takes the general read.
+ */
+export interface FromMemory {
+  /** A tile kept in memory: a full tile or bundle (immutable), or a partial tile of the fresh checkpoint's tree. */
+  readonly tile: (path: string) => TileBytes | undefined
+  /** The served checkpoint's note, while fresh. */
+  readonly checkpoint: () => string | undefined
+  /** A proof within the tree of the checkpoint in memory, when every tile it reads is in memory. */
+  readonly inclusion: (index: number, size: number) => InclusionProof | undefined
+  readonly consistency: (first: number, second: number) => ConsistencyProof | undefined
 }
 
 const makeTransparencyLog = Effect.gen(function*() {
   const repo = yield* LogRepo
   const key = yield* LogKey
   const config = yield* AppConfig
+  const clock = yield* Clock.Clock
   const witnessRepo = yield* WitnessRepo
   const witnessState = (yield* MetricsState).witness
   const witnesses: ReadonlyArray<{ readonly id: string; readonly verifier: CosignatureVerifier }> = config.logWitnesses.flatMap((w) => {
@@ -396,7 +414,47 @@ const makeTransparencyLog = Effect.gen(function*() {
       }
     })
 
+  /** Complete subtree hashes from the tile trees in memory alone; undefined when one is missing. */
+  const fromTreesInMemory = <A>(size: number, compute: (subtree: SubtreeHash) => A): A | undefined => {
+    if (latest === undefined || size > latest.checkpoint.size) return undefined
+    const now = clock.currentTimeMillisUnsafe()
+    try {
+      return compute(subtreeHashesFromTileTrees(size, (tile) => cachedTree(tile, now)))
+    } catch (error) {
+      if (error instanceof RangeError) return undefined
+      throw error
+    }
+  }
+
+  const fromMemory: FromMemory = {
+    tile: (path) => {
+      const bundle = parseEntryBundlePath(path)
+      if (bundle !== undefined) {
+        const bytes = bundle.width === TileWidth ? bundles.get(String(bundle.index)) : undefined
+        return bytes === undefined ? undefined : { bytes, full: true }
+      }
+      const tile = parseTilePath(path)
+      if (tile === undefined) return undefined
+      const full = tile.width === TileWidth
+      if (full) {
+        const tree = fullTrees.get(treeKey(tile))
+        return tree === undefined ? undefined : { bytes: tree.levels[0]!, full }
+      }
+      const now = clock.currentTimeMillisUnsafe()
+      if (latest === undefined || now - latest.readAt >= CheckpointFreshMs || widthIn(latest.checkpoint.size, tile.level, tile.index) !== tile.width) return undefined
+      const tree = cachedTree(tile, now)
+      return tree === undefined ? undefined : { bytes: tree.levels[0]!, full }
+    },
+    checkpoint: () => {
+      const kept = witnesses.length === 0 ? latest : witnessed
+      return kept !== undefined && clock.currentTimeMillisUnsafe() - kept.readAt < CheckpointFreshMs ? kept.checkpoint.note : undefined
+    },
+    inclusion: (index, size) => index < size ? fromTreesInMemory(size, (subtree) => inclusionProof(index, size, subtree)) : undefined,
+    consistency: (first, second) => first <= second ? fromTreesInMemory(second, (subtree) => consistencyProof(first, second, subtree)) : undefined
+  }
+
   return {
+    fromMemory,
     checkpoint,
     current: Effect.fn("TransparencyLog.current")(current),
     served: Effect.fn("TransparencyLog.served")(served),

@@ -1,0 +1,200 @@
+import { createHash } from "node:crypto"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { openCheckpoint } from "../../src/log/Checkpoint.js"
+import { testLogSigningSeed } from "../../src/log/LogKey.js"
+import { verifierKeyOfSigner } from "../../src/log/Note.js"
+import { privateKeyFromSeed } from "../../src/events/Signer.js"
+import { DAY_MS, determinationBody } from "../support/fixtures.js"
+import { createKey, expectProblem, putDetermination, request } from "../support/http.js"
+import { startTestServer, type TestServer } from "../support/server.js"
+
+/**
+ * The log's public reads (docs/API.md §11) as a client sees them, on each database: the answers the front door
+ * gives from memory (log/FastReads.ts) are those of the general handlers, byte for byte and header for header
+ * (a request with `x-pv-internal-token` always takes the general path); conditional requests (strong ETag of
+ * the exact bytes, If-None-Match → 304 per RFC 9110) on tiles, the checkpoint and proofs; the per-address
+ * limit and CORS on answers from memory.
+ */
+
+const kind = process.env.PV_TEST_DB ?? "pglite"
+const pinnedVerifierKey = verifierKeyOfSigner("localhost/pv-log", privateKeyFromSeed(testLogSigningSeed))
+const subject = "DET-V1-LOGREADS-0001"
+
+let server: TestServer
+let limited: TestServer
+let writer: string
+let principal = 0
+
+const createReceipts = async (on: TestServer, bearer: string, count: number, concurrency = 16) => {
+  let left = count
+  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, async () => {
+    while (left-- > 0) {
+      const reply = await request(on, "POST", "/api/v1/reliance-receipts", {
+        bearer,
+        body: {
+          tenant_id: "tenant-a",
+          organization: "Log Readers",
+          principal: `reader-${principal++}`,
+          subject_public_id: subject,
+          purpose_id: "supplier-onboarding",
+          requested_action: "screen",
+          claim_scope: ["identity"]
+        }
+      })
+      expect(reply.status, reply.text).toBe(201)
+    }
+  }))
+}
+
+const checkpointOf = async (on: TestServer = server) => {
+  const reply = await request(on, "GET", "/log/checkpoint")
+  expect(reply.status, reply.text).toBe(200)
+  const opened = openCheckpoint(reply.text, pinnedVerifierKey)
+  if (!opened.ok) throw new Error(opened.detail)
+  return { note: reply.text, size: opened.value.size, etag: reply.headers.get("etag") }
+}
+
+const checkpointCovering = async (size: number, on: TestServer = server) => {
+  const deadline = Date.now() + 10_000
+  for (;;) {
+    const seen = await checkpointOf(on)
+    if (seen.size >= size) return seen
+    if (Date.now() > deadline) throw new Error(`no checkpoint covers ${size} entries (latest ${seen.size})`)
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+}
+
+const get = async (path: string, headers: Record<string, string> = {}, on: TestServer = server) => {
+  const response = await fetch(on.baseUrl + path, { headers })
+  return { status: response.status, headers: response.headers, bytes: Buffer.from(await response.arrayBuffer()) }
+}
+
+/** What a client may rely on: every header but the per-request ones. */
+const stableHeaders = (headers: Headers) =>
+  Object.fromEntries([...headers].filter(([name]) => !["x-request-id", "date"].includes(name)))
+
+const strongEtag = (bytes: Uint8Array) => `"${createHash("sha256").update(bytes).digest("base64url")}"`
+
+/** Through the general handlers (the front door answers nothing with this header from memory). */
+const general = { "x-pv-internal-token": "anything" }
+
+let size = 0
+let paths: ReadonlyArray<string> = []
+
+beforeAll(async () => {
+  server = await startTestServer({ config: { logRateLimitPerMinute: 1_000_000 } })
+  writer = (await createKey(server, ["receipt:write"], { rate_limit_per_minute: 1_000_000 })).api_key
+  expect((await putDetermination(server, subject, determinationBody(Date.now() - DAY_MS))).status).toBe(201)
+  await createReceipts(server, writer, 300)
+  ;({ size } = await checkpointCovering(301))
+  const partial = `/log/tile/0/001.p/${size - 256}`
+  paths = [
+    "/log/tile/0/000", "/api/v1/log/tile/0/000", "/log/tile/entries/000", partial, `/log/tile/entries/001.p/${size - 256}`,
+    "/log/tile/1/000.p/1", "/log/checkpoint", "/api/v1/log/key", "/log/key",
+    `/log/proof/inclusion?index=3&tree_size=${size}`, `/api/v1/log/proof/inclusion?index=${size - 1}&tree_size=${size}`,
+    `/log/proof/consistency?first=7&second=${size}`, `/api/v1/log/proof/consistency?first=256&second=${size}`
+  ]
+})
+
+afterAll(async () => {
+  await server?.close()
+  await limited?.close()
+})
+
+describe(`the log's reads from memory and conditional requests (${kind})`, () => {
+  it("answers every read with the general handler's status, bytes and headers, also to a browser origin", async () => {
+    for (const path of paths) {
+      for (const origin of [{}, { origin: "https://elsewhere.example" }]) {
+        // Twice: the first answer may fill the caches the second is served from.
+        const reference = await get(path, { ...general, ...origin })
+        expect(reference.status, path).toBe(200)
+        for (let i = 0; i < 2; i++) {
+          const answer = await get(path, origin)
+          expect(answer.status, path).toBe(200)
+          expect(answer.bytes.equals(reference.bytes), path).toBe(true)
+          expect(stableHeaders(answer.headers), path).toEqual(stableHeaders(reference.headers))
+          expect(answer.headers.get("x-request-id"), path).toMatch(/\S/)
+        }
+      }
+    }
+    expect((await get("/log/tile/0/000", { origin: "https://elsewhere.example" })).headers.get("access-control-allow-origin")).toBe("*")
+  })
+
+  it("tags tiles, the checkpoint, proofs and the key with a strong ETag of their exact bytes and keeps the caching rules", async () => {
+    const expected: Record<string, string | null> = {
+      "/log/tile/0/000": "public, max-age=31536000, immutable",
+      "/log/tile/entries/000": "public, max-age=31536000, immutable",
+      [`/log/tile/0/001.p/${size - 256}`]: "no-cache",
+      "/log/checkpoint": "no-cache",
+      [`/log/proof/inclusion?index=3&tree_size=${size}`]: null,
+      [`/log/proof/consistency?first=7&second=${size}`]: null,
+      "/log/key": null
+    }
+    for (const [path, cacheControl] of Object.entries(expected)) {
+      for (const headers of [{}, general]) {
+        const answer = await get(path, headers)
+        expect(answer.status, path).toBe(200)
+        expect(answer.headers.get("etag"), path).toBe(strongEtag(answer.bytes))
+        expect(answer.headers.get("cache-control"), path).toBe(cacheControl)
+      }
+    }
+  })
+
+  it("answers If-None-Match per RFC 9110: 304 without a body, with Cache-Control and ETag, for a matching tag, a weak one, one of a list, or *", async () => {
+    for (const path of paths) {
+      const fresh = await get(path)
+      const etag = fresh.headers.get("etag")!
+      expect(etag, path).toMatch(/^"[A-Za-z0-9_-]{43}"$/)
+      for (const headers of [{}, general]) {
+        for (const condition of [etag, `W/${etag}`, `"other", ${etag}`, `"a",W/"b" ,  ${etag}`, "*"]) {
+          const answer = await get(path, { ...headers, "if-none-match": condition })
+          expect(answer.status, `${path} ${condition}`).toBe(304)
+          expect(answer.bytes.length, path).toBe(0)
+          expect(answer.headers.get("etag"), path).toBe(etag)
+          expect(answer.headers.get("cache-control"), path).toBe(fresh.headers.get("cache-control"))
+          expect(answer.headers.get("content-type"), path).toBeNull()
+        }
+        for (const condition of [`"other"`, `"other", W/"else"`, etag.slice(0, -2) + `"`, etag.slice(1, -1)]) {
+          const answer = await get(path, { ...headers, "if-none-match": condition })
+          expect(answer.status, `${path} ${condition}`).toBe(200)
+          expect(answer.bytes.equals(fresh.bytes), path).toBe(true)
+        }
+      }
+    }
+    // Only an existing representation matches `*`: what does not exist stays 404 / 400.
+    for (const headers of [{}, general]) {
+      expectProblem(await request(server, "GET", "/log/tile/0/999", { headers: { ...headers, "if-none-match": "*" } }), 404, "not-found")
+      expectProblem(await request(server, "GET", `/log/proof/inclusion?index=0&tree_size=${size + 5}`, { headers: { ...headers, "if-none-match": "*" } }), 400, "validation-failed")
+    }
+  })
+
+  it("changes the checkpoint's ETag when the checkpoint changes: the old tag then gets the new checkpoint", async () => {
+    const before = await checkpointOf()
+    await createReceipts(server, writer, 3)
+    const after = await checkpointCovering(before.size + 3)
+    expect(after.etag).not.toBe(before.etag)
+    const revalidated = await get("/log/checkpoint", { "if-none-match": before.etag! })
+    expect(revalidated.status).toBe(200)
+    expect(revalidated.bytes.toString("utf8")).toBe((await checkpointOf()).note)
+    expect((await get("/log/checkpoint", { "if-none-match": revalidated.headers.get("etag")! })).status).toBe(304)
+  })
+
+  it("limits answers from memory per client address like every log read (429 rate-limited with Retry-After)", async () => {
+    limited = await startTestServer({ config: { logRateLimitPerMinute: 20 } })
+    const key = (await createKey(limited, ["receipt:write"], { rate_limit_per_minute: 1_000_000 })).api_key
+    expect((await putDetermination(limited, subject, determinationBody(Date.now() - DAY_MS))).status).toBe(201)
+    await createReceipts(limited, key, 260)
+    await new Promise((resolve) => setTimeout(resolve, 1_500))
+    const statuses: Array<number> = []
+    let refused: Awaited<ReturnType<typeof request>> | undefined
+    for (let i = 0; i < 30 && refused === undefined; i++) {
+      const reply = await request(limited, "GET", "/log/tile/0/000")
+      statuses.push(reply.status)
+      if (reply.status !== 200) refused = reply
+    }
+    expect(statuses.filter((s) => s === 200).length).toBeGreaterThan(1)
+    expectProblem(refused!, 429, "rate-limited")
+    expect(refused!.headers.get("retry-after")).toMatch(/^\d+$/)
+    expectProblem(await request(limited, "GET", "/log/key"), 429, "rate-limited")
+  })
+})
