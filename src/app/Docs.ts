@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { OpenApi } from "effect/http-api"
 import { Api } from "./Api.js"
-import { scalarScriptModule } from "../platform/EffectInternals.js"
+import { scalarScriptModule } from "../domain/EffectInternals.js"
 
 /**
  * GET /docs: the Scalar API reference, byte for byte the page `HttpApiScalar.layer(Api)` serves, without

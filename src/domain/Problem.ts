@@ -1,7 +1,7 @@
 import type { Cause } from "effect"
 import { Effect, ErrorReporter, Schema, SchemaIssue } from "effect"
 import { HttpServerRespondable, HttpServerResponse } from "effect/http"
-import { problemJsonEncoding } from "../platform/EffectInternals.js"
+import { problemJsonEncoding } from "./EffectInternals.js"
 import { toPointer } from "./Json.js"
 
 /**

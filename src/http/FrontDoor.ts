@@ -22,7 +22,7 @@ import { Telemetry } from "../observability/Telemetry.js"
 import { closingTurn, ConnectionMessage, DrainMessage, isClusterWorker, ReadyMessage, sendToPrimary } from "../platform/Cluster.js"
 import { AppConfig, type AppConfigShape } from "../platform/Config.js"
 import { fixedLimit, gradientLimit } from "./ConcurrencyLimit.js"
-import { withLiveAddress, withoutBuildTimeServices } from "../platform/EffectInternals.js"
+import { withLiveAddress, withoutBuildTimeServices } from "../domain/EffectInternals.js"
 import { InFlight, type InFlightEntry } from "./InFlight.js"
 
 /**

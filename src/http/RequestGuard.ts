@@ -25,7 +25,7 @@ import { RequestGuard } from "../api/Guard.js"
 import { announcesBody, currentInstance, keepCheckedJson, MaxBodyBytes, problemHeaders, problemResponse } from "../api/Problems.js"
 import { countDatabaseError } from "../observability/Metrics.js"
 import { databaseFailure } from "../platform/DatabaseErrors.js"
-import { setMemoisedText } from "../platform/EffectInternals.js"
+import { setMemoisedText } from "../domain/EffectInternals.js"
 
 /**
  * REST bodies are `application/json` (parameters such as charset allowed). Other JSON-based types, such
@@ -212,7 +212,7 @@ const readRestBody = (
  * this checked, cached read; everything else is the request's own. A refusal reaches the decoder as a
  * defect holding our problem, which the guard turns back into it.
  *
- * @effect/platform-node's request memoises its text in a private field (platform/EffectInternals.ts, `setMemoisedText`) that its `text` getter
+ * @effect/platform-node's request memoises its text in a private field (domain/EffectInternals.ts, `setMemoisedText`) that its `text` getter
  * returns once set: the read is stored there, and the pipeline goes on with the same request object. (A
  * view, `Object.create(request)` with its own `text`, made the request a prototype, a slow object for every
  * later access, and needed the view provided as the request: ~2 % of a receipt replay's CPU.) A request

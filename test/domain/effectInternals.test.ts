@@ -17,13 +17,13 @@ import {
   setMemoisedText,
   withLiveAddress,
   withoutBuildTimeServices
-} from "../../src/platform/EffectInternals.js"
+} from "../../src/domain/EffectInternals.js"
 
 /**
- * Each behaviour of `effect` (and @effect/platform-node) outside their public API that src/platform/EffectInternals.ts
+ * Each behaviour of `effect` (and @effect/platform-node) outside their public API that src/domain/EffectInternals.ts
  * relies on, one test per internal, named after it: an upgrade that changes one fails here, by name.
  */
-describe("effect internals the service relies on (platform/EffectInternals.ts)", () => {
+describe("effect internals the service relies on (domain/EffectInternals.ts)", () => {
   it("Context.mapUnsafe: a context's services by key string, and Context.makeUnsafe from such a map", () => {
     const Own = Context.Service<{ readonly n: number }>("pv/Own")
     const Kept = Context.Service<{ readonly n: number }>("other/Kept")
