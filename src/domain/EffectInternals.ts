@@ -6,7 +6,7 @@ import type { NetAddress } from "effect/net"
 /**
  * Every use the service makes of what is not `effect`'s (or `@effect/platform-node`'s) public, documented API,
  * in one place. Each is here because the public way costs CPU on the hot request path or does not exist; each
- * behaviour relied on is pinned to the installed version by test/platform/effectInternals.test.ts, one test
+ * behaviour relied on is pinned to the installed version by test/domain/effectInternals.test.ts, one test
  * named after each, so an upgrade that changes one fails there, by name.
  */
 
