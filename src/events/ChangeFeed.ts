@@ -106,6 +106,7 @@ const make = Effect.gen(function*() {
       Queue.offerUnsafe(ackWanted, undefined)
     }
     const resync = Effect.sync(() => dispatch({ _tag: "resync" }))
+    const giveUp = sql`UPDATE trust_read_leases SET lease_until = now() WHERE reader_id = ${readerId}`.pipe(Effect.ignore)
     const lost = Effect.sync(() => {
       healthy = false
       update(onListenLost(lease))
@@ -124,8 +125,9 @@ const make = Effect.gen(function*() {
         )
     )).pipe(
       // A dropped listener may have missed notifications: stop serving from the cache, everyone starts over
-      // now, again once we listen again.
-      Effect.tapCause(() => Effect.andThen(lost, resync)),
+      // now, again once we listen again. Having stopped serving, give the lease up, so no writer waits on it
+      // (a renew already in flight may extend it once more: a writer then waits, as for a dead process).
+      Effect.tapCause(() => Effect.andThen(Effect.andThen(lost, resync), Effect.suspend(() => giveUp))),
       Effect.retry(Schedule.spaced("1 second")),
       Effect.ensuring(lost),
       Effect.forkScoped

@@ -6,7 +6,7 @@ import { answer, pollUntil } from "./wire.js"
 /**
  * A database slow to accept its first connections delays the start instead of failing it (platform/PgPool.ts:
  * the circuit breaker is armed by the probe's first answer). PostgreSQL behind the fault suite's TCP proxy
- * (test/support/tcpProxy.ts), black-holed for 2 s from the spawn: far longer than the probe's 750 ms limit,
+ * (test/support/tcpProxy.ts), black-holed for 2 s from its first connection attempt: far longer than the probe's 750 ms limit,
  * well within the 10 s connect time-out given here. Before the breaker waited for a first answer, the probe's
  * first time-out destroyed the start's own connection and the process exited 1 (seen on a loaded machine,
  * where a slow first connection was enough).
@@ -20,6 +20,9 @@ describe.skipIf(!postgresAvailable)("a database slow to answer at start (postgre
     const { proxy, deployment } = setup
     await proxy.setMode("blackhole")
     const child = deployment.spawn()
+    // The black hole holds for 2 s from the service's first connection attempt (on a loaded machine the
+    // process may take longer than that just to reach its first connect, which proves nothing).
+    await pollUntil("the service is trying to connect", 30_000, async () => (proxy.accepted > 0 || child.exited !== undefined ? true : undefined))
     await sleep(2_000)
     expect(child.exited, `the service exited while the database was slow:\n${child.stdout}\n${child.stderr}`).toBeUndefined()
     expect(proxy.accepted, "the service is trying to connect").toBeGreaterThan(0)
