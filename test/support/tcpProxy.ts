@@ -37,7 +37,15 @@ export interface TcpProxy {
   close(): Promise<void>
 }
 
-export const startTcpProxy = async (target: { readonly host: string; readonly port: number }): Promise<TcpProxy> => {
+/**
+ * `latencyMs` delays every byte from the server to the client by that much, in order (a database on a slow
+ * link: its answers and notifications arrive late). Meant for `forward` mode only.
+ */
+export const startTcpProxy = async (
+  target: { readonly host: string; readonly port: number },
+  options: { readonly latencyMs?: number } = {}
+): Promise<TcpProxy> => {
+  const latencyMs = options.latencyMs ?? 0
   let mode: ProxyMode = "forward"
   let accepted = 0
   const pairs = new Set<Pair>()
@@ -64,7 +72,9 @@ export const startTcpProxy = async (target: { readonly host: string; readonly po
       if (mode === "forward") flush(pair)
     })
     upstream.on("data", (chunk: Buffer) => {
-      if (mode === "forward" && pair.toClient.length === 0) pair.client.write(chunk)
+      // Timers of one duration fire in the order they were set, so the delayed bytes keep their order.
+      if (latencyMs > 0) setTimeout(() => pair.client.destroyed || pair.client.write(chunk), latencyMs)
+      else if (mode === "forward" && pair.toClient.length === 0) pair.client.write(chunk)
       else pair.toClient.push(chunk)
     })
     upstream.on("error", () => destroy(pair))
