@@ -1,4 +1,4 @@
-import { Clock, Effect, Semaphore } from "effect"
+import { Clock, Duration, Effect, Semaphore } from "effect"
 import { RateLimiter } from "effect/persistence"
 import type { Store } from "./Counters.js"
 
@@ -9,11 +9,20 @@ export interface CounterBackend {
   readonly trySpend: (key: string, limit: number, refillMs: number, now: number) => readonly [number, number] | undefined
 }
 
+/** How long a lease's tokens last at least, spent at the limit's own rate. */
+export const LeaseLifetimeMs = 1_000
+
 /**
- * Tokens taken from the shared store per round trip: 1 below 64 per window (so small limits stay exact
- * across instances), else 1/32 of the limit, at most 1,000.
+ * Tokens taken from the shared store per round trip, for a limit of `limit` tokens refilled one each `refillMs`:
+ * 1 below 64 per window (so small limits stay exact across instances), else 1/32 of the limit, at most 1,000,
+ * but never less than a second's worth at the limit's rate (LeaseLifetimeMs). A lease's tokens die with the
+ * store's window, and each token extends that window by `refillMs` only, so a lease of `n` lives `n × refillMs`:
+ * with 1,000 tokens of a limit of 100,000,000 a minute that was 0.6 ms, and a request under that limit took a
+ * round trip to the store nearly every time. Never more than 1/32 of the limit, so what an instance can strand
+ * stays within the share above.
  */
-export const leaseSize = (limit: number): number => (limit < 64 ? 1 : Math.min(1000, Math.floor(limit / 32)))
+export const leaseSize = (limit: number, refillMs: number): number =>
+  limit < 64 ? 1 : Math.min(Math.floor(limit / 32), Math.max(1000, Math.ceil(LeaseLifetimeMs / refillMs)))
 
 interface Lease {
   /** Tokens this instance took from the store and has not spent yet. */
@@ -31,9 +40,9 @@ interface Lease {
  * several instances, tokens leased but unspent by one may make another refuse up to one lease early.
  * Tokens never outlive the store window they were taken in.
  */
-export const leasedStore = (inner: Store, size: (limit: number) => number = leaseSize): Store => leased(inner, size).store
+export const leasedStore = (inner: Store, size: (limit: number, refillMs: number) => number = leaseSize): Store => leased(inner, size).store
 
-export const leased = (inner: Store, size: (limit: number) => number = leaseSize): CounterBackend => {
+export const leased = (inner: Store, size: (limit: number, refillMs: number) => number = leaseSize): CounterBackend => {
   const leases = new Map<string, Lease>()
   const locks = new Map<string, Semaphore.Semaphore>()
   const lockFor = (key: string) => {
@@ -54,7 +63,8 @@ export const leased = (inner: Store, size: (limit: number) => number = leaseSize
 
   const fixedWindow: Store["fixedWindow"] = (options) => {
     const limit = options.limit
-    if (limit === undefined || options.tokens !== 1 || size(limit) <= 1) return inner.fixedWindow(options)
+    const refillMs = Duration.toMillis(options.refillRate)
+    if (limit === undefined || options.tokens !== 1 || size(limit, refillMs) <= 1) return inner.fixedWindow(options)
     return Effect.flatMap(Clock.currentTimeMillis, (now) => {
       const local = spend(options.key, now)
       if (local !== undefined) return Effect.succeed(local)
@@ -62,7 +72,7 @@ export const leased = (inner: Store, size: (limit: number) => number = leaseSize
       return lockFor(options.key).withPermits(1)(Effect.gen(function*() {
         const waited = spend(options.key, yield* Clock.currentTimeMillis)
         if (waited !== undefined) return waited
-        let tokens = size(limit)
+        let tokens = size(limit, refillMs)
         let [count, ttl] = yield* inner.fixedWindow({ ...options, tokens })
         if (count > limit) {
           // Not a whole lease left: take a single token if there is one.
@@ -87,6 +97,6 @@ export const leased = (inner: Store, size: (limit: number) => number = leaseSize
       adaptiveConsume: inner.adaptiveConsume,
       adaptiveFeedback: inner.adaptiveFeedback
     }),
-    trySpend: (key, limit, _refillMs, now) => (size(limit) <= 1 ? undefined : spend(key, now))
+    trySpend: (key, limit, refillMs, now) => (size(limit, refillMs) <= 1 ? undefined : spend(key, now))
   }
 }
