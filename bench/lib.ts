@@ -371,7 +371,10 @@ export const scenarioRequests = async (base: string, operator: Record<string, st
     mcp2026: { url: `${base}/api/v1/mcp`, method: "POST", headers: { ...mcpHeaders, ...mcp2026Headers }, body: mcp2026Body(publicId), idReplacement: true },
     replay: { url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, body: receiptBody("replay") },
     created: { url: `${base}/api/v1/reliance-receipts`, method: "POST", headers: json, body: receiptBody("p-[<id>]"), idReplacement: true },
-    events: { url: `${base}/api/v1/events?public_id=${publicId}&after=0&limit=30`, headers: auth }
+    events: { url: `${base}/api/v1/events?public_id=${publicId}&after=0&limit=30`, headers: auth },
+    // The log's fast path (log/FastReads.ts): the smallest of its answers, so what is left is the path's own cost.
+    key: { url: `${base}/log/key` },
+    checkpoint: { url: `${base}/log/checkpoint` }
   } satisfies Record<string, Omit<LoadOptions, "connections" | "seconds">>
 }
 
@@ -411,7 +414,7 @@ export const startScenarioService = async (
     service = await startProcess(resolvePath(dir, "dist/src/main.js"), {
       DATABASE_URL: url.toString(), NODE_ENV: "production", PORT: "0", HOST: "127.0.0.1", PV_BANNER: "true", PV_DEMO_DATA: "false",
       PV_OPERATOR_TOKEN: token, PV_EVENT_SIGNING_KEY: pem(), PV_LOG_SIGNING_KEY: pem(), PV_WEBHOOK_SIGNING_KEY: pem(), PV_WORKERS: "1", REDIS_URL: "",
-      PV_HUMAN_RATE_LIMIT_PER_MINUTE: "1000000", PV_OPERATOR_RATE_LIMIT_PER_MINUTE: "1000000"
+      PV_HUMAN_RATE_LIMIT_PER_MINUTE: "1000000", PV_OPERATOR_RATE_LIMIT_PER_MINUTE: "1000000", PV_LOG_RATE_LIMIT_PER_MINUTE: "100000000"
     }, [], [...serviceNodeFlags(), ...nodeFlags])
     const base = service.baseUrl
     const operator = { authorization: `Bearer ${token}`, "content-type": "application/json" }

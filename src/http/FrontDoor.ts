@@ -71,8 +71,9 @@ export interface FrontDoorShape {
   readonly serveDirect: (method: string, path: string, handler: (req: Http.IncomingMessage, res: Http.ServerResponse) => void) => void
   /**
    * A handler tried first on every admitted GET (after admission and the drain), before the Effect app: it either
-   * answers, calling `answering(req, res, route)` before it writes (a request id, metrics and log line under that
-   * route, as serveDirect's), and returns true, or writes nothing and returns false, and the app answers.
+   * answers, calling `answering(req, res, route)` before it writes (metrics and a log line under that route, as
+   * serveDirect's) and sending the request id it returns as `x-request-id` in its head, and returns true, or writes
+   * nothing and returns false, and the app answers.
    * Only the log's public reads use it (log/FastReads.ts), to answer from memory. Registered before the port opens.
    */
   readonly serveFirst: (handler: FirstHandler) => void
@@ -82,7 +83,7 @@ export interface FrontDoorShape {
 export type FirstHandler = (
   req: Http.IncomingMessage,
   res: Http.ServerResponse,
-  answering: (req: Http.IncomingMessage, res: Http.ServerResponse, route: string) => void
+  answering: (req: Http.IncomingMessage, res: Http.ServerResponse, route: string) => string
 ) => boolean
 
 /**
@@ -281,6 +282,13 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
       res.on("close", () => telemetry.requestEnded(req, res, record))
       return record.id
     }
+    /** `answeredHere` for the first handler, which sends the id in its own head (one `writeHead`, no `setHeader`). */
+    const answeredFirst = (req: Http.IncomingMessage, res: Http.ServerResponse, route: string): string => {
+      const record = makeRequestRecord(requestIdFrom(req.headers[RequestIdHeader]), performance.now())
+      record.route = route
+      res.on("close", () => telemetry.requestEnded(req, res, record))
+      return record.id
+    }
 
     server.on("request", (req: Http.IncomingMessage, res: Http.ServerResponse) => {
       if (draining || handler === undefined) {
@@ -323,7 +331,7 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
         answeredHere(req, res, path)
         return directHandler(req, res)
       }
-      if (first !== undefined && req.method === "GET" && first(req, res, answeredHere)) return
+      if (first !== undefined && req.method === "GET" && first(req, res, answeredFirst)) return
       // A small body sent with its headers is parsed right after them, from the same read: the app starts once
       // that is done (an immediate runs after it), so it takes the body at once (http/RequestGuard.ts,
       // readBoundedMessage) instead of suspending to wait for it. A body still on its way is read as it comes.

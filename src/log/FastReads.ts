@@ -5,6 +5,7 @@ import { RateLimits } from "../access/RateLimits.js"
 import { etagMatches, strongEtagOf } from "../http/Conditional.js"
 import { originOutcome } from "../http/Cors.js"
 import { FrontDoor, type FirstHandler } from "../http/FrontDoor.js"
+import { RequestIdHeader } from "../observability/RequestRecord.js"
 import { AppConfig } from "../platform/Config.js"
 import type { ConsistencyProof, InclusionProof } from "./Merkle.js"
 import { TransparencyLog, type TileBytes, type TransparencyLogShape } from "./TransparencyLog.js"
@@ -27,12 +28,18 @@ export interface Answer {
   readonly etag: string
   readonly ok: Readonly<Record<string, string | number>>
   readonly notModified: Readonly<Record<string, string>>
+  /** `ok` and `notModified` as flat name, value lists (for the front door's one `writeHead`). */
+  readonly okHead: ReadonlyArray<string>
+  readonly notModifiedHead: ReadonlyArray<string>
 }
+
+const flat = (head: Readonly<Record<string, string | number>>): ReadonlyArray<string> => Object.entries(head).flatMap(([name, value]) => [name, String(value)])
 
 export const answerOf = (body: Uint8Array, contentType: string, cacheControl?: string): Answer => {
   const etag = strongEtagOf(body)
   const validators: Record<string, string> = cacheControl === undefined ? { etag } : { "cache-control": cacheControl, etag }
-  return { body, etag, ok: { "content-type": contentType, "content-length": body.length, ...validators }, notModified: validators }
+  const ok = { "content-type": contentType, "content-length": body.length, ...validators }
+  return { body, etag, ok, notModified: validators, okHead: flat(ok), notModifiedHead: flat(validators) }
 }
 
 const utf8 = new TextEncoder()
@@ -158,20 +165,24 @@ export const LogFastReadsLive = Layer.effectDiscard(Effect.gen(function*() {
     if (cors !== undefined && cors._tag !== "Allowed") return false
     if (!limits.allowAddressNow("log", addresses.ofNode(req), logRateLimitPerMinute, clock.currentTimeMillisUnsafe())) return false
     const [answer, route] = found
-    answering(req, res, prefix + route)
+    const id = answering(req, res, prefix + route)
     if (cors !== undefined) for (const name in cors.headers) res.setHeader(name, cors.headers[name]!)
-    writeAnswer(req, res, answer)
+    writeAnswer(req, res, answer, id)
     return true
   }
   frontDoor.serveFirst(serve)
 }))
 
-const writeAnswer = (req: Http.IncomingMessage, res: Http.ServerResponse, answer: Answer) => {
+/**
+ * The answer's head in one `writeHead` of a flat list (node:http then stores it as it is, with no `setHeader` per
+ * field), the request id last.
+ */
+const writeAnswer = (req: Http.IncomingMessage, res: Http.ServerResponse, answer: Answer, id: string) => {
   if (etagMatches(req.headers["if-none-match"], answer.etag)) {
-    res.writeHead(304, answer.notModified)
+    res.writeHead(304, [...answer.notModifiedHead, RequestIdHeader, id])
     res.end()
   } else {
-    res.writeHead(200, answer.ok)
+    res.writeHead(200, [...answer.okHead, RequestIdHeader, id])
     res.end(answer.body)
   }
 }

@@ -46,9 +46,13 @@ const httpDuration = Metric.histogram("pv_http_request_duration_seconds", {
 /** The route label of a request that matched no route (404s, and refusals made before routing). */
 export const UnmatchedRoute = "unmatched"
 
+/**
+ * One series of the request metrics: the context its updates run in (the registry's, with its labels as the
+ * metric attributes), made once. `Metric.withAttributes` would add the labels to the context on every update
+ * (a new context each time, twice a request).
+ */
 interface RequestSeries {
-  readonly count: Metric.Counter<number>
-  readonly duration: Metric.Histogram<number>
+  readonly context: Context.Context<never>
 }
 
 /** The labelled request metrics, made once per route, method and status; `record` adds one answered request. */
@@ -62,14 +66,14 @@ const makeRequestSeries = () => {
     let found = byStatus.get(status)
     if (found === undefined) {
       const labels = { route, method, status: String(status) }
-      byStatus.set(status, found = { count: Metric.withAttributes(httpRequests, labels), duration: Metric.withAttributes(httpDuration, labels) })
+      byStatus.set(status, found = { context: Context.add(registry, Metric.CurrentMetricAttributes, labels) })
     }
     return found
   }
   return (route: string | null, method: string, status: number, seconds: number): void => {
     const series = requestSeriesOf(route ?? UnmatchedRoute, method, status)
-    series.count.updateUnsafe(1, registry)
-    series.duration.updateUnsafe(seconds, registry)
+    httpRequests.updateUnsafe(1, series.context)
+    httpDuration.updateUnsafe(seconds, series.context)
   }
 }
 
