@@ -530,7 +530,9 @@ const make = Effect.gen(function*() {
     }
   }
 
-  return { answer: Effect.fn("Mcp.answer")(answer), toolList, transportProblem: rememberedTransportProblem() } satisfies McpShape
+  // `answer` stays a plain function, as the other hot paths' methods do (docs/ARCHITECTURE.md, "Services"):
+  // Effect.fn's span and the two stack captures it makes per call cost more than the rest of a tools/call's own work.
+  return { answer, toolList, transportProblem: rememberedTransportProblem() } satisfies McpShape
 })
 
 /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Tracer } from "effect"
 import { Caller } from "../../src/access/ApiKeys.js"
 import type { ApiKeyRecord } from "../../src/domain/ApiKeyRecord.js"
 import { DeterminationNotFound } from "../../src/domain/Problem.js"
@@ -56,5 +56,21 @@ describe("MCP tools/call, the direct path", () => {
       expect(modern?.status).toBe(200)
       expect(modern?.body.result).toMatchObject({ resultType: "complete", isError: true })
       expect(JSON.parse(modern?.body.result.content[0].text)).toMatchObject({ status: 404, code: "determination-not-found" })
+    }).pipe(Effect.provide(withResolver(() => Effect.fail(new DeterminationNotFound({ detail: "no determination" }))))))
+
+  // A hot path (docs/ARCHITECTURE.md, "Services"): every POST /mcp comes through `answer`, and a span per call
+  // (Effect.fn) cost 12–16 % of a tools/call's server CPU (bench/tools/ab.ts). The request's own span is the
+  // HTTP server's; nothing under it is opened per call.
+  it.effect("answering a POST opens no span of its own, in both eras", () =>
+    Effect.gen(function*() {
+      const spans: Array<string> = []
+      const tracer = Tracer.make({
+        span(options) {
+          spans.push(options.name)
+          return new Tracer.NativeSpan(options)
+        }
+      })
+      for (const modern of [false, true]) yield* Effect.provideService(call(modern), Tracer.Tracer, tracer)
+      expect(spans).toEqual([])
     }).pipe(Effect.provide(withResolver(() => Effect.fail(new DeterminationNotFound({ detail: "no determination" }))))))
 })
