@@ -348,8 +348,8 @@ export const measuredLoad = async (
 /**
  * A key of tenant `bench` with every scope the per-request scenarios need (limits out of the way), and each
  * scenario's request against determination `publicId`: GET /machine, an MCP tools/call of resolve_trust in each
- * era, a receipt replay, a new receipt per request (the load generator puts a fresh id in the principal) and a
- * page of 30 events. For startScenarioService (bench/ab.ts, profileCompiled.ts, gcTrace.ts, perfProfile.ts).
+ * era, a receipt replay, a new receipt per request (the load generator puts a fresh id in the principal), a
+ * page of 30 events and a GET of one receipt. For startScenarioService (bench/ab.ts, profileCompiled.ts, gcTrace.ts, perfProfile.ts).
  */
 export const scenarioRequests = async (base: string, operator: Record<string, string>, publicId: string) => {
   const made = await fetch(`${base}/api/v1/api-keys`, {
@@ -365,6 +365,8 @@ export const scenarioRequests = async (base: string, operator: Record<string, st
     purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"]
   })
   const mcpHeaders = { ...json, accept: "application/json, text/event-stream" }
+  const read = await fetch(`${base}/api/v1/reliance-receipts`, { method: "POST", headers: json, body: receiptBody("read") })
+    .then((r) => r.json()) as { receipt_id: string }
   return {
     machine: { url: `${base}/api/v1/trust/${publicId}/machine`, headers: auth },
     mcp: { url: `${base}/api/v1/mcp`, method: "POST", headers: { ...mcpHeaders, "mcp-protocol-version": "2025-06-18" }, body: mcp2025Body(publicId), idReplacement: true },
@@ -374,7 +376,8 @@ export const scenarioRequests = async (base: string, operator: Record<string, st
     events: { url: `${base}/api/v1/events?public_id=${publicId}&after=0&limit=30`, headers: auth },
     // The log's fast path (log/FastReads.ts): the smallest of its answers, so what is left is the path's own cost.
     key: { url: `${base}/log/key` },
-    checkpoint: { url: `${base}/log/checkpoint` }
+    checkpoint: { url: `${base}/log/checkpoint` },
+    receipt: { url: `${base}/api/v1/reliance-receipts/${read.receipt_id}`, headers: auth }
   } satisfies Record<string, Omit<LoadOptions, "connections" | "seconds">>
 }
 

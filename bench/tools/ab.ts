@@ -2,8 +2,8 @@
 // builds of the service side by side (each directory a checkout with `npm run build` done, e.g. a git worktree
 // of the commit before a change and this one), each on its own PostgreSQL database, measured in alternating
 // rounds (A B, B A, A B, …) so a noisy neighbour weighs on both alike. Scenarios (default machine): machine,
-// mcp, mcp2026, replay, created, events, key, checkpoint (the log fast path). Prints each round's CPU µs per request, the medians and B/A over
-// all rounds. AB_NODE_FLAGS_A / AB_NODE_FLAGS_B add node flags to one side (the same dir twice then compares
+// mcp, mcp2026, replay, created, events, receipt, key, checkpoint (the log fast path). Prints each round's CPU µs
+// per request, the medians and B/A over all rounds. AB_NODE_FLAGS_A / AB_NODE_FLAGS_B add node flags to one side (the same dir twice then compares
 // V8 settings). On a shared machine this is the before/after to trust; `npm run bench:cpu` gives the targets.
 import { cpuSeconds, load, type ScenarioService, startScenarioService } from "../lib.js"
 

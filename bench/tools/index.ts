@@ -10,6 +10,7 @@ const tools: Record<string, string> = {
   gcTrace: "[dir] [scenario] [requests] [rounds] [connections]: promotion, collections and compilations per request",
   perfProfile: "[dir] [scenario|bprime|rprime] [requests]: where a request's CPU goes as Linux perf sees it (every thread)",
   profile: "<machine|mcp|mcp2026|receipts|events|tile|inclusion>: one scenario under --cpu-prof, hottest functions and packages",
+  spanCost: "[calls] [rounds]: the CPU one Effect.fn span adds to a service call (plain and wrapped, alternating)",
   witness: "[--seconds S] [--postgres] [--profile]: row W1 (add-checkpoint answers per second of one witness) alone",
   idleProbe: ": the compiled server's CPU and database transactions per second while idle",
   mcpServerProbe: ": effect's own McpServer asked the requests our MCP tests send (docs/EFFECT4-PORT.md)"

@@ -174,7 +174,7 @@ const makeApiKeys = Effect.gen(function*() {
     usedSince.clear()
     const now = yield* Clock.currentTimeMillis
     yield* store.touch(ids, new Date(now))
-  }).pipe(Effect.catchCause((cause) => Effect.logWarning("could not record key usage", cause)))
+  }).pipe(Effect.catchCause((cause) => Effect.logWarning("could not record key usage", cause)), Effect.withSpan("ApiKeys.flushUsage"))
   yield* flushUsage.pipe(Effect.repeat(Schedule.spaced(UsageFlushInterval)), Effect.forkScoped)
   yield* Effect.addFinalizer(() => flushUsage)
 

@@ -268,7 +268,14 @@ const makeRateLimits = Effect.gen(function*() {
       Effect.ignore
     )
 
-  return { consumeKeyAt, consumeAddress, allowAddressNow, guardAuthentication, recordAuthenticationFailure } satisfies RateLimitsShape
+  return {
+    // Once per request (keyed, human, operator, log reads): no span (docs/ARCHITECTURE.md, the services rule).
+    consumeKeyAt,
+    consumeAddress,
+    allowAddressNow,
+    guardAuthentication,
+    recordAuthenticationFailure: Effect.fn("RateLimits.recordAuthenticationFailure")(recordAuthenticationFailure)
+  } satisfies RateLimitsShape
 })
 
 /** For a request that did not come through a Node server (none of the service's own): a pre-response handler. */

@@ -40,7 +40,7 @@ export interface TrustClientOptions {
 type ProblemClass = typeof problemClasses[number]
 
 /** The class of each `status code` pair: as the classes declare them (two classes never share a pair). */
-const problemClassByKey = new Map<string, ProblemClass>(problemClasses.map((c) => [`${c.status} ${c.code}`, c]))
+const problemClassByKey: ReadonlyMap<string, ProblemClass> = new Map(problemClasses.map((c) => [`${c.status} ${c.code}`, c]))
 
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 

@@ -24,7 +24,7 @@ const doesNotFit = (): never => {
 const EncodeOptions: SchemaAST.ParseOptions = { onExcessProperty: "error" }
 
 /** Checks an array's fit may run on the value itself: they read its length only, the same in the encoder's copy. */
-const LengthChecks = new Set(["effect/schema/isMinLength", "effect/schema/isMaxLength", "effect/schema/isBetweenLength"])
+const LengthChecks: ReadonlySet<string> = new Set(["effect/schema/isMinLength", "effect/schema/isMaxLength", "effect/schema/isBetweenLength"])
 
 const filtersOf = (checks: ReadonlyArray<SchemaAST.Check<unknown>>): Array<SchemaAST.Filter<unknown>> =>
   checks.flatMap((check) => check._tag === "FilterGroup" ? filtersOf(check.checks) : [check])

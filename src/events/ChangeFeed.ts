@@ -201,7 +201,14 @@ const make = Effect.gen(function*() {
     committed = (publicId: string) => Effect.andThen(dispatchLocal(publicId), fenceAndWait)
   }
 
-  return { notify, committed, listen, watch, serving } satisfies ChangeFeedShape
+  return {
+    notify: Effect.fn("ChangeFeed.notify")(notify),
+    // `committed` is chosen above by the database mode: read when called.
+    committed: Effect.fn("ChangeFeed.committed")((publicId: string) => committed(publicId)),
+    listen: Effect.fn("ChangeFeed.listen")(listen),
+    watch: Effect.fn("ChangeFeed.watch")(watch),
+    serving
+  } satisfies ChangeFeedShape
 })
 
 /**

@@ -240,7 +240,8 @@ const make = Effect.gen(function*() {
   const jwks: Effect.Effect<EventJwks> = Effect.orDie(repo.keys).pipe(
     Effect.map((rows) => ({
       keys: rows.map((row) => ({ kty: "OKP", crv: "Ed25519", x: row.x, kid: row.kid, use: "sig", alg: "Ed25519" } as const))
-    }))
+    })),
+    Effect.withSpan("EventLog.jwks")
   )
 
   return { append, recordChange, announceDue, dueForFreshness: Effect.fn("EventLog.dueForFreshness")(dueForFreshness), head, page: Effect.fn("EventLog.page")(page), pageAt: Effect.fn("EventLog.pageAt")(pageAt), jwks, signer } satisfies EventLogShape

@@ -621,6 +621,7 @@ const make = Effect.gen(function*() {
     nextDueInMs,
     deliveryStats,
     eventAt: Effect.fn("EventsRepo.eventAt")(eventAt),
+    // The SQL client's own combinator, which opens its own span (sql.transaction).
     withTransaction: sql.withTransaction
   } satisfies EventsRepoShape
 })

@@ -174,20 +174,6 @@ const parserRefusal = (code: string | undefined): ProblemError => {
   }
 }
 
-/** Each admitted response's entry in the front door's InFlight list (kept after its close: see `admittedAt`). */
-const admitted = new WeakMap<Http.ServerResponse, InFlightEntry<Http.ServerResponse>>()
-
-/**
- * When the front door admitted the request this response answers (`performance.now()`): its arrival, which the
- * edge measures the request's duration from (http/Edge.ts), also after the response closed. Undefined for a
- * response the front door did not admit through its limit (an event stream).
- */
-const admittedAt = (res: Http.ServerResponse): number | undefined => admitted.get(res)?.startedAt
-
-/** The record of a request the app runs (its id, the client's when acceptable), timed from its arrival here. */
-const arrivalRecord = (requestIdHeader: string | ReadonlyArray<string> | undefined, res: Http.ServerResponse): RequestRecord =>
-  makeRequestRecord(requestIdFrom(requestIdHeader), admittedAt(res) ?? performance.now())
-
 /**
  * A request whose body, announced by Content-Length and at most MaxBodyBytes, may already have come with its
  * headers (no `Expect: 100-continue`, whose body waits for the server's go-ahead): it starts once parsed.
@@ -259,6 +245,20 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
     telemetry.admission.limit = limit.current
     /** Admitted responses whose time is not a latency sample (waitsOnPurpose). */
     const waiting = new WeakSet<Http.ServerResponse>()
+
+    /** Each admitted response's entry in the front door's InFlight list (kept after its close: see `admittedAt`). */
+    const admitted = new WeakMap<Http.ServerResponse, InFlightEntry<Http.ServerResponse>>()
+
+    /**
+     * When the front door admitted the request this response answers (`performance.now()`): its arrival, which the
+     * edge measures the request's duration from (http/Edge.ts), also after the response closed. Undefined for a
+     * response the front door did not admit through its limit (an event stream).
+     */
+    const admittedAt = (res: Http.ServerResponse): number | undefined => admitted.get(res)?.startedAt
+
+    /** The record of a request the app runs (its id, the client's when acceptable), timed from its arrival here. */
+    const arrivalRecord = (requestIdHeader: string | ReadonlyArray<string> | undefined, res: Http.ServerResponse): RequestRecord =>
+      makeRequestRecord(requestIdFrom(requestIdHeader), admittedAt(res) ?? performance.now())
 
     /** The `close` listener of every admitted response: the concurrency limit learns its time; the drain's count. */
     function admittedDone(this: Http.ServerResponse) {
@@ -537,8 +537,8 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
       Context.add(FrontDoor, {
         draining: () => draining,
         inFlight: () => open.size,
-        listening: Deferred.await(listening),
-        stopping: Deferred.await(stopping),
+        listening: Effect.withSpan(Deferred.await(listening), "FrontDoor.listening"),
+        stopping: Effect.withSpan(Deferred.await(stopping), "FrontDoor.stopping"),
         waitsOnPurpose: (request) => {
           const res = nodeResponseOf(request)
           if (res !== undefined) waiting.add(res)

@@ -241,7 +241,7 @@ const withCheckedBody = (
 }
 
 /** Paths whose bodies are parsed by their own protocol (JSON-RPC answers parse errors itself). */
-const rawBodyPaths = new Set(["/api/v1/mcp"])
+const rawBodyPaths: ReadonlySet<string> = new Set(["/api/v1/mcp"])
 
 const pathOf = (url: string) => {
   const q = url.indexOf("?")

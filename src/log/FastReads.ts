@@ -46,13 +46,15 @@ const utf8 = new TextEncoder()
 export const CheckpointType = "text/plain; charset=utf-8"
 const JsonType = "application/json"
 
-/** A tile's answer; a full tile's (or bundle's) is made once per bytes (they never change). */
-const tileAnswers = new WeakMap<Uint8Array, Answer>()
-export const tileAnswerOf = ({ bytes, full }: TileBytes): Answer => {
-  if (!full) return answerOf(bytes, "application/octet-stream", "no-cache")
-  let answer = tileAnswers.get(bytes)
-  if (answer === undefined) tileAnswers.set(bytes, answer = answerOf(bytes, "application/octet-stream", ImmutableTile))
-  return answer
+/** A tile's answer; a full tile's (or bundle's) is made once per bytes (they never change), kept by its caller's layer. */
+export const tileAnswers = () => {
+  const made = new WeakMap<Uint8Array, Answer>()
+  return ({ bytes, full }: TileBytes): Answer => {
+    if (!full) return answerOf(bytes, "application/octet-stream", "no-cache")
+    let answer = made.get(bytes)
+    if (answer === undefined) made.set(bytes, answer = answerOf(bytes, "application/octet-stream", ImmutableTile))
+    return answer
+  }
 }
 
 /** The checkpoint's answer, made once per note. */
@@ -105,6 +107,7 @@ export const LogFastReadsLive = Layer.effectDiscard(Effect.gen(function*() {
   const { logRateLimitPerMinute } = yield* AppConfig
   const memory = log.fromMemory
   const checkpointAnswer = checkpointAnswers()
+  const tileAnswerOf = tileAnswers()
   const keyAnswer = keyAnswerOf(log.key)
   /** Full tiles and bundles by their path after `/log/`, least recently used first. */
   const full = new Map<string, Answer>()

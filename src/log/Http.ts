@@ -8,7 +8,7 @@ import { LogApi, RootLogApi } from "./Api.js"
 import { AppConfig } from "../platform/Config.js"
 import { etagMatches } from "../http/Conditional.js"
 import { countedPolicy, serializePolicy } from "../verify/Policy.js"
-import { type Answer, checkpointAnswers, keyAnswerOf, proofAnswerOf, tileAnswerOf } from "./FastReads.js"
+import { type Answer, checkpointAnswers, keyAnswerOf, proofAnswerOf, tileAnswers } from "./FastReads.js"
 import { TransparencyLog } from "./TransparencyLog.js"
 
 /** An answer (log/FastReads.ts builds both paths' answers) to `request`: 304 when its If-None-Match matches. */
@@ -34,6 +34,7 @@ const makeHandlers = Effect.gen(function*() {
   const limited = <A, E, R>(request: HttpServerRequest.HttpServerRequest, work: Effect.Effect<A, E, R>) =>
     Effect.andThen(limits.consumeAddress("log", addresses.of(request), logRateLimitPerMinute), work)
   const checkpointAnswer = checkpointAnswers()
+  const tileAnswerOf = tileAnswers()
   const keyAnswer = keyAnswerOf(log.key)
   type Args = { readonly request: HttpServerRequest.HttpServerRequest }
   type Query<K extends string> = Args & { readonly query: { readonly [key in K]?: string } }

@@ -98,7 +98,8 @@ const makeLogIntegrator = Effect.gen(function*() {
     Effect.tap(({ checkpoint, written }) => Option.match(checkpoint, { onNone: () => Effect.void, onSome: (c) => log.published(c, written) })),
     Effect.map(({ locked, size, appended }) => ({ locked, size, appended })),
     Effect.catchTag("SqlError", Effect.die),
-    (integrated) => observedRound(metrics.log, integrated)
+    (integrated) => observedRound(metrics.log, integrated),
+    Effect.withSpan("LogIntegrator.integrateOnce")
   )
 
   return { integrateOnce } satisfies LogIntegratorShape

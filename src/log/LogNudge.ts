@@ -13,6 +13,7 @@ const makeLogNudge = Effect.gen(function*() {
   const { log } = yield* MetricsState
   return {
     // The integration-lag gauge (observability/Metrics.ts) measures from the first write not yet integrated.
+    // Once per new receipt or event: no span (docs/ARCHITECTURE.md, the services rule).
     nudge: Effect.andThen(Effect.sync(log.entryQueued), Queue.offer(queue, undefined)).pipe(Effect.asVoid),
     wait: Effect.fn("LogNudge.wait")((ms: number) => Queue.take(queue).pipe(Effect.timeoutOption(Duration.millis(ms)), Effect.asVoid))
   } satisfies LogNudgeShape

@@ -167,9 +167,9 @@ const makeLogRepo = Effect.gen(function*() {
 
   return {
     enqueue: Effect.fn("LogRepo.enqueue")(enqueue),
-    tryLockIntegration,
-    latestCheckpoint,
-    integratedSize,
+    tryLockIntegration: Effect.withSpan(tryLockIntegration, "LogRepo.tryLockIntegration"),
+    latestCheckpoint: Effect.withSpan(latestCheckpoint, "LogRepo.latestCheckpoint"),
+    integratedSize: Effect.withSpan(integratedSize, "LogRepo.integratedSize"),
     movePending: Effect.fn("LogRepo.movePending")(movePending),
     insertTileHashes: Effect.fn("LogRepo.insertTileHashes")(insertTileHashes),
     insertCheckpoint: Effect.fn("LogRepo.insertCheckpoint")(insertCheckpoint),
@@ -177,6 +177,7 @@ const makeLogRepo = Effect.gen(function*() {
     readHashes: Effect.fn("LogRepo.readHashes")(readHashes),
     readEntries: Effect.fn("LogRepo.readEntries")(readEntries),
     indexOf: Effect.fn("LogRepo.indexOf")(indexOf),
+    // The SQL client's own combinator, which opens its own span (sql.transaction).
     withTransaction: sql.withTransaction
   } satisfies LogRepoShape
 })

@@ -455,7 +455,7 @@ const makeTransparencyLog = Effect.gen(function*() {
 
   return {
     fromMemory,
-    checkpoint,
+    checkpoint: Effect.withSpan(checkpoint, "TransparencyLog.checkpoint"),
     current: Effect.fn("TransparencyLog.current")(current),
     served: Effect.fn("TransparencyLog.served")(served),
     published: Effect.fn("TransparencyLog.published")(published),
@@ -464,7 +464,7 @@ const makeTransparencyLog = Effect.gen(function*() {
     consistency: Effect.fn("TransparencyLog.consistency")(consistency),
     receiptBundle: Effect.fn("TransparencyLog.receiptBundle")(receiptBundle),
     receiptBundleWithin: Effect.fn("TransparencyLog.receiptBundleWithin")(receiptBundleWithin),
-    advanced,
+    advanced: Effect.withSpan(advanced, "TransparencyLog.advanced"),
     fetchTiles: Effect.fn("TransparencyLog.fetchTiles")(fetchTiles),
     coseReceipt: (bundle) => coseReceiptOf(bundle, key.signer),
     key: { origin: key.logOrigin, verifier_key: key.verifierKey }

@@ -158,7 +158,7 @@ const makeTelemetry = Effect.gen(function*() {
   if (clustered !== undefined) yield* Effect.addFinalizer(() => Effect.sync(clustered.leave))
   const telemetry: TelemetryShape = {
     metricsAuthorized: (authorization) => Option.isNone(token) || bearerMatches(authorization, token.value),
-    exposition: clustered === undefined ? collect(ownExposition) : clustered.scrape,
+    exposition: Effect.withSpan(clustered === undefined ? collect(ownExposition) : clustered.scrape, "Telemetry.exposition"),
     requestEnded: (req, res, record) => {
       const durationMs = performance.now() - record.startedAt
       const status = statusOf(res)

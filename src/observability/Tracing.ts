@@ -11,7 +11,7 @@ export const RequestIdAttribute = "pv.request_id"
 export const tracesUrl = (endpoint: string): string => endpoint.replace(/\/+$/, "") + "/v1/traces"
 
 /** Request headers recorded as `<redacted>` on server spans: credentials, besides Effect's own list. */
-const redactedHeaders = ["authorization", "cookie", "set-cookie", "x-api-key", "x-pv-internal-token", "mcp-session-id"]
+const redactedHeaders: ReadonlyArray<string> = ["authorization", "cookie", "set-cookie", "x-api-key", "x-pv-internal-token", "mcp-session-id"]
 
 /**
  * Span names as the service has always exported them: `http.server <METHOD>` per request (the header

@@ -33,7 +33,7 @@ export const StatementSpanName = "postgres"
  * every hot function again with TurboFan: that second copy of a PostgreSQL build costs ~100 MB of code, and
  * the measured query rate did not drop. Set only here, so a PostgreSQL deployment never changes V8's flags.
  */
-const embeddedSettings = ["shared_buffers = 16MB", "temp_buffers = 2MB", "wal_buffers = 1MB"]
+const embeddedSettings: ReadonlyArray<string> = ["shared_buffers = 16MB", "temp_buffers = 2MB", "wal_buffers = 1MB"]
 
 /**
  * A new data directory is made (initdb) in a short-lived child process: initdb runs a second WebAssembly
@@ -63,7 +63,7 @@ const embeddedPostgres = (dataDir: string, observePool: DatabasePoolsShape["obse
     const { PGlite } = yield* Effect.promise(() => import("@electric-sql/pglite"))
     const { PGLiteSocketServer } = yield* Effect.promise(() => import("@electric-sql/pglite-socket"))
     const db = yield* Effect.acquireRelease(
-      Effect.promise(() => PGlite.create(pgdata, { postgresqlconf: embeddedSettings })),
+      Effect.promise(() => PGlite.create(pgdata, { postgresqlconf: [...embeddedSettings] })),
       (db) => Effect.promise(() => db.close()).pipe(Effect.ignore)
     )
     // The pool below holds one connection. The server accepts more (8) so that the pool's replacement of a

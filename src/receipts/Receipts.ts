@@ -245,7 +245,17 @@ const make = Effect.gen(function*() {
     return yield* log.receiptBundleWithin(receipt, yield* receiptKeyOf(receipt.signature.kid), ms)
   })
 
-  return { evaluate, create, get, proof, proofWithin, evidence, backfillSignatures, policy: policyView(policy) } satisfies ReceiptsShape
+  return {
+    // Once per request, answered from memory when held: no span (docs/ARCHITECTURE.md, the services rule).
+    evaluate,
+    create,
+    get,
+    proof,
+    proofWithin,
+    evidence,
+    backfillSignatures: Effect.withSpan(backfillSignatures, "Receipts.backfillSignatures"),
+    policy: policyView(policy)
+  } satisfies ReceiptsShape
 })
 
 /**

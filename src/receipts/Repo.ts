@@ -208,7 +208,7 @@ const make = Effect.gen(function*() {
     find,
     storeSignatures: Effect.fn("ReceiptsRepo.storeSignatures")(storeSignatures),
     unsignedBatch: Effect.fn("ReceiptsRepo.unsignedBatch")(unsignedBatch),
-    dropOrphanedBackfill
+    dropOrphanedBackfill: Effect.withSpan(dropOrphanedBackfill, "ReceiptsRepo.dropOrphanedBackfill")
   } satisfies ReceiptsRepoShape
 })
 

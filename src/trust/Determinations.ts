@@ -129,7 +129,7 @@ const make = Effect.gen(function*() {
    * in the writer's own fiber (a reader interrupted meanwhile does not abort it), and the reader waits for
    * it. Concurrent readers of one determination wait for the same announcement.
    */
-  const announceFreshness = (publicId: PublicId): Effect.Effect<void> =>
+  const announceFreshness = Effect.fn("Determinations.announceFreshness")((publicId: PublicId): Effect.Effect<void> =>
     Effect.suspend(() => {
       const running = announcing.get(publicId)
       if (running !== undefined) return Deferred.await(running)
@@ -144,7 +144,7 @@ const make = Effect.gen(function*() {
         Effect.forkIn(scope),
         Effect.andThen(Deferred.await(done))
       )
-    })
+    }))
 
   /** Announce every freshness transition that is due; returns how many events were appended. */
   const sweepOnce: Effect.Effect<number> = Effect.gen(function*() {
@@ -154,19 +154,19 @@ const make = Effect.gen(function*() {
       for (const publicId of due) appended += yield* announceDue(publicId)
       if (due.length < sweepBatch) return appended
     }
-  }).pipe(Effect.catchTag("SqlError", Effect.die))
+  }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("Determinations.sweepOnce"))
 
-  const current = (publicId: PublicId): Effect.Effect<CurrentDetermination, DeterminationNotFound> =>
+  const current = Effect.fn("Determinations.current")((publicId: PublicId): Effect.Effect<CurrentDetermination, DeterminationNotFound> =>
     Effect.orDie(repo.findCurrent(publicId)).pipe(
       Effect.flatMap(Option.match({
         onNone: () => Effect.fail(new DeterminationNotFound({ detail: `no determination ${publicId}` })),
         onSome: Effect.succeed
       }))
-    )
+    ))
 
   const bySubject = Effect.fn("Determinations.bySubject")((subjectId: string) => Effect.orDie(repo.findBySubject(subjectId)))
 
-  return { ingest, announceFreshness, sweepOnce, current, bySubject, count: Effect.orDie(repo.count) } satisfies DeterminationsShape
+  return { ingest, announceFreshness, sweepOnce, current, bySubject, count: Effect.orDie(repo.count).pipe(Effect.withSpan("Determinations.count")) } satisfies DeterminationsShape
 })
 
 /**

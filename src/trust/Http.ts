@@ -28,27 +28,30 @@ interface Answers {
 }
 /**
  * Responses are immutable values, so the 200 and the 304 of a cached document are built once per cache
- * entry, on first use; the per-request headers (request id, RateLimit, CORS) are set on each request's
- * Node response, which the platform merges with the answer's own when it writes the head.
+ * entry, on first use, and kept by the handlers' layer while the entry lives; the per-request headers
+ * (request id, RateLimit, CORS) are set on each request's Node response, which the platform merges with the
+ * answer's own when it writes the head.
  */
-const answers = new WeakMap<CachedTrust, Answers>()
-const answersOf = (trust: CachedTrust): Answers => {
-  let found = answers.get(trust)
-  if (found === undefined) {
-    const etag = `"${trust.document.trust_state_digest}"`
-    const headers = { etag, "cache-control": "no-cache" }
-    found = {
-      etag,
-      ok: HttpServerResponse.text(documentJson(trust.document), { contentType: "application/json", headers }),
-      notModified: HttpServerResponse.empty({ status: 304, headers })
+const conditionalAnswers = () => {
+  const answers = new WeakMap<CachedTrust, Answers>()
+  const answersOf = (trust: CachedTrust): Answers => {
+    let found = answers.get(trust)
+    if (found === undefined) {
+      const etag = `"${trust.document.trust_state_digest}"`
+      const headers = { etag, "cache-control": "no-cache" }
+      found = {
+        etag,
+        ok: HttpServerResponse.text(documentJson(trust.document), { contentType: "application/json", headers }),
+        notModified: HttpServerResponse.empty({ status: 304, headers })
+      }
+      answers.set(trust, found)
     }
-    answers.set(trust, found)
+    return found
   }
-  return found
-}
-const conditional = (trust: CachedTrust, ifNoneMatch: string | undefined) => {
-  const found = answersOf(trust)
-  return etagMatches(ifNoneMatch, found.etag) ? found.notModified : found.ok
+  return (trust: CachedTrust, ifNoneMatch: string | undefined) => {
+    const found = answersOf(trust)
+    return etagMatches(ifNoneMatch, found.etag) ? found.notModified : found.ok
+  }
 }
 
 /** Built with its middlewares only: see http/GroupContext.ts. */
@@ -58,6 +61,7 @@ export const TrustHttpLive = Layer.unwrap(
     const limits = yield* RateLimits
     const { humanRateLimitPerMinute } = yield* AppConfig
     const addresses = yield* ClientAddresses
+    const conditional = conditionalAnswers()
     const resolveCached = (publicId: string) => Effect.flatMap(requirePublicId(publicId), resolver.resolveCached)
     const group = HttpApiBuilder.group(groupApi(TrustApi), "trust", (handlers) =>
       handlers

@@ -163,7 +163,8 @@ const make = Effect.gen(function*() {
     findBySubject: Effect.fn("DeterminationsRepo.findBySubject")(findBySubject),
     lockHead: Effect.fn("DeterminationsRepo.lockHead")(lockHead),
     insertVersion: Effect.fn("DeterminationsRepo.insertVersion")(insertVersion),
-    count,
+    count: Effect.withSpan(count, "DeterminationsRepo.count"),
+    // The SQL client's own combinator, which opens its own span (sql.transaction).
     withTransaction: sql.withTransaction
   } satisfies DeterminationsRepoShape
 })

@@ -93,7 +93,7 @@ const make = Effect.gen(function*() {
   const serving = feed.serving
   // Served only while this process's read lease is surely valid (always on the embedded database).
   const get = (publicId: string, nowMs: number) => performance.now() < serving.untilMs ? cache.get(publicId, nowMs) : undefined
-  const evict = (publicId: string) => Effect.sync(() => cache.evict(publicId))
+  const evict = Effect.fn("TrustCache.evict")((publicId: string) => Effect.sync(() => cache.evict(publicId)))
 
   // Every committed change, this instance's (right after its commit) or another's (PostgreSQL NOTIFY).
   yield* feed.listen((notice) => {

@@ -11,7 +11,7 @@ export const MaxRetryAfterMs = 60 * 60 * 1000
 /** The statuses whose `Retry-After` is honoured. */
 export const isDeferringStatus = (status: number): boolean => status === 429 || status === 503
 
-const Months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+const Months: ReadonlyArray<string> = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 const Day = "(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
 const LongDay = "(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)"
 const Month = `(${Months.join("|")})`
