@@ -9,6 +9,7 @@
 // generator's own CPU (as a share of a core), and the machine's idle share (all cores, /proc/stat: near 0 means
 // the ratio is bounded by the cores, not by the service).
 import { readFileSync } from "node:fs"
+import { cpus } from "node:os"
 import { cpuSeconds, databaseCommits, load, mainThreadCpuSeconds, type LoadResult, type Process, putProfileDetermination, startProcess } from "./lib.js"
 
 export interface WorkersArm {
@@ -32,6 +33,8 @@ export interface WorkersArm {
   readonly primaryCores: number
   /** The load generator's CPU over the wall time (autocannon's process). */
   readonly loadCores: number
+  /** µs of the load generator's CPU per receipt. */
+  readonly loadMicros: number
   /** The machine's idle share over the window (all cores; iowait counted as idle). */
   readonly idle: number
   /** Transactions committed in the database per receipt (pg_stat_database: group commits, and everything else). */
@@ -154,7 +157,7 @@ export const workersScaling = async (options: {
         serverMicros: (server * 1e6) / created, serverCores: server / wall,
         serverNetMicros: ((server - idleServerCores * wall) * 1e6) / created,
         databaseMicros: (database * 1e6) / created, databaseCores: database / wall,
-        loadCores: result.generatorCpuSeconds / wall, primaryCores: workers > 1 ? primary / wall : 0, commitsPerReceipt: commits / Math.max(1, created), idleServerCores, idleDatabaseCores,
+        loadCores: result.generatorCpuSeconds / wall, loadMicros: (result.generatorCpuSeconds * 1e6) / Math.max(1, created), primaryCores: workers > 1 ? primary / wall : 0, commitsPerReceipt: commits / Math.max(1, created), idleServerCores, idleDatabaseCores,
         idle: (machine1.idle - machine0.idle) / Math.max(1, machine1.total - machine0.total)
       }
       log(`workers ${workers}: ${done.perSecond.toFixed(0)} receipts/s (${refused} refused), p50 ${result.p50} ms, p99 ${result.p99} ms; server ${done.serverMicros.toFixed(0)} µs/receipt, ${done.serverNetMicros.toFixed(0)} net of idle (${done.serverCores.toFixed(2)} cores${workers > 1 ? `, the primary ${done.primaryCores.toFixed(3)}` : ""}), database ${done.databaseMicros.toFixed(0)} µs/receipt (${done.databaseCores.toFixed(2)} cores), load generator ${done.loadCores.toFixed(2)} cores, ${done.commitsPerReceipt.toFixed(3)} commits/receipt, idle: server ${idleServerCores.toFixed(3)} cores, database ${idleDatabaseCores.toFixed(3)} cores; machine ${(100 * done.idle).toFixed(0)} % idle, load average ${loadAverage.toFixed(1)}`)
@@ -180,17 +183,22 @@ export const workersScaling = async (options: {
   return { arms, ratios, cpuRatios, netCpuRatios }
 }
 
-/** The table's row: receipts/s of each arm (medians), the median ratio with its range, the CPU per receipt of both. */
+/**
+ * The table's row: receipts/s of each arm (medians), the median ratio with its range, the CPU per receipt of both;
+ * and what the machine allows whatever the number of workers: its cores over all the CPU a receipt takes with one
+ * worker (the server's net of idle, the database's, the load generator's).
+ */
 export const workersTableRow = (scaling: WorkersScaling, connections: number): [string, string, string, string] => {
   const of = (workers: number) => scaling.arms.filter((a) => a.workers === workers)
   const med = (workers: number, f: (a: WorkersArm) => number) => median(of(workers).map(f))
   const fmt = (n: number) => Math.round(n).toLocaleString("en-US")
   const ratio = median(scaling.ratios)
+  const perReceipt = med(1, (a) => a.serverNetMicros) + med(1, (a) => a.databaseMicros) + med(1, (a) => a.loadMicros)
   const range = (values: ReadonlyArray<number>) => `${Math.min(...values).toFixed(2)}–${Math.max(...values).toFixed(2)}`
   return [
     `POST reliance-receipts (new), PV_WORKERS=1 / 2, ${connections} connections (receipts/s, medians of ${scaling.ratios.length} rounds)`,
     `${fmt(med(1, (a) => a.perSecond))} / ${fmt(med(2, (a) => a.perSecond))}`,
     `${med(2, (a) => a.result.p50)} / ${med(2, (a) => a.result.p99)}`,
-    `${ratio.toFixed(2)} × one worker (${range(scaling.ratios)}) (≥ 1.6) ${ratio >= 1.6 ? "✅" : "❌"}; server CPU per receipt ${fmt(med(1, (a) => a.serverMicros))} / ${fmt(med(2, (a) => a.serverMicros))} µs (${median(scaling.cpuRatios).toFixed(2)} ×), net of idle ${fmt(med(1, (a) => a.serverNetMicros))} / ${fmt(med(2, (a) => a.serverNetMicros))} µs (${median(scaling.netCpuRatios).toFixed(2)} ×); idle server ${med(1, (a) => a.idleServerCores).toFixed(3)} / ${med(2, (a) => a.idleServerCores).toFixed(3)} cores; database ${fmt(med(1, (a) => a.databaseMicros))} / ${fmt(med(2, (a) => a.databaseMicros))} µs; cores used: server ${med(1, (a) => a.serverCores).toFixed(2)} / ${med(2, (a) => a.serverCores).toFixed(2)}, database ${med(1, (a) => a.databaseCores).toFixed(2)} / ${med(2, (a) => a.databaseCores).toFixed(2)}, load generator ${med(1, (a) => a.loadCores).toFixed(2)} / ${med(2, (a) => a.loadCores).toFixed(2)}; commits per receipt ${med(1, (a) => a.commitsPerReceipt).toFixed(2)} / ${med(2, (a) => a.commitsPerReceipt).toFixed(2)}; machine idle ${(100 * med(1, (a) => a.idle)).toFixed(0)} / ${(100 * med(2, (a) => a.idle)).toFixed(0)} %; refused (503) ${med(1, (a) => a.refused)} / ${med(2, (a) => a.refused)}`
+    `${ratio.toFixed(2)} × one worker (${range(scaling.ratios)}) (≥ 1.6) ${ratio >= 1.6 ? "✅" : "❌"}; server CPU per receipt ${fmt(med(1, (a) => a.serverMicros))} / ${fmt(med(2, (a) => a.serverMicros))} µs (${median(scaling.cpuRatios).toFixed(2)} ×), net of idle ${fmt(med(1, (a) => a.serverNetMicros))} / ${fmt(med(2, (a) => a.serverNetMicros))} µs (${median(scaling.netCpuRatios).toFixed(2)} ×); idle server ${med(1, (a) => a.idleServerCores).toFixed(3)} / ${med(2, (a) => a.idleServerCores).toFixed(3)} cores; database ${fmt(med(1, (a) => a.databaseMicros))} / ${fmt(med(2, (a) => a.databaseMicros))} µs; cores used: server ${med(1, (a) => a.serverCores).toFixed(2)} / ${med(2, (a) => a.serverCores).toFixed(2)}, database ${med(1, (a) => a.databaseCores).toFixed(2)} / ${med(2, (a) => a.databaseCores).toFixed(2)}, load generator ${med(1, (a) => a.loadCores).toFixed(2)} / ${med(2, (a) => a.loadCores).toFixed(2)}; commits per receipt ${med(1, (a) => a.commitsPerReceipt).toFixed(2)} / ${med(2, (a) => a.commitsPerReceipt).toFixed(2)}; machine idle ${(100 * med(1, (a) => a.idle)).toFixed(0)} / ${(100 * med(2, (a) => a.idle)).toFixed(0)} %; a receipt takes ${fmt(perReceipt)} µs of CPU in all with one worker (load generator ${fmt(med(1, (a) => a.loadMicros))}), so ${cpus().length} cores allow at most ${fmt((cpus().length * 1e6) / perReceipt)} receipts/s; refused (503) ${med(1, (a) => a.refused)} / ${med(2, (a) => a.refused)}`
   ]
 }
