@@ -200,42 +200,42 @@ const workersRow = async () => {
   return { row: workersTableRow(scaling, connections), results: scaling }
 }
 
-/** `npm run bench -- --only workers`: the workers row alone, on its own scratch database. */
-const workersOnly = async () => {
-  if (embedded) throw new Error("--only workers needs PostgreSQL: the embedded database belongs to one process")
+/**
+ * A selection of rows alone (`--only workers`, `--witness`) on its own scratch database: build, `rows` (which seeds
+ * what it needs), the table printed and written to bench/results/ with the file name's `suffix`.
+ */
+const rowsOnly = async (suffix: string, rows: () => Promise<{ rows: Array<[string, string, string, string]>; results: object }>) => {
   dbEnv = await databaseEnv()
   try {
     log("building (npm run build)")
     execFileSync("npm", ["run", "-s", "build"], { cwd: root, stdio: "inherit" })
-    const { row, results } = await workersRow()
-    const table = [header(), "", "| scenario | req/s | p50 / p99 ms | ratio (target) |", "|---|---:|---:|---|", `| ${row.join(" | ")} |`].join("\n")
+    const made = await rows()
+    const table = [header(), "", "| scenario | req/s | p50 / p99 ms | ratio (target) |", "|---|---:|---:|---|", ...made.rows.map((r) => `| ${r.join(" | ")} |`)].join("\n")
     console.log(table)
     mkdirSync(join(root, "bench/results"), { recursive: true })
-    writeFileSync(join(root, "bench/results", `${new Date().toISOString().replace(/[:.]/g, "-")}-workers.json`), JSON.stringify({ ...results, table }, null, 2))
+    writeFileSync(join(root, "bench/results", `${new Date().toISOString().replace(/[:.]/g, "-")}-${suffix}.json`), JSON.stringify({ ...made.results, table }, null, 2))
   } finally {
     await dropDatabase()
     rmSync(dataDir, { recursive: true, force: true })
   }
 }
 
+/** `npm run bench -- --only workers`: the workers row alone. */
+const workersOnly = async () => {
+  if (embedded) throw new Error("--only workers needs PostgreSQL: the embedded database belongs to one process")
+  return rowsOnly("workers", async () => {
+    const { row, results } = await workersRow()
+    return { rows: [row], results }
+  })
+}
+
 /** `npm run bench -- --witness`: the witness rows alone, on a small seeded data set. */
-const witnessOnly = async () => {
-  dbEnv = await databaseEnv()
-  try {
-    log("building (npm run build)")
-    execFileSync("npm", ["run", "-s", "build"], { cwd: root, stdio: "inherit" })
+const witnessOnly = () =>
+  rowsOnly("witness", async () => {
     log("seeding 1,000 determinations")
     await seed(["--determinations", "1000"])
-    const { rows, results } = await witnessRows()
-    const table = [header(), "", "| scenario | req/s | p50 / p99 ms | ratio (target) |", "|---|---:|---:|---|", ...rows.map((r) => `| ${r.join(" | ")} |`)].join("\n")
-    console.log(table)
-    mkdirSync(join(root, "bench/results"), { recursive: true })
-    writeFileSync(join(root, "bench/results", `${new Date().toISOString().replace(/[:.]/g, "-")}-witness.json`), JSON.stringify({ ...results, table }, null, 2))
-  } finally {
-    await dropDatabase()
-    rmSync(dataDir, { recursive: true, force: true })
-  }
-}
+    return witnessRows()
+  })
 
 // ---- run ---------------------------------------------------------------------------------------------
 const main = async () => {
