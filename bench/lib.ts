@@ -157,6 +157,8 @@ export interface LoadResult {
   readonly errors: number
   readonly total: number
   readonly statusCodes: Record<string, number>
+  /** The load generator's own CPU (user + system) over the run, in seconds. */
+  readonly generatorCpuSeconds: number
 }
 
 export interface LoadOptions {
@@ -193,7 +195,8 @@ export const load = (options: LoadOptions): Promise<LoadResult> =>
         non2xx: r.non2xx,
         errors: r.errors,
         total: r.requests.total,
-        statusCodes: r.statusCodeStats ? Object.fromEntries(Object.entries(r.statusCodeStats).map(([k, v]: [string, any]) => [k, v.count])) : {}
+        statusCodes: r.statusCodeStats ? Object.fromEntries(Object.entries(r.statusCodeStats).map(([k, v]: [string, any]) => [k, v.count])) : {},
+        generatorCpuSeconds: r.generatorCpuSeconds
       })
     })
   })

@@ -17,6 +17,8 @@ const options = JSON.parse(process.argv[2]!) as {
 
 let counter = 0
 const unique = `${process.pid}-${Date.now()}`
+// This process's own CPU over the run (the load generator's cost, start-up excluded), in seconds.
+const cpu0 = process.cpuUsage()
 const result = await autocannon({
   url: options.url,
   connections: options.connections,
@@ -33,4 +35,5 @@ const result = await autocannon({
     }
     : {})
 })
-process.stdout.write(JSON.stringify(result))
+const cpu = process.cpuUsage(cpu0)
+process.stdout.write(JSON.stringify({ ...result, generatorCpuSeconds: (cpu.user + cpu.system) / 1e6 }))

@@ -4,6 +4,8 @@
 //   npm run bench [-- --embedded] [--seconds 10] [--determinations 10000] [--growth 100000] [--chain 100000] [--logEntries 1000000] [--workers N]
 //   npm run bench -- --witness [--embedded] [--witnessRounds 5] [--witnessRate R]: only the witness rows W1–W4 (bench/witnessRows.ts), in about
 //   3½ minutes (5 rounds, since 3 left the median to one noisy round); --witnessRate adds W2 rounds at a fixed R receipts a second (open loop).
+//   npm run bench -- --only workers [--workersRounds 3] [--workersConnections 32]: only the workers row (bench/workersRow.ts), new receipts/s
+//   with PV_WORKERS=1 against PV_WORKERS=2 on PostgreSQL, in 1–2 minutes.
 // Without --embedded it uses PostgreSQL: a fresh database on DATABASE_URL's server (default
 // postgres://postgres@127.0.0.1:5432/postgres), dropped afterwards. The HTTP baselines (a) and (b) run in
 // as many processes as the service (--workers), so every ratio against them compares equal numbers of
@@ -22,6 +24,7 @@ import { execFileSync } from "node:child_process"
 import { drive } from "./faultLoad.js"
 import { bulkAppend as bulkAppendTo, treeSize } from "./logData.js"
 import { witnessedReceipts, witnessTableRows, witnessThroughput } from "./witnessRows.js"
+import { workersScaling, workersTableRow } from "./workersRow.js"
 import { adminQuery, benchServiceEnv, ed25519VerifyRate, load, type LoadResult, mapConcurrent, peakRssMb, type Process, processTree, root, runScript, serviceNodeFlags, startProcess } from "./lib.js"
 
 const { values } = parseArgs({
@@ -37,6 +40,10 @@ const { values } = parseArgs({
     cpu: { type: "boolean", default: false },
     witness: { type: "boolean", default: false },
     witnessRounds: { type: "string", default: "5" },
+    // `--only workers`: the workers row alone (PostgreSQL).
+    only: { type: "string" },
+    workersRounds: { type: "string", default: "3" },
+    workersConnections: { type: "string", default: "32" },
     // As many more W2 rounds at this fixed rate (receipts a second, open loop); off by default.
     witnessRate: { type: "string" }
   }
@@ -183,24 +190,52 @@ const witnessRows = async (): Promise<{ rows: Array<[string, string, string, str
 const header = () =>
   `Run ${new Date().toISOString()} · ${embedded ? "embedded PGlite" : "PostgreSQL"} · ${workers} service process(es), as many per HTTP baseline · node ${process.version} · ${cpus().length} × ${cpus()[0]?.model ?? "cpu"} · ${(totalmem() / 2 ** 30).toFixed(0)} GiB · ${connections} connections, ${seconds} s per scenario`
 
-/** `npm run bench -- --witness`: the witness rows alone, on a small seeded data set. */
-const witnessOnly = async () => {
+/** The workers row (bench/workersRow.ts): new receipts/s with PV_WORKERS=1 against 2 on this run's database (PostgreSQL only). */
+const workersRow = async () => {
+  const connections = Number(values.workersConnections)
+  const scaling = await workersScaling({
+    env: { ...dbEnv, ...benchServiceEnv({ operatorToken, signingKey, logSigningKey }) }, databaseUrl: dbEnv.DATABASE_URL!, databaseName: dbName,
+    nodeFlags: serviceNodeFlags(), operatorToken, seconds, connections, rounds: Number(values.workersRounds), log
+  })
+  return { row: workersTableRow(scaling, connections), results: scaling }
+}
+
+/**
+ * A selection of rows alone (`--only workers`, `--witness`) on its own scratch database: build, `rows` (which seeds
+ * what it needs), the table printed and written to bench/results/ with the file name's `suffix`.
+ */
+const rowsOnly = async (suffix: string, rows: () => Promise<{ rows: Array<[string, string, string, string]>; results: object }>) => {
   dbEnv = await databaseEnv()
   try {
     log("building (npm run build)")
     execFileSync("npm", ["run", "-s", "build"], { cwd: root, stdio: "inherit" })
-    log("seeding 1,000 determinations")
-    await seed(["--determinations", "1000"])
-    const { rows, results } = await witnessRows()
-    const table = [header(), "", "| scenario | req/s | p50 / p99 ms | ratio (target) |", "|---|---:|---:|---|", ...rows.map((r) => `| ${r.join(" | ")} |`)].join("\n")
+    const made = await rows()
+    const table = [header(), "", "| scenario | req/s | p50 / p99 ms | ratio (target) |", "|---|---:|---:|---|", ...made.rows.map((r) => `| ${r.join(" | ")} |`)].join("\n")
     console.log(table)
     mkdirSync(join(root, "bench/results"), { recursive: true })
-    writeFileSync(join(root, "bench/results", `${new Date().toISOString().replace(/[:.]/g, "-")}-witness.json`), JSON.stringify({ ...results, table }, null, 2))
+    writeFileSync(join(root, "bench/results", `${new Date().toISOString().replace(/[:.]/g, "-")}-${suffix}.json`), JSON.stringify({ ...made.results, table }, null, 2))
   } finally {
     await dropDatabase()
     rmSync(dataDir, { recursive: true, force: true })
   }
 }
+
+/** `npm run bench -- --only workers`: the workers row alone. */
+const workersOnly = async () => {
+  if (embedded) throw new Error("--only workers needs PostgreSQL: the embedded database belongs to one process")
+  return rowsOnly("workers", async () => {
+    const { row, results } = await workersRow()
+    return { rows: [row], results }
+  })
+}
+
+/** `npm run bench -- --witness`: the witness rows alone, on a small seeded data set. */
+const witnessOnly = () =>
+  rowsOnly("witness", async () => {
+    log("seeding 1,000 determinations")
+    await seed(["--determinations", "1000"])
+    return witnessRows()
+  })
 
 // ---- run ---------------------------------------------------------------------------------------------
 const main = async () => {
@@ -328,6 +363,8 @@ const main = async () => {
     const unlogged = await receiptsWith(false)
     const logged = await receiptsWith(true)
     const witnessing = await witnessRows()
+    // The workers row: PV_WORKERS=1 against 2 (PostgreSQL only), its services started on the same data.
+    const scaling = embedded ? undefined : await workersRow()
 
     log("baselines")
     const baselineArgs = ["--workers", String(workers)]
@@ -405,6 +442,7 @@ const main = async () => {
       [`overload: GET /machine, ${4 * connections} connections (4×), admitted`, fmt(overload.admittedPerSecond), `${overload.admittedP50.toFixed(1)} / ${overload.admittedP99.toFixed(1)}`, atMost(overload.admittedP99 / machine.p99, 4, `× unloaded p99 (≤ 4×); ${pct(overloadRefused, overload.sent)} answered 503 overloaded (p99 ${overload.refusalP99.toFixed(1)} ms); lost ${overload.lost}`)],
       ["drain: SIGTERM under receipt load, requests lost", String(drained.lost + missing), "", `${drained.lost + missing === 0 ? "0 ✅" : "❌"} (${drained.lost} unanswered, ${missing} of ${acknowledged.length} acknowledged receipts missing after restart; exit ${exited} in ${drainSeconds.toFixed(2)} s; ${JSON.stringify(drained.byStatus)})`],
       ["POST reliance-receipts (new), logging off / on, back to back", `${fmt(unlogged.requestsPerSecond)} / ${fmt(logged.requestsPerSecond)}`, `${logged.p50} / ${logged.p99}`, ratio(logged.requestsPerSecond / unlogged.requestsPerSecond, 0.9, "× logging off")],
+      ...(scaling === undefined ? [] : [scaling.row]),
       ["GET /log/proof/inclusion", fmt(proofs.requestsPerSecond), `${proofs.p50} / ${proofs.p99}`, atMost(proofs.p99, 10, " ms p99 (≤ 10)")],
       ["GET /log/tile (full hash tile)", fmt(tiles.requestsPerSecond), `${tiles.p50} / ${tiles.p99}`, atMost(tiles.p99, 10, " ms p99 (≤ 10)")],
       ...(integration === undefined || smallLog === undefined || largeLog === undefined ? [] : [
@@ -429,7 +467,7 @@ const main = async () => {
     console.log(table)
     Object.assign(results, {
       at: new Date().toISOString(), embedded, seconds, connections, baselineA, baselineB, baselineC, machine, notModified, human, mcp, mcp2026,
-      events, created, replayed, proofs, tiles, receiptsLogging: { off: unlogged, on: logged }, witnessing: witnessing.results, log: { smallLog, largeLog, integration }, overload, drain: { ...drained, acknowledged: acknowledged.length, missing, exitCode: exited, seconds: drainSeconds }, verify: { events: feed.length, seconds: verifySeconds, perSecond: verifyRate, cpuSeconds: verifyCpuSeconds, ed25519VerifyPerCpuSecond: ed25519.cpu, cliSeconds },
+      events, created, replayed, proofs, tiles, receiptsLogging: { off: unlogged, on: logged }, workersScaling: scaling?.results, witnessing: witnessing.results, log: { smallLog, largeLog, integration }, overload, drain: { ...drained, acknowledged: acknowledged.length, missing, exitCode: exited, seconds: drainSeconds }, verify: { events: feed.length, seconds: verifySeconds, perSecond: verifyRate, cpuSeconds: verifyCpuSeconds, ed25519VerifyPerCpuSecond: ed25519.cpu, cliSeconds },
       workers, baselineWorkers: workers, rssAfter, rssMb: serverRss, rssTotalMb: serverRssTotal, largeRssMb: largeRss, growth: { smallMachine, largeMachine, smallEvents, largeEvents }, table
     })
     mkdirSync(join(root, "bench/results"), { recursive: true })
@@ -445,4 +483,4 @@ const fmt = (n: number) => Math.round(n).toLocaleString("en-US")
 const ratio = (value: number, target: number, label: string) => `${value.toFixed(2)} ${label} (≥ ${target}) ${value >= target ? "✅" : "❌"}`
 const atMost = (value: number, limit: number, label: string) => `${value.toFixed(2)}${label} ${value <= limit ? "✅" : "❌"}`
 
-;(values.witness ? witnessOnly() : main()).then(() => process.exit(0), (e) => (console.error(e), process.exit(1)))
+;(values.only === "workers" ? workersOnly() : values.witness ? witnessOnly() : main()).then(() => process.exit(0), (e) => (console.error(e), process.exit(1)))
