@@ -29,6 +29,11 @@ export interface LogRepoShape {
   readonly latestCheckpoint: Effect.Effect<Option.Option<StoredCheckpoint>, SqlError>
   /** How many entries are integrated (the index after the last one). */
   readonly integratedSize: Effect.Effect<number, SqlError>
+  /**
+   * Outside any transaction: the latest checkpoint's size when no entry is pending (nothing to integrate), else
+   * undefined (entries wait, or there is no checkpoint yet). One cheap statement: no lock, no tiles.
+   */
+  readonly idleSize: Effect.Effect<number | undefined, SqlError>
   /** Under the integration lock: moves up to `limit` pending entries to indexes `size`, `size + 1`, …; their leaf hashes in index order. */
   readonly movePending: (size: number, limit: number) => Effect.Effect<Array<{ index: number; leaf: Hash }>, SqlError>
   readonly insertTileHashes: (hashes: ReadonlyArray<TileHash>) => Effect.Effect<void, SqlError>
@@ -60,6 +65,7 @@ const Bytes = Schema.Uint8Array
 const LockRow = Schema.Struct({ locked: Schema.Boolean })
 const CheckpointRow = Schema.Struct({ tree_size: Int8, root_hash: Bytes, note: Schema.String })
 const SizeRow = Schema.Struct({ size: Int8 })
+const IdleRow = Schema.Struct({ pending: Schema.Boolean, size: Schema.NullOr(Int8) })
 const MovedRow = Schema.Struct({ idx: Int8, leaf_hash: Bytes })
 const HashRow = Schema.Struct({ level: Schema.Int, idx: Int8, hash: Bytes })
 const EntryRow = Schema.Struct({ entry: Bytes })
@@ -88,6 +94,11 @@ const makeLogRepo = Effect.gen(function*() {
   const integratedSize = Rows.all(SizeRow, sql`SELECT coalesce(max(idx) + 1, 0)::bigint AS size FROM log_entries`).pipe(
     Effect.map((rows) => rows[0]?.size ?? 0)
   )
+
+  const idleSize = Rows.all(
+    IdleRow,
+    sql`SELECT EXISTS (SELECT 1 FROM log_pending) AS pending, (SELECT max(tree_size) FROM log_checkpoints)::bigint AS size`
+  ).pipe(Effect.map((rows) => (rows[0] === undefined || rows[0].pending || rows[0].size === null ? undefined : rows[0].size)))
 
   /**
    * Under the integration lock: moves up to `limit` pending entries, oldest first, to indexes
@@ -170,6 +181,7 @@ const makeLogRepo = Effect.gen(function*() {
     tryLockIntegration: Effect.withSpan(tryLockIntegration, "LogRepo.tryLockIntegration"),
     latestCheckpoint: Effect.withSpan(latestCheckpoint, "LogRepo.latestCheckpoint"),
     integratedSize: Effect.withSpan(integratedSize, "LogRepo.integratedSize"),
+    idleSize: Effect.withSpan(idleSize, "LogRepo.idleSize"),
     movePending: Effect.fn("LogRepo.movePending")(movePending),
     insertTileHashes: Effect.fn("LogRepo.insertTileHashes")(insertTileHashes),
     insertCheckpoint: Effect.fn("LogRepo.insertCheckpoint")(insertCheckpoint),

@@ -17,7 +17,7 @@ import { canonicalJson } from "../../src/domain/Canonical.js"
 import { privateKeyFromSeed } from "../../src/events/Signer.js"
 import { openCheckpoint, signCheckpoint } from "../../src/log/Checkpoint.js"
 import { entryBytesOf, eventEntryOf, parseEntryBytes, receiptEntryOf, verifyReceiptSignature } from "../../src/log/Entries.js"
-import { LogIntegrator } from "../../src/log/Integrator.js"
+import { LogIntegrator, type LogIntegratorShape } from "../../src/log/Integrator.js"
 import { testLogSigningSeed } from "../../src/log/LogKey.js"
 import { hexOf, leafHash, rootOf, subtreeHashesOf, verifyInclusionProof } from "../../src/log/Merkle.js"
 import { noteSignerFromPrivateKey, verifierKeyOfSigner } from "../../src/log/Note.js"
@@ -577,6 +577,25 @@ describe(`transparency log before integration (${kind})`, () => {
     const later = await proofOf(created.body.receipt_id, pausedWriter, paused)
     expect(later.status, later.text).toBe(200)
     expect(verifyReceiptBundle(later.body, { verifierKey: pinnedVerifierKey, receiptKeys: jwks }).ok).toBe(true)
+  })
+
+  it("integrates on its own only when entries are pending: an idle round reads nothing, a round with an entry to add checks the stored tree and refuses a changed one", async () => {
+    const integrator = <A>(f: (i: LogIntegratorShape) => Effect.Effect<A>) => paused.run(Effect.flatMap(LogIntegrator, f))
+    await integrator((i) => i.integrateOnce)
+    const [latest] = await sql(paused, (q) => q<{ tree_size: string; root_hash: Uint8Array }>`SELECT tree_size::text, root_hash FROM log_checkpoints ORDER BY tree_size DESC LIMIT 1`)
+    const size = Number(latest!.tree_size)
+    // The stored checkpoint no longer states the tree's root: any round that reads it refuses.
+    await sql(paused, (q) => q`UPDATE log_checkpoints SET root_hash = ${randomBytes(32)} WHERE tree_size = ${size}`)
+    try {
+      expect(await integrator((i) => i.integrateIfPending)).toEqual({ locked: true, size, appended: 0 })
+      await expect(integrator((i) => i.integrateOnce)).rejects.toThrow(/refusing to integrate/)
+      const created = await request(paused, "POST", "/api/v1/reliance-receipts", { bearer: pausedWriter, body: receiptBody(subjects[0]!) })
+      expect(created.status, created.text).toBe(201)
+      await expect(integrator((i) => i.integrateIfPending)).rejects.toThrow(/refusing to integrate/)
+    } finally {
+      await sql(paused, (q) => q`UPDATE log_checkpoints SET root_hash = ${latest!.root_hash} WHERE tree_size = ${size}`)
+    }
+    expect(await integrator((i) => i.integrateIfPending)).toEqual({ locked: true, size: size + 1, appended: 1 })
   })
 
   it("pv log monitor exits non-zero on a rollback: a log with the same key showing a smaller tree than the one it saw", async () => {
