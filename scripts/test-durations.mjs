@@ -18,6 +18,9 @@ for (const dir of existsSync(cache) ? readdirSync(cache) : []) {
     }
   }
 }
-const merged = Object.entries({ ...durations, ...measured }).sort(([, a], [, b]) => b - a)
+// Only files this checkout has (the cache in node_modules may be shared with other checkouts).
+const merged = Object.entries({ ...durations, ...measured })
+  .filter(([file]) => existsSync(new URL(`../${file}`, import.meta.url)))
+  .sort(([, a], [, b]) => b - a)
 writeFileSync(table, `{\n${merged.map(([file, seconds]) => `${JSON.stringify(file)}: ${seconds}`).join(",\n")}\n}\n`)
 console.log(`test/support/durations.json: ${Object.keys(measured).length} files measured, ${merged.length} in all`)
