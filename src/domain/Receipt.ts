@@ -1,10 +1,11 @@
-import { Result, Schema } from "effect"
+import { Result, Schema, SchemaAST } from "effect"
 import { FreshnessState, LifecycleState } from "./Freshness.js"
 import { TenantId } from "./ApiKeyRecord.js"
 import { jcs } from "../verify/FastJcs.js"
 import { sha256Hex } from "./Canonical.js"
 import { Tier } from "./Determination.js"
 import { NonEmptyText, toPointer } from "./Json.js"
+import { jsonFitOf } from "./JsonFit.js"
 import { FieldError, fieldErrorsOf, ProhibitedField, ValidationFailed } from "./Problem.js"
 import { PublicId } from "./PublicId.js"
 
@@ -67,8 +68,28 @@ const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "obj
 
 const decodeStrict = Schema.decodeUnknownResult(RelianceRequest, { errors: "all", onExcessProperty: "error" })
 
+/**
+ * The schema decoder's answer for the usual body, cheaper: RelianceRequest's JSON codec is the identity (strings
+ * and arrays of strings with checks), so a body that fits it exactly (its 7 members in order, each valid, nothing
+ * else: JsonFit.ts) is its own decoded value, at a fraction of the decoder's cost on every receipt. Any other
+ * body (one that fails, or holds its members in another order) goes through the decoder, for its errors or its copy.
+ */
+const fitsExactly = (() => {
+  const fit = jsonFitOf(SchemaAST.flip(Schema.toCodecJson(RelianceRequest).ast))
+  if (fit === undefined) throw new Error("RelianceRequest left the subset of schemas JsonFit.ts checks")
+  return (body: unknown): body is RelianceRequest => {
+    try {
+      return fit(body)
+    } catch {
+      return false
+    }
+  }
+})()
+
 /** Raw body → request: prohibited fields first (one error each), then the 7-field schema with pointers. */
 export const decodeRelianceRequest = (body: unknown): Result.Result<RelianceRequest, ProhibitedField | ValidationFailed> => {
+  // A body that fits has no member beyond the 7, so none of the prohibited ones either.
+  if (fitsExactly(body)) return Result.succeed(body)
   const prohibited = isObject(body)
     ? Object.keys(body).filter((key) => (ProhibitedRequestFields as ReadonlyArray<string>).includes(key))
     : []
@@ -186,14 +207,35 @@ export const receiptDigestOf = (snapshot: ReceiptSnapshot): string => {
  * Every member name a snapshot holds, at any depth (ReceiptSnapshot's and Verdict's), sorted by UTF-16 code
  * units: JCS's member order. JSON.stringify with this list writes each object's members in this order and
  * nothing else, with JCS's strings; a snapshot holds no numbers. So for a snapshot this service builds
- * (`sealReceipt`: exactly these members, strings without lone surrogates) the text is its JCS form, written
- * natively in one call. Not for snapshots from elsewhere: a member outside the list would be left out, so
- * verifiers use `receiptDigestOf`. test/domain/receiptDigest.test.ts holds the two together.
+ * (`sealReceipt`: exactly these members, strings without lone surrogates) the text is its JCS form. Not for
+ * snapshots from elsewhere: a member outside the list would be left out, so verifiers use `receiptDigestOf`.
+ * test/domain/receiptDigest.test.ts holds the two together.
  */
 const SnapshotMembers: ReadonlyArray<string> = [...new Set([...Object.keys(ReceiptSnapshot.fields), ...Object.keys(Verdict.fields)])].sort()
+const TopMembers = SnapshotMembers.filter((member) => member in ReceiptSnapshot.fields)
+const VerdictMembers = SnapshotMembers.filter((member) => member in Verdict.fields)
 
-/** The JCS text of a snapshot `sealReceipt` is given (see SnapshotMembers). */
-export const sealedSnapshotText = (snapshot: ReceiptSnapshot): string => JSON.stringify(snapshot, SnapshotMembers as Array<string>)
+/** `value`'s members of `members`, in that order, in a new object. */
+const inMemberOrder = (value: object, members: ReadonlyArray<string>): Record<string, unknown> => {
+  const copy: Record<string, unknown> = {}
+  for (const member of members) copy[member] = (value as Record<string, unknown>)[member]
+  return copy
+}
+
+/**
+ * The JCS text of a snapshot `sealReceipt` is given (see SnapshotMembers). The same text as JSON.stringify with
+ * the list, at half its cost: a copy built in the list's order (each verdict likewise) is written on V8's fast
+ * path, which a replacer list leaves. A snapshot whose verdicts are not objects takes the list.
+ */
+export const sealedSnapshotText = (snapshot: ReceiptSnapshot): string => {
+  const verdicts: unknown = snapshot.verdicts
+  if (!Array.isArray(verdicts) || !verdicts.every((verdict) => typeof verdict === "object" && verdict !== null)) {
+    return JSON.stringify(snapshot, SnapshotMembers as Array<string>)
+  }
+  const copy = inMemberOrder(snapshot, TopMembers)
+  copy.verdicts = verdicts.map((verdict: object) => inMemberOrder(verdict, VerdictMembers))
+  return JSON.stringify(copy)
+}
 
 /** A receipt this service makes: the snapshot's members, the snapshot, and its digest. */
 export const sealReceipt = (snapshot: ReceiptSnapshot): SealedReceipt => ({

@@ -107,7 +107,7 @@ const make = Effect.gen(function*() {
   // The service signing key of the events (docs/API.md §9.4) also signs receipts; its kid is in /events/keys.
   const sign = (receipt: SealedReceipt): RelianceReceipt => ({ ...receipt, signature: signReceiptDigest(receipt.receipt_digest, events.signer) })
   // Stored receipts never change: replays and reads are answered from memory (ReceiptMemory.ts) when held.
-  const { byIdempotencyKey, byId, remember } = receiptMemory()
+  const { replayOf, byId, remember } = receiptMemory()
 
   /**
    * A receipt stored before receipts were signed gets its signature now, stored once (the backfill
@@ -182,7 +182,7 @@ const make = Effect.gen(function*() {
    */
   const create = (tenantId: string, request: RelianceRequest): Effect.Effect<CreatedRelianceReceipt, EvaluationError | IdempotencyConflict> =>
     Effect.flatMap(admit(tenantId, request), (trust): Effect.Effect<CreatedRelianceReceipt, EvaluationError | IdempotencyConflict> => {
-      const replayed = byIdempotencyKey.get(idempotencyKeyOf(request, trust.determination.determination_digest))
+      const replayed = replayOf(idempotencyKeyOf(request, trust.determination.determination_digest))
       if (replayed !== undefined) return sameIntent(replayed, request) ? Effect.as(countReceipt(true), replayed) : Effect.fail(conflict())
       const evaluation = evaluateActionability(trust, policy, request)
       return Result.isFailure(evaluation)

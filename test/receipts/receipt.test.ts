@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto"
 import { describe, expect, it } from "@effect/vitest"
 import canonicalize from "canonicalize"
-import { Result } from "effect"
+import { Result, Schema } from "effect"
 import * as fc from "fast-check"
 import {
   type MachineTrustResponse,
@@ -14,6 +14,7 @@ import { canonicalJson } from "../../src/domain/Canonical.js"
 import {
   decodeRelianceRequest,
   ProhibitedRequestFields,
+  RelianceRequest,
   ReceiptSnapshot,
   ReceiptSchemaId,
   type RelianceReceipt,
@@ -255,5 +256,34 @@ describe("decodeRelianceRequest", () => {
       const result = decodeRelianceRequest(body)
       expect(Result.isFailure(result) && result.failure._tag).toBe("ValidationFailed")
     }
+  })
+
+  // decodeRelianceRequest answers a body that fits exactly without the decoder (domain/Receipt.ts): it must accept
+  // what the decoder accepts, with the decoder's value, and nothing else.
+  it("answers every body as RelianceRequest's decoder does", () => {
+    const decoder = Schema.decodeUnknownResult(RelianceRequest, { errors: "all", onExcessProperty: "error" })
+    const name = fc.oneof(
+      fc.constantFrom("", " ", "x", "x".repeat(256), "x".repeat(257), "DET-V1-ACME-ROBOTICS-0001", "det-v1-x", "a/b", "\u0000", "😀"),
+      fc.string({ maxLength: 8 })
+    )
+    const value = fc.oneof(name, fc.array(name, { maxLength: 34 }), fc.constantFrom(42, null, true, {}, ["identity", 1]))
+    const member = fc.constantFrom(...Object.keys(validBody), "extra")
+    const body = fc.tuple(
+      fc.array(fc.tuple(member, fc.option(value, { nil: undefined })), { maxLength: 8 }),
+      fc.boolean()
+    ).map(([changes, reorder]) => {
+      const changed: Record<string, unknown> = { ...validBody }
+      for (const [key, to] of changes) {
+        if (to === undefined) delete changed[key]
+        else changed[key] = to
+      }
+      return reorder ? Object.fromEntries(Object.entries(changed).reverse()) : changed
+    })
+    fc.assert(fc.property(body, (b) => {
+      const ours = decodeRelianceRequest(b)
+      const theirs = decoder(b)
+      expect(Result.isSuccess(ours), JSON.stringify(b)).toBe(Result.isSuccess(theirs))
+      if (Result.isSuccess(ours) && Result.isSuccess(theirs)) expect(ours.success).toStrictEqual(theirs.success)
+    }), { numRuns: 2_000 })
   })
 })
