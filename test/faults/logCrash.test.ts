@@ -26,7 +26,7 @@ interface Seen {
   readonly root: string
 }
 
-describe.each(databaseKinds)("kill -9 of the log integrator (%s)", (kind) => {
+describe.concurrent.each(databaseKinds)("kill -9 of the log integrator (%s)", (kind) => {
   let deployment: Deployment | undefined
   afterAll(() => deployment?.dispose())
 
