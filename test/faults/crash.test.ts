@@ -25,7 +25,7 @@ interface Write {
   acknowledged: boolean
 }
 
-describe.concurrent.each(databaseKinds)("kill -9 under mixed write load (%s)", (kind) => {
+describe.each(databaseKinds)("kill -9 under mixed write load (%s)", (kind) => {
   let deployment: Deployment | undefined
   afterAll(() => deployment?.dispose())
 

@@ -11,7 +11,7 @@ import { chainIds, deliveredThrough, deliveriesTo, orderCheck, subscribe, subscr
  * from `from_sequence` on, in order; a repeat is only the event possibly in flight at the kill, with its own
  * webhook-id.
  */
-describe.concurrent.each(databaseKinds)("webhooks: kill -9 during a redelivery (%s)", (kind: DeploymentKind) => {
+describe.each(databaseKinds)("webhooks: kill -9 during a redelivery (%s)", (kind: DeploymentKind) => {
   let deployment: Deployment | undefined
   let receiver: Receiver | undefined
   afterAll(async () => {
