@@ -56,9 +56,11 @@ export default defineConfig(async () => {
   // child processes), in groups of their own after the other projects (sequence.groupOrder), so they never run
   // beside the HTTP suites. Each fault file's processes have their own data directory or scratch database, port
   // (PORT=0 or a free one), receivers and proxies. The long files that mostly wait (webhook deliveries, kill -9
-  // rounds) run three at a time ("faults"); the files with a wall-clock bound or a drain under load, which a second
-  // file's processes could make late, run one by one after them ("faults-alone").
-  const faultsAlone = ["drain", "clusterDrain", "outage", "slowClients", "start", "flood", "overload", "clusterMetrics", "readYourWrites"]
+  // rounds, a cluster's metrics: no bound a neighbour could make late) run three at a time ("faults"); the files with
+  // a wall-clock bound or a drain under load, which a second file's processes could make late, and the
+  // read-your-writes trials, whose load made the webhook files' bounds late beside them, run one by one after them
+  // ("faults-alone").
+  const faultsAlone = ["drain", "clusterDrain", "outage", "slowClients", "start", "flood", "overload", "readYourWrites"]
     .map((name) => `test/faults/${name}.test.ts`)
   const faultProject = (name: string, include: Array<string>, exclude: Array<string>, maxWorkers: number, groupOrder: number): TestProjectConfiguration => ({
     extends: true,

@@ -2,8 +2,9 @@ import { ulid } from "ulid"
 import { expect } from "vitest"
 import { adminUrl, createScratchDatabase } from "../support/databases.js"
 import { startTcpProxy, type TcpProxy } from "../support/tcpProxy.js"
+import { createMigratedDatabase } from "../support/templates.js"
 import { expectProblem } from "../support/http.js"
-import { childOperatorToken, Deployment, type DeploymentKind } from "../support/childServer.js"
+import { childOperatorToken, Deployment, type DeploymentKind, prebuiltMain } from "../support/childServer.js"
 import { determinationBody, DAY_MS } from "../support/fixtures.js"
 import { answer, type Answer } from "./wire.js"
 
@@ -81,9 +82,13 @@ export const eventKeys = async (baseUrl: string) => {
   return reply.body
 }
 
-/** A fresh scratch database on the test PostgreSQL, and its URL through `proxy`. */
+/**
+ * A scratch database on the test PostgreSQL, and its URL through `proxy`: a copy of the migrated template, as
+ * Deployment.create makes (the faults under test come after the start, which then applies no migration),
+ * or an empty one for a build made elsewhere (PV_FAULTS_MAIN), which may have other migrations.
+ */
 export const proxiedDatabase = async (proxy: TcpProxy) => {
-  const scratch = await createScratchDatabase()
+  const scratch = prebuiltMain === undefined ? await createMigratedDatabase() : await createScratchDatabase()
   const url = new URL(scratch.url)
   url.hostname = "127.0.0.1"
   url.port = String(proxy.port)

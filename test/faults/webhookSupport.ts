@@ -15,6 +15,9 @@ export const webhookEnv = (timeoutMs = 1_000, extra: Record<string, string> = {}
   ...extra
 })
 
+/** Exit after SIGTERM is due within the grace; this much more covers process teardown on a loaded machine (as drain.test.ts). */
+export const exitMarginMs = 2_000
+
 export const subscriberKey = (baseUrl: string) => provisionKey(baseUrl, [...allScopes, "subscription:write"])
 
 export const subscribe = async (baseUrl: string, key: string, publicId: string, url: string): Promise<{ subscription_id: string; after: number }> => {
