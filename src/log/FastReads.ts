@@ -46,13 +46,18 @@ const utf8 = new TextEncoder()
 export const CheckpointType = "text/plain; charset=utf-8"
 const JsonType = "application/json"
 
-/** A tile's answer; a full tile's (or bundle's) is made once per bytes (they never change), kept by its caller's layer. */
+/**
+ * A tile's answer, made once per bytes and kept by its caller's layer: a full tile's (or bundle's) bytes never
+ * change, and a partial tile's bytes are a new array for each width (TransparencyLog never writes into one it has
+ * handed out), so neither pays its ETag's SHA-256 again while its bytes are kept.
+ */
 export const tileAnswers = () => {
   const made = new WeakMap<Uint8Array, Answer>()
+  const partial = new WeakMap<Uint8Array, Answer>()
   return ({ bytes, full }: TileBytes): Answer => {
-    if (!full) return answerOf(bytes, "application/octet-stream", "no-cache")
-    let answer = made.get(bytes)
-    if (answer === undefined) made.set(bytes, answer = answerOf(bytes, "application/octet-stream", ImmutableTile))
+    const answers = full ? made : partial
+    let answer = answers.get(bytes)
+    if (answer === undefined) answers.set(bytes, answer = answerOf(bytes, "application/octet-stream", full ? ImmutableTile : "no-cache"))
     return answer
   }
 }
@@ -72,7 +77,7 @@ export const proofAnswerOf = (proof: InclusionProof | ConsistencyProof): Answer 
 /** The key's answer: the JSON its schema writes. */
 export const keyAnswerOf = (key: TransparencyLogShape["key"]): Answer => answerOf(utf8.encode(JSON.stringify(key)), JsonType)
 
-/** How many full tiles and bundles the byte cache keeps (each shares its bytes with TransparencyLog's caches). */
+/** How many immutable answers the byte cache keeps: full tiles and bundles (each sharing its bytes with TransparencyLog's caches) and proofs. */
 const CachedAnswers = 2_048
 
 const DecimalPattern = /^(0|[1-9][0-9]{0,15})$/
@@ -109,24 +114,49 @@ export const LogFastReadsLive = Layer.effectDiscard(Effect.gen(function*() {
   const checkpointAnswer = checkpointAnswers()
   const tileAnswerOf = tileAnswers()
   const keyAnswer = keyAnswerOf(log.key)
-  /** Full tiles and bundles by their path after `/log/`, least recently used first. */
-  const full = new Map<string, Answer>()
+  /**
+   * Answers that never change, by their path after `/log/` (with `?query` for proofs), least recently used first:
+   * full tiles and bundles, and proofs (a proof for the same parameters is the same bytes in an append-only tree),
+   * so a repeated read costs no JSON, no hashing of its ETag and no walk of the tiles.
+   */
+  const immutable = new Map<string, Answer>()
+  const kept = (key: string): Answer | undefined => {
+    const answer = immutable.get(key)
+    if (answer !== undefined) {
+      immutable.delete(key)
+      immutable.set(key, answer)
+    }
+    return answer
+  }
+  const keep = (key: string, answer: Answer): Answer => {
+    if (immutable.size >= CachedAnswers) immutable.delete(immutable.keys().next().value!)
+    immutable.set(key, answer)
+    return answer
+  }
 
   const tileAnswer = (path: string): Answer | undefined => {
-    const kept = full.get(path)
-    if (kept !== undefined) {
-      full.delete(path)
-      full.set(path, kept)
-      return kept
-    }
+    const known = kept(path)
+    if (known !== undefined) return known
     const tile = memory.tile(path)
     if (tile === undefined) return undefined
     const answer = tileAnswerOf(tile)
-    if (tile.full) {
-      if (full.size >= CachedAnswers) full.delete(full.keys().next().value!)
-      full.set(path, answer)
-    }
-    return answer
+    return tile.full ? keep(path, answer) : answer
+  }
+
+  const proofAnswer = (path: string, query: string, proofOf: (query: string) => InclusionProof | ConsistencyProof | undefined): Answer | undefined => {
+    const key = `${path}?${query}`
+    const known = kept(key)
+    if (known !== undefined) return known
+    const proof = proofOf(query)
+    return proof === undefined ? undefined : keep(key, proofAnswerOf(proof))
+  }
+  const inclusionOf = (query: string) => {
+    const asked = proofParameters(query, "index", "tree_size")
+    return asked === undefined ? undefined : memory.inclusion(asked[0], asked[1])
+  }
+  const consistencyOf = (query: string) => {
+    const asked = proofParameters(query, "first", "second")
+    return asked === undefined ? undefined : memory.consistency(asked[0], asked[1])
   }
 
   /** The answer to `path` (after `/log/`) with `query` (after `?`, or undefined), and its route; undefined when the app answers. */
@@ -143,14 +173,12 @@ export const LogFastReadsLive = Layer.effectDiscard(Effect.gen(function*() {
       return path === "key" ? [keyAnswer, "log/key"] : undefined
     }
     if (path === "proof/inclusion") {
-      const asked = proofParameters(query, "index", "tree_size")
-      const proof = asked === undefined ? undefined : memory.inclusion(asked[0], asked[1])
-      return proof === undefined ? undefined : [proofAnswerOf(proof), "log/proof/inclusion"]
+      const answer = proofAnswer(path, query, inclusionOf)
+      return answer === undefined ? undefined : [answer, "log/proof/inclusion"]
     }
     if (path === "proof/consistency") {
-      const asked = proofParameters(query, "first", "second")
-      const proof = asked === undefined ? undefined : memory.consistency(asked[0], asked[1])
-      return proof === undefined ? undefined : [proofAnswerOf(proof), "log/proof/consistency"]
+      const answer = proofAnswer(path, query, consistencyOf)
+      return answer === undefined ? undefined : [answer, "log/proof/consistency"]
     }
     return undefined
   }

@@ -181,12 +181,30 @@ const makeTransparencyLog = Effect.gen(function*() {
     return Option.map(stored, () => latest!.checkpoint)
   })
 
+  /**
+   * The read of a stale checkpoint that requests without a lower bound share: when the cached one goes stale under
+   * load, every request in flight would read it again (32 reads at once at 32 connections, each waiting its turn for
+   * a connection). Uninterruptible, so a client that leaves does not fail the others' read.
+   */
+  let sharedRefresh: Deferred.Deferred<Option.Option<StoredCheckpoint>> | undefined
+  const refreshShared: Effect.Effect<Option.Option<StoredCheckpoint>> = Effect.suspend(() => {
+    if (sharedRefresh !== undefined) return Deferred.await(sharedRefresh)
+    const shared = Deferred.makeUnsafe<Option.Option<StoredCheckpoint>>()
+    sharedRefresh = shared
+    return refresh.pipe(
+      Effect.onExit((exit) => Effect.andThen(Effect.sync(() => void (sharedRefresh = undefined)), Deferred.done(shared, exit))),
+      Effect.uninterruptible
+    )
+  })
+
   /** The latest published checkpoint; `atLeast` re-reads a cached one that is too small for the request. */
   const current = (atLeast = 0): Effect.Effect<Option.Option<StoredCheckpoint>> =>
     Effect.flatMap(Clock.currentTimeMillis, (now) =>
       latest !== undefined && now - latest.readAt < CheckpointFreshMs && latest.checkpoint.size >= atLeast
         ? Effect.succeed(Option.some(latest.checkpoint))
-        : refresh)
+        // A request with a lower bound (its own write must be covered) reads for itself: a shared read may have
+        // been sent before that write committed.
+        : atLeast === 0 ? refreshShared : refresh)
 
   let witnessed: { readonly checkpoint: StoredCheckpoint; readonly readAt: number } | undefined
 
