@@ -271,23 +271,22 @@ const FrontDoorServer: Layer.Layer<HttpServer.HttpServer | FrontDoor, never, App
       if (open.size === 0) onIdle?.()
     }
     /**
-     * A request answered here, not by the app (a refusal, a direct handler): its id (the client's when
-     * acceptable, else generated) goes on the response, and its metrics and log line are written when it
-     * ends, as the edge does for the app's answers (http/Edge.ts).
+     * A request answered here, not by the app (a refusal, a direct handler, the first handler): its record (the
+     * client's id when acceptable, else a generated one), whose metrics and log line are written when it ends, as
+     * the edge does for the app's answers (http/Edge.ts). Its id is returned; the first handler sends it in its own
+     * head (one `writeHead`, no `setHeader`).
      */
-    const answeredHere = (req: Http.IncomingMessage, res: Http.ServerResponse, route: string | null = null): string => {
+    const answeredFirst = (req: Http.IncomingMessage, res: Http.ServerResponse, route: string | null): string => {
       const record = makeRequestRecord(requestIdFrom(req.headers[RequestIdHeader]), performance.now())
       record.route = route
-      res.setHeader(RequestIdHeader, record.id)
       res.on("close", () => telemetry.requestEnded(req, res, record))
       return record.id
     }
-    /** `answeredHere` for the first handler, which sends the id in its own head (one `writeHead`, no `setHeader`). */
-    const answeredFirst = (req: Http.IncomingMessage, res: Http.ServerResponse, route: string): string => {
-      const record = makeRequestRecord(requestIdFrom(req.headers[RequestIdHeader]), performance.now())
-      record.route = route
-      res.on("close", () => telemetry.requestEnded(req, res, record))
-      return record.id
+    /** `answeredFirst`, with the id set on the response. */
+    const answeredHere = (req: Http.IncomingMessage, res: Http.ServerResponse, route: string | null = null): string => {
+      const id = answeredFirst(req, res, route)
+      res.setHeader(RequestIdHeader, id)
+      return id
     }
 
     server.on("request", (req: Http.IncomingMessage, res: Http.ServerResponse) => {
