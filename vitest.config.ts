@@ -1,6 +1,9 @@
+import { rmSync } from "node:fs"
 import { connect } from "node:net"
+import { tmpdir } from "node:os"
 import { defineConfig, type TestProjectConfiguration } from "vitest/config"
 import LongestFirstSequencer from "./test/support/LongestFirstSequencer.js"
+import { memoryScratch } from "./test/support/scratch.js"
 
 const postgresUrl = process.env.PV_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
 
@@ -21,6 +24,16 @@ const reachable = (url: string) =>
  * the browser and fault suites.
  */
 export default defineConfig(async () => {
+  // The run's scratch files in memory where the machine allows (test/support/scratch.ts says why): TMPDIR for
+  // the workers and their children, removed at the end; what outlives a run stays in the OS temp directory.
+  if (process.env.PV_TEST_CACHE_DIR === undefined) {
+    process.env.PV_TEST_CACHE_DIR = tmpdir()
+    const scratch = memoryScratch()
+    if (scratch !== undefined) {
+      process.env.TMPDIR = scratch
+      process.once("exit", () => rmSync(scratch, { recursive: true, force: true }))
+    }
+  }
   const postgres = await reachable(postgresUrl)
   if (!postgres && process.env.PV_REQUIRE_POSTGRES === "1") {
     throw new Error(`PostgreSQL is required (PV_REQUIRE_POSTGRES=1) but ${postgresUrl} is not reachable`)
@@ -77,20 +90,19 @@ export default defineConfig(async () => {
       env: { PV_TEST_POSTGRES_URL: postgresUrl, PV_FAULTS_POSTGRES: postgres ? "1" : "0" }
     }
   })
-  projects.push(faultProject("faults", faults, faultsAlone, 3, 2), faultProject("faults-alone", faultsAlone, [], 1, 3))
+  projects.push(faultProject("faults", faults, faultsAlone, 3, 1), faultProject("faults-alone", faultsAlone, [], 1, 2))
   if (postgres) {
-    // Three files at a time, in a group of their own after the projects above: a test server holds up to 16
-    // PostgreSQL connections (two in the two-instance suites), and the shared server allows 100 in all, so
-    // four PostgreSQL files at once ran out of connections ("sorry, too many clients already"); three peaked at
-    // 53 client connections (two: 38).
+    // In the first group with the unit, browser and PGlite files, four files at a time in all, longest first: the
+    // PostgreSQL files mostly wait on the database and their timers, so beside the CPU-bound PGlite ones they fill
+    // the cores (in a group of their own, three at a time, the cores were half idle for 70 s). A test server holds
+    // at most 8 connections (PV_DB_POOL_SIZE in test/support/testConfig.ts), two-instance suites 16, so four files
+    // stay within the shared server's 100.
     projects.push({
       extends: true,
       test: {
         name: "postgres",
         include: http,
         exclude: databaseFree,
-        maxWorkers: 3,
-        sequence: { groupOrder: 1 },
         env: { PV_TEST_DB: "postgres", PV_TEST_POSTGRES_URL: postgresUrl },
         globalSetup: [buildOnce],
         setupFiles: distReady
@@ -103,8 +115,8 @@ export default defineConfig(async () => {
       hookTimeout: 120_000,
       // Vitest's default on a 2-core machine is one worker (cores − 1), so every file would wait on the
       // database, on its own server and on its sleeps in turn. The HTTP suites mostly wait (with two workers a
-      // whole run kept about one of two cores busy), so four overlap those waits: the unit, browser and PGlite
-      // files run first, four at a time; then the PostgreSQL files and the fault projects, in groups of their own.
+      // whole run kept about one of two cores busy), so four overlap those waits: the unit, browser, PGlite and
+      // PostgreSQL files run first, four at a time; then the fault projects, in groups of their own.
       maxWorkers: 4,
       // isolate: false (every project): a worker runs one file after the other in one process and one module
       // graph, instead of a new process per file that boots Node, imports effect and the sources, and compiles

@@ -50,6 +50,8 @@ export interface AppConfigShape extends LaunchSettings {
   readonly dbQueryTimeoutMs: number
   /** Time to open one database connection. */
   readonly dbConnectTimeoutMs: number
+  /** PostgreSQL connections this process may open (its pool's size). */
+  readonly dbPoolSize: number
   /** Ed25519 PKCS#8 PEM signing the transparency log's checkpoints (PV_LOG_SIGNING_KEY). */
   readonly logSigningKey: Option.Option<Redacted.Redacted>
   /** The log's origin line and note key name (PV_LOG_ORIGIN). */
@@ -251,6 +253,7 @@ const settings: Config.Config<AppConfigShape> = Config.all({
   devEphemeralKeys: Config.Boolean("PV_DEV_EPHEMERAL_KEYS").pipe(Config.withDefault(false)),
   dbQueryTimeoutMs: positive("PV_DB_QUERY_TIMEOUT_MS", 10_000),
   dbConnectTimeoutMs: positive("PV_DB_CONNECT_TIMEOUT_MS", 1_000),
+  dbPoolSize: positive("PV_DB_POOL_SIZE", 16),
   logSigningKey: Config.Redacted("PV_LOG_SIGNING_KEY").pipe(Config.option),
   logOrigin: Config.schema(
     Schema.String.check(Schema.makeFilter((origin: string) =>

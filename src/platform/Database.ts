@@ -116,7 +116,7 @@ const postgres = (url: string, config: typeof AppConfig.Service, observePool: Da
     return PgClient.layer({
       url: Redacted.make(url),
       stream: guarded.stream,
-      maxConnections: 16,
+      maxConnections: config.dbPoolSize,
       // Statements outside a transaction share connections, pipelined: written together, no round trip each
       // (the driver's own pipeline; a transaction still has its connection to itself until it ends).
       multiplex: true,

@@ -1,4 +1,16 @@
-import type { Reporter, SerializedError, TestModule, TestRunEndReason } from "vitest/node"
+import { readFileSync } from "node:fs"
+import type { Reporter, SerializedError, TestModule, TestRunEndReason, TestSpecification } from "vitest/node"
+
+/** CPU seconds the whole machine has spent busy since boot (/proc/stat: every state but idle and iowait), or undefined off Linux. */
+const machineBusySeconds = (): number | undefined => {
+  try {
+    const fields = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number)
+    const busy = fields.reduce((sum, value, index) => (index === 3 || index === 4 ? sum : sum + value), 0)
+    return busy / 100
+  } catch {
+    return undefined
+  }
+}
 
 /** Whether a file failed outside its tests: at collection, or in a beforeAll/afterAll hook of the file or a suite. */
 const hasErrorsOutsideTests = (module: TestModule): boolean =>
@@ -16,6 +28,30 @@ const hasErrorsOutsideTests = (module: TestModule): boolean =>
  * calls failed without any of these (e.g. no test files) adds `, 1 run error`.
  */
 export default class SummaryReporter implements Reporter {
+  private started = Date.now()
+  private busyAtStart = machineBusySeconds()
+  /** Per project: when its first file started and its last file ended, in ms since the run started. */
+  private readonly spans = new Map<string, { first: number; last: number; files: number }>()
+
+  onTestRunStart(_specifications: ReadonlyArray<TestSpecification>): void {
+    this.started = Date.now()
+    this.busyAtStart = machineBusySeconds()
+  }
+
+  onTestModuleStart(module: TestModule): void {
+    const name = module.project.name
+    const now = Date.now() - this.started
+    const span = this.spans.get(name)
+    if (span === undefined) this.spans.set(name, { first: now, last: now, files: 0 })
+  }
+
+  onTestModuleEnd(module: TestModule): void {
+    const span = this.spans.get(module.project.name)
+    if (span === undefined) return
+    span.last = Date.now() - this.started
+    span.files++
+  }
+
   onTestRunEnd(testModules: ReadonlyArray<TestModule>, unhandledErrors: ReadonlyArray<SerializedError>, reason: TestRunEndReason): void {
     const counts = { passed: 0, failed: 0, skipped: 0 }
     let fileErrors = 0
@@ -41,5 +77,12 @@ export default class SummaryReporter implements Reporter {
     if (unhandled > 0) line += `, ${unhandled} unhandled errors`
     if (runError > 0) line += ", 1 run error"
     console.log(line)
+    // Where the wall time went (each project's first start to last end) and how busy the machine was, so a
+    // slow run can be told apart from a loaded machine.
+    const seconds = (ms: number) => (ms / 1000).toFixed(0)
+    const phases = [...this.spans].map(([name, span]) => `${name} ${seconds(span.first)}–${seconds(span.last)} s (${span.files} files)`)
+    const busyNow = machineBusySeconds()
+    const busy = busyNow !== undefined && this.busyAtStart !== undefined ? `, machine busy ${(busyNow - this.busyAtStart).toFixed(0)} CPU-s` : ""
+    if (phases.length > 0) console.log(`vitest phases: ${phases.join(", ")}; ${seconds(Date.now() - this.started)} s in all${busy}`)
   }
 }

@@ -1,6 +1,5 @@
 import { createHash } from "node:crypto"
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { Effect, Layer } from "effect"
@@ -8,6 +7,7 @@ import { MetricsState } from "../../src/observability/Metrics.js"
 import { AppConfig } from "../../src/platform/Config.js"
 import { DatabaseLive } from "../../src/platform/Database.js"
 import { createDatabase, databaseUrl, withAdmin } from "./databases.js"
+import { cacheDir } from "./scratch.js"
 import { testEnvironment } from "./testConfig.js"
 
 /**
@@ -43,13 +43,13 @@ const templateKey = (): string => {
 
 /**
  * An embedded (PGlite) data directory with every migration applied, made once per machine in the OS temp
- * directory. Built aside and renamed into place, so a reader never sees a half-made one; when two workers
+ * directory (support/scratch.ts, `cacheDir`). Built aside and renamed into place, so a reader never sees a half-made one; when two workers
  * build it at once, the first rename wins and the other copy is dropped.
  */
 const pgliteTemplate = Effect.gen(function*() {
-  const template = join(tmpdir(), `pv-service-db-${templateKey()}`)
+  const template = join(cacheDir(), `pv-service-db-${templateKey()}`)
   if (existsSync(join(template, "pgdata", "PG_VERSION"))) return template
-  const building = mkdtempSync(join(tmpdir(), "pv-service-db-building-"))
+  const building = mkdtempSync(join(cacheDir(), "pv-service-db-building-"))
   yield* migrate({ PV_DATA_DIR: building })
   try {
     renameSync(building, template)

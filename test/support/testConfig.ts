@@ -18,6 +18,9 @@ export const testEnvironment = (): Record<string, string> => ({
   // Suites burst (50 simultaneous updates) on a shared, noisy machine: a pinned limit keeps them deterministic.
   // The adaptive default has its own tests (test/http/concurrencyLimit.test.ts, the fault suite's children).
   PV_MAX_IN_FLIGHT: "64",
+  // Four PostgreSQL files run at once beside the PGlite ones (vitest.config.ts), some with two servers each: 8
+  // connections a server keeps them within the shared PostgreSQL's 100.
+  PV_DB_POOL_SIZE: "8",
   // PostgreSQL mode refuses to start without configured keys; every test server signs with the test keys.
   PV_EVENT_SIGNING_KEY: testSigningKeyPem(),
   PV_LOG_SIGNING_KEY: testLogSigningKeyPem(),
