@@ -5,7 +5,7 @@ import ts from "typescript"
  * `tsc -p <tsconfig>` (noEmit) for a consumer of the package, with every diagnostic tsc reports for the project's
  * own files and the shipped declarations, but the declaration files of other packages (effect's, @types/node) only
  * as far as checking those needs them: the consumer's tsconfig has `skipLibCheck: false`, so the package's
- * declarations are checked in full, but checking all of effect's too would be ~2/3 of the CPU of the whole check and
+ * declarations are checked in full, but checking all of effect's too was over half the CPU of the whole check (14.7 → 6.4 s) and
  * says nothing about this package. Run by package.test.ts as a child (Node's type stripping):
  * `node typeCheck.ts <tsconfig> <package directory>`; prints `{ "checked": [...] }` (the files checked in full,
  * relative to the tsconfig's directory) and exits 0, or prints the diagnostics as tsc does and exits 1.
