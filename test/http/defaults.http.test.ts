@@ -85,10 +85,8 @@ const dataDir = () => {
   return dir
 }
 
-// The two tests (each its own data directory and process) run side by side: the refused start is over while
-// the first one's empty database is still being created.
 describe.runIf(kind === "pglite")("embedded defaults (no DATABASE_URL, no PV_OPERATOR_TOKEN)", () => {
-  it.concurrent("loads the demo data and generates an operator token, printed once and kept with mode 0600", async () => {
+  it("loads the demo data and generates an operator token, printed once and kept with mode 0600", async () => {
     const dir = dataDir()
     const tokenFile = join(dir, "operator-token")
     const first = await startMain({ PV_DATA_DIR: dir })
@@ -135,7 +133,7 @@ describe.runIf(kind === "pglite")("embedded defaults (no DATABASE_URL, no PV_OPE
     await second.stop()
   })
 
-  it.concurrent("refuses to start with a PV_OPERATOR_TOKEN shorter than 32 characters, naming the variable", async () => {
+  it("refuses to start with a PV_OPERATOR_TOKEN shorter than 32 characters, naming the variable", async () => {
     const dir = dataDir()
     const { code, output } = await refusedStart({ PV_DATA_DIR: dir, PV_OPERATOR_TOKEN: "x".repeat(31) })
     expect(code).not.toBe(0)
