@@ -81,10 +81,10 @@ const monitor = (...args: Array<string>) =>
 
 const run = (...extra: Array<string>) => monitor("--base-url", baseUrl, "--state", state, "--verifier-key", verifierKey, ...extra)
 
-/** The monitor last accepted the checkpoint of `size`. */
-const seen = (size: number) => {
+/** The monitor last accepted the checkpoint of `size` (in `file`, by default the state file of `run`). */
+const seen = (size: number, file = state) => {
   const note = checkpointAt(size)
-  writeFileSync(state, JSON.stringify({ verifier_key: verifierKey, checkpoint: note, checked_at: "" }))
+  writeFileSync(file, JSON.stringify({ verifier_key: verifierKey, checkpoint: note, checked_at: "" }))
   return note
 }
 const recorded = () => JSON.parse(readFileSync(state, "utf8")).checkpoint as string
@@ -157,19 +157,27 @@ describe("pv log monitor against a fake log", () => {
   })
 
   it("a log that hangs (before its headers, or after them) is UNREACHABLE within --timeout (exit 4)", async () => {
-    seen(5)
-    for (const headers of [false, true]) {
-      routes["/log/checkpoint"] = hang(headers)
-      const late = await run("--timeout", "1")
+    // Three logs at once, each the fake log's paths under a prefix of its own (the monitor asks `${base}/log/…`)
+    // with its own state file: the three runs wait out their --timeout side by side.
+    const logs = [
+      { prefix: "/hang-before-headers", checkpoint: hang(false), proof: proofs() },
+      { prefix: "/hang-after-headers", checkpoint: hang(true), proof: proofs() },
+      { prefix: "/hang-proof", checkpoint: text(checkpointAt(6)), proof: hang(false) }
+    ]
+    const [beforeHeaders, afterHeaders, proofLate] = await Promise.all(logs.map(({ prefix, checkpoint, proof }) => {
+      const file = join(scratch, `state${prefix.replaceAll("/", "-")}.json`)
+      seen(5, file)
+      routes[`${prefix}/log/checkpoint`] = checkpoint
+      routes[`${prefix}/log/proof/consistency`] = proof
+      return monitor("--base-url", baseUrl + prefix, "--state", file, "--verifier-key", verifierKey, "--timeout", "1")
+    }))
+    for (const late of [beforeHeaders!, afterHeaders!]) {
       expect(late.code, late.output).toBe(MonitorExitCodes.unreachable)
       expect(late.output).toMatch(/no complete answer within 1000 ms/)
       // One second of time-out, plus a child process's start on a busy machine.
       expect(late.ms).toBeLessThan(15_000)
     }
-    routes["/log/checkpoint"] = text(checkpointAt(6))
-    routes["/log/proof/consistency"] = hang(false)
-    const proofLate = await run("--timeout", "1")
-    expect(proofLate.code, proofLate.output).toBe(MonitorExitCodes.unreachable)
+    expect(proofLate!.code, proofLate!.output).toBe(MonitorExitCodes.unreachable)
   })
 
   it("an answer that is not a signed checkpoint or a proof is UNREACHABLE (exit 4)", async () => {

@@ -88,20 +88,33 @@ const verifiers = () => [w1, w2].map((w) => {
 const nowSeconds = () => Math.floor(Date.now() / 1000)
 
 beforeAll(async () => {
-  w1 = await startTestWitness([logVerifierKey], { PV_WITNESS_NAME: "witness.test/w1" })
-  w2 = await startTestWitness([logVerifierKey], { PV_WITNESS_NAME: "witness.test/w2" })
+  const witnesses = await Promise.all(["w1", "w2"].map((name) => startTestWitness([logVerifierKey], { PV_WITNESS_NAME: `witness.test/${name}` })))
+  w1 = witnesses[0]!
+  w2 = witnesses[1]!
   server = await startTestServer({ config: configFor([w1, w2], 2) })
-  writer = (await createKey(server, ["receipt:write", "receipt:read", "trust:read"], { rate_limit_per_minute: 1_000_000 })).api_key
-  reader = (await createKey(server, ["receipt:read", "trust:read"], { rate_limit_per_minute: 1_000_000 })).api_key
-  expect((await putDetermination(server, subject, determinationBody(Date.now() - DAY_MS))).status).toBe(201)
+  const [writerKey, readerKey, determination] = await Promise.all([
+    createKey(server, ["receipt:write", "receipt:read", "trust:read"], { rate_limit_per_minute: 1_000_000 }),
+    createKey(server, ["receipt:read", "trust:read"], { rate_limit_per_minute: 1_000_000 }),
+    putDetermination(server, subject, determinationBody(Date.now() - DAY_MS))
+  ])
+  writer = writerKey.api_key
+  reader = readerKey.api_key
+  expect(determination.status).toBe(201)
 }, 180_000)
 
 afterAll(async () => {
-  await server?.close()
-  await w1?.close()
-  await w2?.close()
+  // Each drains on its own (test/support/server.ts, witness.ts): side by side, not one after the other.
+  await Promise.all([server?.close(), w1?.close(), w2?.close()])
   rmSync(scratch, { recursive: true, force: true })
 })
+
+/**
+ * One receipt of the main log under a witnessed checkpoint, made once for the tests that only read a witnessed
+ * receipt's evidence (each of which would otherwise wait up to a witness interval for a receipt of its own).
+ */
+let shared: Promise<{ readonly receipt: { receipt_id: string }; readonly bundle: { checkpoint: string } }> | undefined
+const witnessedReceipt = () =>
+  (shared ??= createReceipt(server, writer).then(async (receipt) => ({ receipt, bundle: await witnessedBundle(server, receipt.receipt_id) })))
 
 describe("the log under two witnesses (quorum 2)", () => {
   it("a receipt's bundle carries a checkpoint both witnesses cosigned, within 3 s of its acknowledgment", async () => {
@@ -116,8 +129,7 @@ describe("the log under two witnesses (quorum 2)", () => {
   })
 
   it("a receipt's tlog-proof carries the witnessed checkpoint and verifies with both witnesses pinned; its COSE forms cannot show cosignatures", async () => {
-    const receipt = await createReceipt(server, writer)
-    await witnessedBundle(server, receipt.receipt_id)
+    const { receipt } = await witnessedReceipt()
     const fetched = async (format: string) =>
       new Uint8Array(await (await fetch(`${server.baseUrl}/api/v1/reliance-receipts/${receipt.receipt_id}/${format}`, { headers: { authorization: `Bearer ${reader}` } })).arrayBuffer())
     const tlog = await fetched("tlog-proof")
@@ -161,9 +173,8 @@ describe("the log under two witnesses (quorum 2)", () => {
     const policyText = (await request(server, "GET", "/log/policy")).text
     const policy = join(scratch, "policy.txt")
     writeFileSync(policy, policyText)
-    const receipt = await createReceipt(server, writer)
     const file = join(scratch, "bundle-policy.json")
-    writeFileSync(file, JSON.stringify(await witnessedBundle(server, receipt.receipt_id)))
+    writeFileSync(file, JSON.stringify((await witnessedReceipt()).bundle))
     const ok = await Effect.runPromise(verifyReceiptCommand({ file, policy }))
     expect(ok.ok).toBe(true)
     expect("keys" in ok && ok.keys.verifier_key).toBe("pinned")
@@ -185,8 +196,7 @@ describe("the log under two witnesses (quorum 2)", () => {
   })
 
   it("a witness key given twice counts once toward the quorum", async () => {
-    const receipt = await createReceipt(server, writer)
-    const bundle = await witnessedBundle(server, receipt.receipt_id)
+    const { bundle } = await witnessedReceipt()
     const twice = verifyReceiptBundle(bundle, { verifierKey: logVerifierKey, witnesses: [w1.verifierKey, w1.verifierKey], quorum: 2 })
     expect(twice.failed_step).toBe("witness_cosignatures")
     expect(twice.steps.find((s) => s.step === "witness_cosignatures")?.detail).toMatch(/not between 1 and the 1 distinct pinned witness/)
@@ -196,9 +206,8 @@ describe("the log under two witnesses (quorum 2)", () => {
   })
 
   it("pv verify-receipt with --witness/--quorum passes, and fails naming the step when the quorum is not met", async () => {
-    const receipt = await createReceipt(server, writer)
     const file = join(scratch, "bundle.json")
-    writeFileSync(file, JSON.stringify(await witnessedBundle(server, receipt.receipt_id)))
+    writeFileSync(file, JSON.stringify((await witnessedReceipt()).bundle))
     const ok = await Effect.runPromise(verifyReceiptCommand({ file, verifierKey: logVerifierKey, witnesses: [w1.verifierKey, w2.verifierKey], quorum: 2 }))
     expect(ok.ok).toBe(true)
     const short = await Effect.runPromiseExit(verifyReceiptCommand({ file, verifierKey: logVerifierKey, witnesses: [w1.verifierKey, strangerKey], quorum: 2 }))
@@ -251,8 +260,7 @@ describe("the log under two witnesses (quorum 2)", () => {
       }))
       expect(Exit.isFailure(outcome) && JSON.stringify(outcome.cause)).toMatch(/FORK: .*witness http:\/\/127\.0\.0\.1:\d+/)
     } finally {
-      await forked.close()
-      await w3.close()
+      await Promise.all([forked.close(), w3.close()])
     }
   })
 
@@ -299,7 +307,9 @@ describe("the log under two witnesses (quorum 2)", () => {
     })
     await new Promise<void>((resolve) => relay.listen(0, "127.0.0.1", resolve))
     const port = (relay.address() as { port: number }).port
-    const other = await startTestServer({ config: configFor([{ ...fresh, baseUrl: `http://127.0.0.1:${port}` }], 1) })
+    // Submissions every 200 ms instead of every second: the three checkpoints come sooner, each still submitted
+    // after the one before was answered, over a connection idle in between.
+    const other = await startTestServer({ config: { ...configFor([{ ...fresh, baseUrl: `http://127.0.0.1:${port}` }], 1), logWitnessIntervalMs: 200 } })
     try {
       const otherWriter = (await createKey(other, ["receipt:write", "receipt:read", "trust:read"], { rate_limit_per_minute: 1_000_000 })).api_key
       expect((await putDetermination(other, subject, determinationBody(Date.now() - DAY_MS))).status).toBe(201)
@@ -324,17 +334,17 @@ describe("the log under two witnesses (quorum 2)", () => {
       expect(answered).toBeGreaterThanOrEqual(3)
       expect(connections).toBe(1)
     } finally {
-      await other.close()
+      await Promise.all([other.close(), fresh.close()])
       for (const socket of sockets) socket.destroy()
       await new Promise((resolve) => relay.close(resolve))
-      await fresh.close()
     }
   })
 
   it("a witness that is down changes nothing with quorum 1 of 2; with quorum 2 of 2 nothing is served as witnessed and the lag shows", async () => {
-    // Another log with this key is another history to w1 and w2: each run here gets a witness of its own.
+    // Another log with this key is another history to w1 and w2: each run here gets a witness of its own, and
+    // the two runs (each its own witness and server) go side by side.
     const down = { baseUrl: `http://127.0.0.1:${await freePort()}`, verifierKey: strangerKey } as TestWitness
-    for (const quorum of [1, 2]) {
+    await Promise.all([1, 2].map(async (quorum) => {
       const fresh = await startTestWitness([logVerifierKey], { PV_WITNESS_NAME: "witness.test/fresh" })
       const other = await startTestServer({ config: configFor([fresh, down], quorum) })
       try {
@@ -353,7 +363,22 @@ describe("the log under two witnesses (quorum 2)", () => {
           const freshKey = parseCosignerKey(fresh.verifierKey)
           expect(freshKey.ok && requireQuorum(reply.body.checkpoint, [freshKey.value], 1, nowSeconds()).ok).toBe(true)
         } else {
-          await new Promise((resolve) => setTimeout(resolve, 1_500))
+          // Until the witness that answers has cosigned a checkpoint covering the receipt (its line stored: a
+          // quorum of 1 would serve the proof now) and the one that is down has failed a submission.
+          const cosignedRows = () =>
+            other.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ count: string }>`
+              SELECT count(*)::text AS count FROM log_cosignatures c
+              JOIN log_entries e ON e.kind = 'receipt' AND e.ref = ${receipt.receipt_id}
+              WHERE c.tree_size > e.idx`))
+          const deadline = Date.now() + 5_000
+          let metrics = ""
+          for (;;) {
+            metrics = await (await fetch(`${other.baseUrl}/metrics`)).text()
+            const failed = /pv_log_witness_submissions_total\{[^}]*answer="error"[^}]*\} [1-9]/.test(metrics)
+            if (failed && Number((await cosignedRows())[0]!.count) > 0) break
+            if (Date.now() > deadline) throw new Error(`the answering witness did not cosign, or the one down was not tried, within 5 s:\n${metrics}`)
+            await new Promise((resolve) => setTimeout(resolve, 25))
+          }
           expect((await proof()).status).toBe(404)
           for (const format of ["tlog-proof", "cose-receipt", "transparent-statement"]) {
             const early = await request(other, "GET", `/api/v1/reliance-receipts/${receipt.receipt_id}/${format}`, { bearer: otherWriter })
@@ -362,16 +387,15 @@ describe("the log under two witnesses (quorum 2)", () => {
             expect(early.headers.get("retry-after"), format).toBe("1")
           }
           expect((await request(other, "GET", "/log/checkpoint")).status).toBe(404)
-          const metrics = await (await fetch(`${other.baseUrl}/metrics`)).text()
+          metrics = await (await fetch(`${other.baseUrl}/metrics`)).text()
           expect(metrics).toMatch(/pv_log_witness_lag_entries(\{[^}]*\})? [1-9]/)
           expect(metrics).toMatch(/pv_log_witness_submissions_total\{[^}]*answer="error"[^}]*\} [1-9]/)
           expect((await request(other, "GET", "/readyz")).status).toBe(200)
         }
       } finally {
-        await other.close()
-        await fresh.close()
+        await Promise.all([other.close(), fresh.close()])
       }
-    }
+    }))
   })
 
   it("a second log with the same key and another history (a split view) is refused and never served as witnessed; /readyz stays 200", async () => {
