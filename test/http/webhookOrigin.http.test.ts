@@ -110,9 +110,11 @@ describe(`one probe per backoff step for a failing receiver, across its paths ($
     const healthyGot = await healthy.waitFor(100, undefined, 15_000)
     expect(healthyGot.at(-1)!.at - changed).toBeLessThan(8_000)
     await failing.waitFor(1)
-    await sleep(7_500)
+    // Two backoff steps (probes ~1 and ~3 s after the first failure): the next probe, the one the recovery
+    // below waits for, is due ~4 s after the second (5.25–8.75 s in all).
+    await sleep(4_000)
 
-    // Without probing, 300 subscriptions retrying after ~1, ~3 and ~7 s: 900+ attempts by now. With it, the
+    // Without probing, 300 subscriptions retrying after ~1 and ~3 s: 600+ attempts by now. With it, the
     // outage's first claim (at most PV_WEBHOOK_CONCURRENCY attempts at once) and then one probe per step.
     const attemptsAtFailing = failing.received.length
     expect(attemptsAtFailing).toBeLessThanOrEqual(Concurrency + 6)

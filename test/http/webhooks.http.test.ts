@@ -44,7 +44,7 @@ beforeAll(async () => {
       PV_WEBHOOK_ALLOW_HTTP: "true",
       PV_WEBHOOK_ALLOW_PRIVATE: "true",
       PV_WEBHOOK_TIMEOUT_MS: "1500",
-      PV_WEBHOOK_MAX_FAILURE_SECONDS: "3"
+      PV_WEBHOOK_MAX_FAILURE_SECONDS: "2"
     })
   })
   key = await createKey(server, ["subscription:write", "trust:read", "mcp:call"])
