@@ -79,7 +79,9 @@ beforeAll(async () => {
     config: isolatedConfig({
       PV_WEBHOOK_ALLOW_HTTP: "true",
       PV_WEBHOOK_ALLOW_PRIVATE: "true",
-      PV_WEBHOOK_TIMEOUT_MS: "1500",
+      // Every receiver here answers at once or refuses: the time-out only has to outlast a loaded machine's stall,
+      // so that what each record says is the receiver's answer (at 1.5 s, load 20 recorded "timed out" for a 500).
+      PV_WEBHOOK_TIMEOUT_MS: "5000",
       PV_WEBHOOK_CONCURRENCY: String(Concurrency)
     })
   })
