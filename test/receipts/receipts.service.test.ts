@@ -8,7 +8,7 @@ import { verifyReceipt } from "../../src/client/index.js"
 import { PublicId } from "../../src/domain/PublicId.js"
 import { decodeRelianceRequest } from "../../src/domain/Receipt.js"
 import { privateKeyFromSeed, signerFromPrivateKey, testSigningSeed } from "../../src/events/Signer.js"
-import { receiptSigningInputOf } from "../../src/log/Entries.js"
+import { entryBytesOf, receiptEntryOf, receiptSigningInputOf } from "../../src/log/Entries.js"
 import { Receipts } from "../../src/receipts/Receipts.js"
 import { Determinations } from "../../src/trust/Determinations.js"
 import { TrustResolver } from "../../src/trust/TrustResolver.js"
@@ -162,6 +162,39 @@ describe("Receipts (service, in-process)", () => {
         assert.strictEqual((yield* Effect.flip(receipts.create("tenant-a", unknownPurpose)))._tag, "UnknownPurpose")
         const unknownSubject = requestOf("agent:tenant", { subject_public_id: "DET-V1-SVC-NOBODY" })
         assert.strictEqual((yield* Effect.flip(receipts.create("tenant-a", unknownSubject)))._tag, "DeterminationNotFound")
+      }))
+
+    it.effect("stores the receipt's text as written, its columns and its log entry derived from it by the database", () =>
+      Effect.gen(function*() {
+        yield* TestClock.setTime(T0)
+        yield* recorded
+        yield* TestClock.setTime(T0 + 1_234)
+        const sql = yield* SqlClient.SqlClient
+        // Names with characters JSON escapes and one it does not: the columns hold them decoded.
+        const request = requestOf("agent:\"quoted\" \\ tab\t é ✓", { organization: "Org\n\"two lines\"" })
+        const { idempotent: _, ...receipt } = yield* Effect.flatMap(Receipts, (r) => r.create("tenant-a", request))
+        const [row] = yield* Effect.orDie(sql<Record<string, string>>`
+          SELECT receipt_id, tenant_id, principal, subject_public_id, purpose_id, requested_action, determination_digest,
+            determination_id, decision, receipt_digest, receipt::text AS text, (extract(epoch FROM created_at) * 1000)::bigint::text AS created_ms
+          FROM reliance_receipts WHERE receipt_id = ${receipt.receipt_id}`)
+        assert.deepStrictEqual(row, {
+          receipt_id: receipt.receipt_id,
+          tenant_id: receipt.tenant_id,
+          principal: receipt.principal,
+          subject_public_id: receipt.subject_public_id,
+          purpose_id: receipt.purpose_id,
+          requested_action: receipt.requested_action,
+          determination_digest: receipt.determination_digest,
+          determination_id: receipt.determination_id,
+          decision: receipt.decision,
+          receipt_digest: receipt.receipt_digest,
+          text: JSON.stringify(receipt),
+          created_ms: String(Date.parse(receipt.created_at))
+        })
+        const entries = yield* Effect.orDie(sql<{ entry: Uint8Array }>`
+          SELECT entry FROM log_pending WHERE kind = 'receipt' AND ref = ${receipt.receipt_id}`)
+        assert.strictEqual(entries.length, 1)
+        assert.strictEqual(Buffer.from(entries[0]!.entry).toString("hex"), Buffer.from(entryBytesOf(receiptEntryOf(receipt))).toString("hex"))
       }))
 
     it.effect("signs a receipt stored without a signature when it is read, once, with the signature it would have had", () =>
