@@ -6,6 +6,7 @@ import { ReceiptsApi } from "./Api.js"
 import { jsonTextEncoder } from "../domain/Json.js"
 import { type CreatedRelianceReceipt, RelianceReceipt } from "../domain/Receipt.js"
 import { ReceiptProofBundle } from "../log/Api.js"
+import { storedTexts } from "./ReceiptMemory.js"
 import type { ReceiptProofBundle as ReceiptProofBundleValue } from "../log/ReceiptProof.js"
 
 // The receipts' bodies at the HTTP edge: the Receipts service returns values, and each body is written here
@@ -61,6 +62,9 @@ const createdAnswers = (): { readonly stored: CreatedAnswer; readonly replayed: 
   return { stored, replayed }
 }
 
+/** The member NewRelianceReceipt adds after RelianceReceipt's, as its encoder writes it (held together in test/http/receipts.http.test.ts). */
+const NotIdempotentMember = `,"idempotent":false}`
+
 const json = (status: number) => (text: string) => HttpServerResponse.text(text, { status, contentType: "application/json" })
 
 /**
@@ -81,10 +85,14 @@ export const receiptAnswers = () => {
       ? Effect.succeed(known)
       : Effect.tap(make(value), (response) => Effect.sync(() => kept.set(value, response)))
   }
-  const created = (receipt: CreatedRelianceReceipt): Effect.Effect<HttpServerResponse.HttpServerResponse> =>
-    receipt.idempotent
-      ? keptAnswer(receipt, (r) => Effect.map(bodyOf(replayed.encode, r), json(replayed.status)))
+  const created = (receipt: CreatedRelianceReceipt): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
+    if (receipt.idempotent) return keptAnswer(receipt, (r) => Effect.map(bodyOf(replayed.encode, r), json(replayed.status)))
+    // A receipt this request stored: its stored text (its schema's encoding) and the one member NewRelianceReceipt adds.
+    const text = storedTexts.get(receipt)
+    return text !== undefined
+      ? Effect.succeed(json(stored.status)(text.slice(0, -1) + NotIdempotentMember))
       : Effect.map(bodyOf(stored.encode, receipt), json(stored.status))
+  }
   /** The POST answer with the receipt's proof bundle, and the header saying the wait was applied (RFC 7240). */
   const createdWithProof = (receipt: CreatedRelianceReceipt, proof: ReceiptProofBundleValue, seconds: number): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
     const answer = receipt.idempotent ? replayed : stored

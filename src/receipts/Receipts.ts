@@ -32,7 +32,7 @@ import { TrustResolver } from "../trust/TrustResolver.js"
 import { type PolicyView, policyView } from "../domain/PolicyDocument.js"
 import { Policy } from "../trust/Policy.js"
 import { evaluateActionability, requireRule } from "./Actionability.js"
-import { idempotencyKeyOf, receiptMemory } from "./ReceiptMemory.js"
+import { idempotencyKeyOf, receiptMemory, storedTexts } from "./ReceiptMemory.js"
 import { ReceiptsRepo, type StoredReceipt } from "./Repo.js"
 
 /** What evaluating a decoded request can fail with (a body that does not decode fails at the edge, before). */
@@ -153,6 +153,17 @@ const make = Effect.gen(function*() {
   const evaluate = (tenantId: string, request: RelianceRequest): Effect.Effect<ActionabilityEvaluation, EvaluationError> =>
     Effect.flatMap(admit(tenantId, request), (trust) => Effect.fromResult(evaluateActionability(trust, policy, request)))
 
+  // The text a new receipt is stored as: RelianceReceipt's JSON encoding (undefined if it did not fit, never expected:
+  // the receipt is then stored as JSON.stringify writes it and the edge's encoder reports the misfit).
+  const receiptText = jsonTextEncoder(RelianceReceipt)
+  const storedTextOf = (receipt: RelianceReceipt): string | undefined => {
+    try {
+      return receiptText(receipt)
+    } catch {
+      return undefined
+    }
+  }
+
   /** A new receipt for an evaluation whose idempotency key this process holds no receipt for. */
   const store = (evaluation: ActionabilityEvaluation): Effect.Effect<CreatedRelianceReceipt, IdempotencyConflict> =>
     Effect.gen(function*() {
@@ -163,11 +174,15 @@ const make = Effect.gen(function*() {
         created_at: createdAt,
         ...evaluation
       }))
-      const stored = yield* Effect.orDie(repo.insertOrFetch(receipt))
+      // Its schema checked and its JSON written once, for the database and for the answer (storedTexts).
+      const text = storedTextOf(receipt)
+      const stored = yield* Effect.orDie(repo.insertOrFetch(receipt, text ?? JSON.stringify(receipt)))
       if (stored.created) {
         yield* nudges.nudge
         remember(receipt)
-        return { ...receipt, idempotent: false }
+        const created: CreatedRelianceReceipt = { ...receipt, idempotent: false }
+        if (text !== undefined) storedTexts.set(created, text)
+        return created
       }
       // Another request (or instance) stored this idempotency key first: its receipt is the answer.
       const signed = yield* ensureSigned(stored.receipt)
