@@ -228,14 +228,15 @@ const make = Effect.gen(function*() {
  *
  * Inserts are coalesced: receipts that arrive while a write is in flight go into the next multi-row
  * `INSERT … ON CONFLICT DO NOTHING RETURNING`, one statement and one commit for the batch (group commit),
+ * whose one parameter is the receipts' texts (the database derives the indexed columns from them),
  * and no caller is answered before its row is committed. The unique constraint still decides idempotency:
  * a row not returned lost to an existing receipt (or to an identical one earlier in the same batch), which a
  * following SELECT (a new snapshot under READ COMMITTED) then reads. A batch that fails is retried row by
  * row, so one bad row never fails the others.
  *
  * With the transparency log on (PV_LOG_ENABLED), the same statement also enqueues one log entry per
- * receipt it actually inserted (a CTE joined on the inserted ids), so a receipt and its pending entry
- * commit together or not at all.
+ * receipt it actually inserted (a CTE joined on the inserted ids; the entry's bytes written by the database
+ * from the receipt's text, see `insertBatch`), so a receipt and its pending entry commit together or not at all.
  */
 export class ReceiptsRepo extends Context.Service<ReceiptsRepo, ReceiptsRepoShape>()("pv/ReceiptsRepo", { make }) {
   static readonly layer = Layer.effect(ReceiptsRepo, make)
