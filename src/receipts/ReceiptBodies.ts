@@ -6,7 +6,6 @@ import { ReceiptsApi } from "./Api.js"
 import { jsonTextEncoder } from "../domain/Json.js"
 import { type CreatedRelianceReceipt, RelianceReceipt } from "../domain/Receipt.js"
 import { ReceiptProofBundle } from "../log/Api.js"
-import { storedTexts } from "./ReceiptMemory.js"
 import type { ReceiptProofBundle as ReceiptProofBundleValue } from "../log/ReceiptProof.js"
 
 // The receipts' bodies at the HTTP edge: the Receipts service returns values, and each body is written here
@@ -71,10 +70,11 @@ const json = (status: number) => (text: string) => HttpServerResponse.text(text,
  * The receipt endpoints' answers, made once per receipts layer. Receipts never change, and the service hands
  * out one object per held receipt (a read's receipt, a replay's shared answer), so the answer to such an
  * object is built once and kept with it (a WeakMap: it goes with the object); responses are immutable, each
- * request's headers go on its own copy. A new receipt's object is answered once, so it is encoded and not
- * kept; a proof bundle is built per request (the checkpoint moves), so its body is too.
+ * request's headers go on its own copy. A new receipt's object is answered once and not kept: its body is the
+ * text the service stored it as (`storedText`, Receipts.ts: RelianceReceipt's encoding) with NewRelianceReceipt's
+ * `idempotent` member appended; a proof bundle is built per request (the checkpoint moves), so its body is too.
  */
-export const receiptAnswers = () => {
+export const receiptAnswers = (storedText: (created: CreatedRelianceReceipt) => string | undefined) => {
   const { stored, replayed } = createdAnswers()
   const encodeReceipt = jsonTextEncoder(RelianceReceipt)
   const encodeBundle = jsonTextEncoder(ReceiptProofBundle)
@@ -88,7 +88,7 @@ export const receiptAnswers = () => {
   const created = (receipt: CreatedRelianceReceipt): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
     if (receipt.idempotent) return keptAnswer(receipt, (r) => Effect.map(bodyOf(replayed.encode, r), json(replayed.status)))
     // A receipt this request stored: its stored text (its schema's encoding) and the one member NewRelianceReceipt adds.
-    const text = storedTexts.get(receipt)
+    const text = storedText(receipt)
     return text !== undefined
       ? Effect.succeed(json(stored.status)(text.slice(0, -1) + NotIdempotentMember))
       : Effect.map(bodyOf(stored.encode, receipt), json(stored.status))

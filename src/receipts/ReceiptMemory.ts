@@ -1,13 +1,5 @@
 import type { CreatedRelianceReceipt, RelianceReceipt } from "../domain/Receipt.js"
 
-/**
- * A new receipt's text as the Receipts service stored it, kept with the POST answer object it returned (gone with
- * it): the receipt through RelianceReceipt's JSON encoder, so the edge's answer (NewRelianceReceipt: the same members,
- * then `idempotent`) is that text with `"idempotent":false` appended, and the receipt is checked against its schema
- * and written as JSON once, not once for the database and again for the answer (ReceiptBodies.ts).
- */
-export const storedTexts = new WeakMap<CreatedRelianceReceipt, string>()
-
 /** Receipts kept in memory per map (see `remember`): the newest 1,000, ~2 MB per process. */
 const ReceiptCacheEntries = 1_000
 

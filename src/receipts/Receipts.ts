@@ -32,7 +32,7 @@ import { TrustResolver } from "../trust/TrustResolver.js"
 import { type PolicyView, policyView } from "../domain/PolicyDocument.js"
 import { Policy } from "../trust/Policy.js"
 import { evaluateActionability, requireRule } from "./Actionability.js"
-import { idempotencyKeyOf, receiptMemory, storedTexts } from "./ReceiptMemory.js"
+import { idempotencyKeyOf, receiptMemory } from "./ReceiptMemory.js"
 import { ReceiptsRepo, type StoredReceipt } from "./Repo.js"
 
 /** What evaluating a decoded request can fail with (a body that does not decode fails at the edge, before). */
@@ -94,6 +94,12 @@ export interface ReceiptsShape {
   readonly backfillSignatures: Effect.Effect<number>
   /** The loaded policy as the API shows it. */
   readonly policy: PolicyView
+  /**
+   * The text a receipt `create` just stored was stored as (RelianceReceipt's JSON encoding), for the object `create`
+   * answered with while the caller holds it: the 201's body is that text with `"idempotent":false` appended
+   * (receipts/ReceiptBodies.ts), so a new receipt is checked against its schema and written as JSON once.
+   */
+  readonly storedText: (created: CreatedRelianceReceipt) => string | undefined
 }
 
 const make = Effect.gen(function*() {
@@ -108,6 +114,8 @@ const make = Effect.gen(function*() {
   const sign = (receipt: SealedReceipt): RelianceReceipt => ({ ...receipt, signature: signReceiptDigest(receipt.receipt_digest, events.signer) })
   // Stored receipts never change: replays and reads are answered from memory (ReceiptMemory.ts) when held.
   const { replayOf, byId, remember } = receiptMemory()
+  // A new receipt's stored text by the answer object `create` returned (gone with it).
+  const storedTexts = new WeakMap<CreatedRelianceReceipt, string>()
 
   /**
    * A receipt stored before receipts were signed gets its signature now, stored once (the backfill
@@ -174,7 +182,7 @@ const make = Effect.gen(function*() {
         created_at: createdAt,
         ...evaluation
       }))
-      // Its schema checked and its JSON written once, for the database and for the answer (storedTexts).
+      // Its schema checked and its JSON written once, for the database and for the answer (`storedText`).
       const text = storedTextOf(receipt)
       const stored = yield* Effect.orDie(repo.insertOrFetch(receipt, text ?? JSON.stringify(receipt)))
       if (stored.created) {
@@ -269,7 +277,8 @@ const make = Effect.gen(function*() {
     proofWithin,
     evidence,
     backfillSignatures: Effect.withSpan(backfillSignatures, "Receipts.backfillSignatures"),
-    policy: policyView(policy)
+    policy: policyView(policy),
+    storedText: (created) => storedTexts.get(created)
   } satisfies ReceiptsShape
 })
 

@@ -1,8 +1,8 @@
 import { PgClient } from "@effect/sql-pg"
 import { Array as Arr, Context, Deferred, Effect, Exit, Layer, Option, Queue, Schema } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
+import { receiptEntrySql } from "../../migrations/0005_transparency_log.js"
 import type { ReceiptSignature, RelianceReceipt, SealedReceipt } from "../domain/Receipt.js"
-import { ReceiptEntryType } from "../log/Entries.js"
 import { AppConfig } from "../platform/Config.js"
 import { DatabaseMode } from "../platform/Database.js"
 import * as Rows from "../platform/Rows.js"
@@ -96,7 +96,7 @@ const make = Effect.gen(function*() {
    */
   const receiptRows = (batch: ReadonlyArray<Pick<Pending, "json">>) => sql`
     SELECT e.receipt, e.receipt::jsonb AS j FROM json_array_elements(${batchText(batch)}::json) AS e(receipt)`
-  const insertReceipts = sql`
+  const insertReceipts = (returning: string) => sql`
     INSERT INTO reliance_receipts (receipt_id, tenant_id, principal, subject_public_id, purpose_id, requested_action,
       determination_digest, determination_id, decision, receipt_digest, receipt, created_at)
     SELECT j->>'receipt_id', j->>'tenant_id', j->>'principal', j->>'subject_public_id', j->>'purpose_id',
@@ -105,30 +105,27 @@ const make = Effect.gen(function*() {
     FROM batch
     ON CONFLICT (tenant_id, principal, subject_public_id, purpose_id, requested_action, determination_digest)
     DO NOTHING
-    RETURNING receipt_id`
+    RETURNING ${sql.literal(returning)}`
+  /** A log entry's bytes from an inserted row's receipt_id, receipt_digest and receipt. */
+  const entryOfInserted = sql.literal(receiptEntrySql)
 
   /**
    * One statement for the whole batch; the outcome of each receipt, in order. With the log on, each inserted
-   * receipt's log entry is written by the database too: the UTF-8 of JCS(receiptEntryOf(receipt)) (log/Entries.ts),
-   * its four string members in JCS's order, each written by to_json, whose string escapes are JSON.stringify's (and
-   * so JCS's) for text, which holds no NUL or lone surrogate; test/receipts/receipts.service.test.ts holds the two together.
+   * receipt's log entry is written by the database too, by the recipe migration 0005 enqueued the receipts stored
+   * before the log with (the UTF-8 of JCS(receiptEntryOf(receipt)), log/Entries.ts): test/receipts/receipts.service.test.ts
+   * and test/http/log.http.test.ts hold the two together.
    */
   const insertBatch = (batch: Arr.NonEmptyReadonlyArray<Pick<Pending, "receipt" | "json">>) =>
     Effect.gen(function*() {
       const receipts = Arr.map(batch, (p) => p.receipt)
       const inserted = yield* insertedRows(logEnabled
         ? sql`
-          WITH batch AS (${receiptRows(batch)}), inserted AS (${insertReceipts}), enqueued AS (
+          WITH batch AS (${receiptRows(batch)}), inserted AS (${insertReceipts("receipt_id, receipt_digest, receipt")}), enqueued AS (
             INSERT INTO log_pending (kind, ref, entry)
-            SELECT 'receipt', inserted.receipt_id, convert_to(
-              '{"created_at":' || to_json(batch.j->>'created_at')::text ||
-              ',"receipt_digest":' || to_json(batch.j->>'receipt_digest')::text ||
-              ',"receipt_id":' || to_json(inserted.receipt_id)::text ||
-              ',"type":' || to_json(${ReceiptEntryType}::text)::text || '}', 'UTF8')
-            FROM inserted JOIN batch ON batch.j->>'receipt_id' = inserted.receipt_id
+            SELECT 'receipt', receipt_id, ${entryOfInserted} FROM inserted
           )
           SELECT receipt_id FROM inserted`
-        : sql`WITH batch AS (${receiptRows(batch)}) ${insertReceipts}`)
+        : sql`WITH batch AS (${receiptRows(batch)}) ${insertReceipts("receipt_id")}`)
       const stored = new Set(inserted.map((r) => r.receipt_id))
       return yield* Effect.forEach(receipts, (receipt): Effect.Effect<StoredOutcome, SqlError> =>
         stored.has(receipt.receipt_id) ? Effect.succeed({ receipt, created: true }) : existing(receipt))
