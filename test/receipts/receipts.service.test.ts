@@ -13,7 +13,7 @@ import { Receipts } from "../../src/receipts/Receipts.js"
 import { Determinations } from "../../src/trust/Determinations.js"
 import { TrustResolver } from "../../src/trust/TrustResolver.js"
 import { DAY_MS, determinationBody, relianceRequest } from "../support/fixtures.js"
-import { overTestDatabase } from "../support/serviceDatabase.js"
+import { overTestDatabase, serviceTestDatabase } from "../support/serviceDatabase.js"
 
 /**
  * The real Receipts service in-process (Receipts.layerTest: the test signing key, deterministic ids) on
@@ -211,6 +211,28 @@ describe("Receipts (service, in-process)", () => {
         const read = yield* freshInstance((other) => other.get("tenant-a", receipt.receipt_id))
         assert.deepStrictEqual(read.signature, receipt.signature)
         assert.deepStrictEqual((yield* stored())[0]!.receipt.signature, receipt.signature)
+      }))
+  })
+})
+
+describe("Receipts (service, in-process) with the transparency log off", () => {
+  layer(Receipts.layerTest.pipe(Layer.provideMerge(serviceTestDatabase({ PV_LOG_ENABLED: "false" }))), { timeout: 120_000 })((it) => {
+    it.effect("stores the receipt's text and its columns, and enqueues no log entry", () =>
+      Effect.gen(function*() {
+        yield* TestClock.setTime(T0)
+        yield* recorded
+        const sql = yield* SqlClient.SqlClient
+        const receipts = yield* Receipts
+        const { idempotent, ...receipt } = yield* receipts.create("tenant-a", requestOf("agent:log-off"))
+        assert.strictEqual(idempotent, false)
+        const rows = yield* Effect.orDie(sql<{ principal: string; receipt_digest: string; text: string }>`
+          SELECT principal, receipt_digest, receipt::text AS text FROM reliance_receipts WHERE receipt_id = ${receipt.receipt_id}`)
+        assert.deepStrictEqual(rows, [{ principal: "agent:log-off", receipt_digest: receipt.receipt_digest, text: JSON.stringify(receipt) }])
+        const [pending] = yield* Effect.orDie(sql<{ n: number }>`SELECT count(*)::int AS n FROM log_pending`)
+        assert.strictEqual(pending!.n, 0)
+        const again = yield* freshInstance((other) => other.create("tenant-a", requestOf("agent:log-off")))
+        assert.strictEqual(again.idempotent, true)
+        assert.strictEqual(again.receipt_id, receipt.receipt_id)
       }))
   })
 })
