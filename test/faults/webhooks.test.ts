@@ -4,7 +4,8 @@ import { type Receiver, startReceiver } from "../support/receiver.js"
 import { databaseKinds, determination, postgresAvailable, putDetermination } from "./service.js"
 import { answer, call, describeOutcome, pollUntil } from "./wire.js"
 import {
-  chainIds, deliveredThrough, deliveriesTo, metricValue, orderCheck, subscribe, subscriberKey, untilDelivered, webhookEnv
+  chainIds, deliveredThrough, deliveriesTo, killLeaseMarginMs, metricValue, orderCheck, subscribe, subscriberKey, untilDelivered,
+  webhookEnv
 } from "./webhookSupport.js"
 
 /**
@@ -31,8 +32,9 @@ describe.each(databaseKinds)("webhooks: kill -9 with deliveries owed (%s)", (kin
     receiver = await startReceiver()
     const rx = receiver
     rx.behaviour = () => ({ kind: "answer", status: 200, delayMs: 300 })
-    // A 2 s attempt time-out (lease 12 s): ample for 300 ms answers on a loaded machine, so the kill is the only fault.
-    deployment = await Deployment.create(kind, { env: webhookEnv(2_000) })
+    // A 2 s attempt time-out (lease 2 s + killLeaseMarginMs): ample for 300 ms answers on a loaded machine, so the
+    // kill is the only fault.
+    deployment = await Deployment.create(kind, { env: webhookEnv(2_000, { PV_WEBHOOK_LEASE_MARGIN_MS: String(killLeaseMarginMs) }) })
     let { child, baseUrl } = await deployment.start()
     const key = await subscriberKey(baseUrl)
     const subject = "DET-V1-HOOK-KILL-0001"
@@ -79,8 +81,8 @@ describe.each(databaseKinds)("webhooks: kill -9 with deliveries owed (%s)", (kin
         expect(delivery.at, `${path}: the re-send came after the restart`).toBeGreaterThanOrEqual(restartedAt)
       }
       const resumed = deliveries.find((d) => d.at >= restartedAt)!
-      // Taken up when the dead process's lease (time-out + 10 s = 12 s) runs out, not at some later safety net.
-      expect(resumed.at - killedAt, `${path}: resumed after the kill`).toBeLessThan(12_000 + 5_000)
+      // Taken up when the dead process's lease (time-out + margin = 5 s) runs out, not at some later safety net.
+      expect(resumed.at - killedAt, `${path}: resumed after the kill`).toBeLessThan(2_000 + killLeaseMarginMs + 5_000)
       report.push(`${path}: ${deliveries.length} requests for ${head - 1} events, ${repeats.length} repeat(s), resumed ${resumed.at - killedAt} ms after the kill`)
     }
     console.log(`webhooks kill -9 (${kind}): delivered through ${beforeKill.join("/")} of ${writtenAtKill + 1} written by the kill (the last one possibly lost); ${report.join("; ")}`)

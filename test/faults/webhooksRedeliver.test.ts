@@ -3,7 +3,9 @@ import { Deployment, type DeploymentKind } from "../support/childServer.js"
 import { type Receiver, startReceiver } from "../support/receiver.js"
 import { databaseKinds, determination, putDetermination } from "./service.js"
 import { answer, pollUntil } from "./wire.js"
-import { chainIds, deliveredThrough, deliveriesTo, orderCheck, subscribe, subscriberKey, untilDelivered, webhookEnv } from "./webhookSupport.js"
+import {
+  chainIds, deliveredThrough, deliveriesTo, killLeaseMarginMs, orderCheck, subscribe, subscriberKey, untilDelivered, webhookEnv
+} from "./webhookSupport.js"
 
 /**
  * Redelivery under kill -9 (docs/API.md §10.5, contract §14 "Recover"), against the compiled server and a real
@@ -24,7 +26,8 @@ describe.each(databaseKinds)("webhooks: kill -9 during a redelivery (%s)", (kind
     const rx = receiver
     const path = "/redo"
     rx.behaviour = () => ({ kind: "answer", status: 200, delayMs: 150 })
-    deployment = await Deployment.create(kind, { env: webhookEnv(2_000) })
+    // The killed process's lease (2 s + killLeaseMarginMs) is what the restarted one waits for.
+    deployment = await Deployment.create(kind, { env: webhookEnv(2_000, { PV_WEBHOOK_LEASE_MARGIN_MS: String(killLeaseMarginMs) }) })
     let { child, baseUrl } = await deployment.start()
     const key = await subscriberKey(baseUrl)
     const subject = "DET-V1-HOOK-REDO-0001"
