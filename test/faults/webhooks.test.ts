@@ -20,7 +20,9 @@ import {
 
 if (!postgresAvailable) console.warn("PV_FAULTS_POSTGRES=0: the two-instance webhook faults are skipped (they need PostgreSQL)")
 
-describe.each(databaseKinds)("webhooks: kill -9 with deliveries owed (%s)", (kind: DeploymentKind) => {
+// The two databases' cases run at once (each its own deployment and receiver): most of each is waiting for the
+// receiver and for the dead process's leases.
+describe.concurrent.each(databaseKinds)("webhooks: kill -9 with deliveries owed (%s)", (kind: DeploymentKind) => {
   let deployment: Deployment | undefined
   let receiver: Receiver | undefined
   afterAll(async () => {

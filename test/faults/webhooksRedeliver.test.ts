@@ -13,7 +13,9 @@ import {
  * from `from_sequence` on, in order; a repeat is only the event possibly in flight at the kill, with its own
  * webhook-id.
  */
-describe.each(databaseKinds)("webhooks: kill -9 during a redelivery (%s)", (kind: DeploymentKind) => {
+// The two databases' cases run at once (each its own deployment and receiver): most of each is waiting for the
+// receiver and for the dead process's lease.
+describe.concurrent.each(databaseKinds)("webhooks: kill -9 during a redelivery (%s)", (kind: DeploymentKind) => {
   let deployment: Deployment | undefined
   let receiver: Receiver | undefined
   afterAll(async () => {
