@@ -83,8 +83,10 @@ describe.concurrent.each(databaseKinds)("webhooks: kill -9 with deliveries owed 
         expect(delivery.at, `${path}: the re-send came after the restart`).toBeGreaterThanOrEqual(restartedAt)
       }
       const resumed = deliveries.find((d) => d.at >= restartedAt)!
-      // Taken up when the dead process's lease (time-out + margin = 5 s) runs out, not at some later safety net.
-      expect(resumed.at - killedAt, `${path}: resumed after the kill`).toBeLessThan(2_000 + killLeaseMarginMs + 5_000)
+      // Taken up when the dead process's lease (time-out + margin = 5 s) runs out, or once the new process is up
+      // if its start (slow on a crowded machine) took longer, not at some later safety net.
+      const takeUpFrom = Math.max(killedAt + 2_000 + killLeaseMarginMs, restartedAt)
+      expect(resumed.at - takeUpFrom, `${path}: resumed after the lease ran out and the new process was up`).toBeLessThan(5_000)
       report.push(`${path}: ${deliveries.length} requests for ${head - 1} events, ${repeats.length} repeat(s), resumed ${resumed.at - killedAt} ms after the kill`)
     }
     console.log(`webhooks kill -9 (${kind}): delivered through ${beforeKill.join("/")} of ${writtenAtKill + 1} written by the kill (the last one possibly lost); ${report.join("; ")}`)
