@@ -17,8 +17,7 @@ const outageMs = 7_000
 const sentSlackMs = 1_000
 const resumeBudgetMs = 5_000
 
-// Both faults run at once (each its own proxy, scratch database, process and receiver): most of each is the outage's wait.
-describe.skipIf(!postgresAvailable).concurrent.each(["refuse", "blackhole"] as const)("webhooks: database outage during delivery (%s)", (fault) => {
+describe.skipIf(!postgresAvailable).each(["refuse", "blackhole"] as const)("webhooks: database outage during delivery (%s)", (fault) => {
   let setup: ProxiedDeployment | undefined
   let receiver: Receiver | undefined
   afterAll(async () => {

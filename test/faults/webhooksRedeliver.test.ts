@@ -52,8 +52,10 @@ describe.concurrent.each(databaseKinds)("webhooks: kill -9 during a redelivery (
     expect(exit.signal).toBe("SIGKILL")
     const atKill = redone().length
 
+    // The new process's worker may send before its banner is seen (sooner on a crowded machine): its sends are
+    // those after its spawn.
+    const spawnedAt = Date.now()
     ;({ child, baseUrl } = await deployment.start())
-    const restartedAt = Date.now()
     // Changes after the restart queue behind the redelivery.
     for (let i = 0; i < 2; i++) expect((await putDetermination(baseUrl, subject, determination(++revision))).status).toBe(200)
     const { ids, head } = await chainIds(baseUrl, key, subject)
@@ -68,7 +70,7 @@ describe.concurrent.each(databaseKinds)("webhooks: kill -9 during a redelivery (
     expect(repeats.length, `repeats ${repeats.map((r) => r.delivery.sequence).join(",")}`).toBeLessThanOrEqual(1)
     for (const { delivery, first } of repeats) {
       expect(first.at).toBeLessThanOrEqual(killedAt)
-      expect(delivery.at).toBeGreaterThanOrEqual(restartedAt)
+      expect(delivery.at).toBeGreaterThanOrEqual(spawnedAt)
     }
     expect(rx.maxConcurrentByPath.get(path)).toBe(1)
     expect(deliveredThrough(rx, path, 1)).toBe(head)
