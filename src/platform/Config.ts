@@ -99,6 +99,11 @@ export interface AppConfigShape extends LaunchSettings {
   readonly webhookMaxFailureSeconds: number
   /** One attempt's time limit: connect, answer and the part of its body read (10 s; tests shorten it). */
   readonly webhookTimeoutMs: number
+  /**
+   * A delivery lease lasts the time-out plus this (PV_WEBHOOK_LEASE_MARGIN_MS, 10 s; tests shorten it): how long
+   * a dead instance's subscriptions wait to be taken over. It covers an acknowledgement's retries (~6 s).
+   */
+  readonly webhookLeaseMarginMs: number
   /** A subscription's turn ends after this many delivered events (PV_WEBHOOK_TURN_EVENTS, 100): it yields its slot. */
   readonly webhookTurnEvents: number
   /** No attempt of a turn starts this long after the turn began (PV_WEBHOOK_TURN_MS, 10 s; tests shorten it). */
@@ -300,6 +305,8 @@ const settings: Config.Config<AppConfigShape> = Config.all({
   webhookConcurrency: positive("PV_WEBHOOK_CONCURRENCY", 32),
   webhookMaxFailureSeconds: positive("PV_WEBHOOK_MAX_FAILURE_SECONDS", 86_400),
   webhookTimeoutMs: integer("PV_WEBHOOK_TIMEOUT_MS", "PV_WEBHOOK_TIMEOUT_MS must be an integer from 100 to 10000", (n) => n >= 100 && n <= 10_000)
+    .pipe(Config.withDefault(10_000)),
+  webhookLeaseMarginMs: integer("PV_WEBHOOK_LEASE_MARGIN_MS", "PV_WEBHOOK_LEASE_MARGIN_MS must be an integer from 1000 to 60000", (n) => n >= 1_000 && n <= 60_000)
     .pipe(Config.withDefault(10_000)),
   webhookTurnEvents: positive("PV_WEBHOOK_TURN_EVENTS", 100),
   webhookTurnMs: positive("PV_WEBHOOK_TURN_MS", 10_000),

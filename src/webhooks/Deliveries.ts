@@ -104,7 +104,7 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
   const ids = yield* Ids
   const attemptsRepo = yield* WebhookAttemptsRepo
   const token = randomUUID()
-  const leaseMs = config.webhookTimeoutMs + 10_000
+  const leaseMs = config.webhookTimeoutMs + config.webhookLeaseMarginMs
   const concurrency = config.webhookConcurrency
   const wake = yield* Queue.sliding<void>(1)
   const signal = () => Queue.offerUnsafe(wake, undefined)
@@ -300,7 +300,7 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
   const round = Effect.gen(function*() {
     yield* Ref.set(wakeAt, Number.POSITIVE_INFINITY)
     if (yield* Ref.get(strayLeases)) {
-      // Otherwise each would hold its subscription until PV_WEBHOOK_TIMEOUT_MS + 10 s after its last use.
+      // Otherwise each would hold its subscription until its lease (PV_WEBHOOK_TIMEOUT_MS + PV_WEBHOOK_LEASE_MARGIN_MS) ran out.
       yield* repo.releaseStrayLeases(token, [...working], StrayLeaseRetryMs)
       yield* Ref.set(strayLeases, false)
     }

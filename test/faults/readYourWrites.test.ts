@@ -4,7 +4,7 @@ import { Deployment, sleep } from "../support/childServer.js"
 import { leaseMs } from "../../src/events/ReadLease.js"
 import { startTcpProxy, type TcpProxy } from "../support/tcpProxy.js"
 import { determination, postgresAvailable, postgresTarget, provisionKey, putDetermination } from "./service.js"
-import { answer } from "./wire.js"
+import { answer, pollUntil } from "./wire.js"
 
 /**
  * Read your writes across instances (docs/ARCHITECTURE.md, "Read your writes"): once a PUT answered, no
@@ -12,12 +12,13 @@ import { answer } from "./wire.js"
  * PostgreSQL, the second over a slow link (a TCP proxy delaying what the database sends by 10 ms); every
  * trial PUTs a new version on one instance and GETs it on the other (alternating), whose caches were warmed
  * with the version before. With the writer's wait for the other processes' acks removed, 136 of 1,000
- * trials answered the earlier document (242 with a 25 ms link); with it, none.
+ * trials answered the earlier document (242 with a 25 ms link) on a quiet machine, and 16 and 22 of 300 in
+ * two runs at a load of 13 on 2 cores; with it, none.
  *
- * PV_FAULTS_RYW_TRIALS sets the number of trials (default 1,000).
+ * PV_FAULTS_RYW_TRIALS sets the number of trials (default 300).
  */
 
-const trials = Math.max(1, Number(process.env.PV_FAULTS_RYW_TRIALS ?? "1000"))
+const trials = Math.max(1, Number(process.env.PV_FAULTS_RYW_TRIALS ?? "300"))
 const lanes = 16
 
 describe.skipIf(!postgresAvailable)("read your writes across instances (postgres, 2 instances × PV_WORKERS=2)", () => {
@@ -102,7 +103,15 @@ describe.skipIf(!postgresAvailable)("read your writes across instances (postgres
       const written = await put(bases[round % 2]!, subject, ++revision)
       expect(written.ms, "a PUT waits at most one lease length for readers that cannot ack").toBeLessThan(leaseMs + 2_000)
       for (let i = 0; i < 4; i++) expect(await digestOn(bases[(round + 1) % 2]!, subject)).toBe(written.digest)
-      await sleep(1_500)
+      // The next round starts once the four workers listen again (a lost LISTEN is retried after 1 s) and hold
+      // read leases again (renewed once listening, every second), so their caches serve again when it kills them.
+      await pollUntil("the four workers listening and leased again", 10_000, async () => {
+        const { rows } = await client!.query(
+          `SELECT (SELECT count(*)::int FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%') AS listening,
+                  (SELECT count(*)::int FROM trust_read_leases WHERE lease_until > now()) AS leased`
+        )
+        return rows[0].listening >= 4 && rows[0].leased >= 4 ? true : undefined
+      })
     }
   }, 120_000)
 })

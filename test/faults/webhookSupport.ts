@@ -15,6 +15,13 @@ export const webhookEnv = (timeoutMs = 1_000, extra: Record<string, string> = {}
   ...extra
 })
 
+/**
+ * PV_WEBHOOK_LEASE_MARGIN_MS of the kill -9 cases: a killed process's subscriptions are taken up when its leases
+ * (time-out + margin; 10 s of margin by default) run out, which those cases wait for. One process at a time and
+ * no database fault there, so no acknowledgement is retried under a lease: 3 s is ample.
+ */
+export const killLeaseMarginMs = 3_000
+
 /** Exit after SIGTERM is due within the grace; this much more covers process teardown on a loaded machine (as drain.test.ts). */
 export const exitMarginMs = 2_000
 

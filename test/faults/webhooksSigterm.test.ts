@@ -18,7 +18,9 @@ const sigtermVariants = databaseKinds.flatMap((kind) => [
   { kind, name: "the grace ends first", graceMs: 1_000, completes: false }
 ])
 
-describe.each(sigtermVariants)("webhooks: SIGTERM with an attempt in flight, $name ($kind)", ({ kind, graceMs, completes }) => {
+// The four cases run at once (each its own deployment, receiver and subject): most of each is waiting for the
+// receiver's 2 s answer and the grace.
+describe.concurrent.each(sigtermVariants)("webhooks: SIGTERM with an attempt in flight, $name ($kind)", ({ kind, graceMs, completes }) => {
   let deployment: Deployment | undefined
   let receiver: Receiver | undefined
   afterAll(async () => {
