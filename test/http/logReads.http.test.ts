@@ -84,23 +84,28 @@ const sql = <A>(on: TestServer, statement: (sql: SqlClient.SqlClient) => Effect.
   on.run(Effect.flatMap(SqlClient.SqlClient, statement) as Effect.Effect<A, unknown, never>)
 
 /**
- * Whether a read ahead brings a change to the stored rows before what was read lapses. `prepare` reads `path` at an
- * instant of the server's clock it returns, then changes the rows; `path` is then read with the clock held `heldMs`
- * past that instant until an answer that came back within `freshMs` of it shows the change (true: what was read at
- * the instant was still fresh, so only a read ahead can have brought it), or 10 s of real time pass (false). An
- * answer that came back later may have read the database after the lapse: `prepare` then runs again.
+ * Whether a read ahead brings a change to the stored rows before what was read lapses. `prepare` has the server read
+ * (between two instants of its clock it returns), then changes the rows; `path` is then read with the clock held
+ * `heldMs` past the read's end until an answer that came back within `freshMs` of its start shows the change (true:
+ * what was read was still fresh, so only a read ahead can have brought it), or 10 s of real time pass (false). An
+ * answer that came back later may have read the database after the lapse, and a read that took so long that the held
+ * clock is past `freshMs` of its start leaves no time to see a read ahead: `prepare` then runs again.
  */
-const seenAhead = async (path: string, heldMs: number, freshMs: number, prepare: () => Promise<number>, changed: (bytes: Buffer) => boolean) => {
+const seenAhead = async (path: string, heldMs: number, freshMs: number, prepare: () => Promise<readonly [number, number]>, changed: (bytes: Buffer) => boolean) => {
   const deadline = Date.now() + 10_000
-  let from = await prepare()
+  let [from, to] = await prepare()
   for (;;) {
-    server.clock.setTo(from + heldMs)
+    if (to + heldMs - from >= freshMs - 5 && Date.now() < deadline) {
+      [from, to] = await prepare()
+      continue
+    }
+    server.clock.setTo(to + heldMs)
     const answer = await get(path)
     const late = server.clock.currentTimeMillisUnsafe() - from >= freshMs
     expect(answer.status, path).toBe(200)
     if (!late && changed(answer.bytes)) return true
     if (Date.now() > deadline) return false
-    if (late) from = await prepare()
+    if (late) [from, to] = await prepare()
     else await new Promise((resolve) => setTimeout(resolve, 25))
   }
 }
@@ -245,22 +250,23 @@ describe(`the log's reads from memory and conditional requests (${kind})`, () =>
         const readFrom = server.clock.currentTimeMillisUnsafe()
         const read = await get(path, general)
         expect(read.status).toBe(200)
+        const readTo = server.clock.currentTimeMillisUnsafe()
         original = read.bytes
         await sql(server, (q) => q`UPDATE log_entries SET leaf_hash = ${forged} WHERE idx = ${first}`)
-        return readFrom
+        return [readFrom, readTo] as const
       }
-      expect(await seenAhead(path, 400, 500, prepare, (bytes) => bytes.subarray(0, 32).equals(forged)), "the tile was read ahead").toBe(true)
+      expect(await seenAhead(path, 380, 500, prepare, (bytes) => bytes.subarray(0, 32).equals(forged)), "the tile was read ahead").toBe(true)
     } finally {
       await restore()
     }
-    expect(original.subarray(0, 32).equals(row!.leaf_hash)).toBe(true)
+    expect(original.subarray(0, 32).equals(Buffer.from(row!.leaf_hash)), "the tile read before the change").toBe(true)
     // The read ahead started before now: 500 ms on it has lapsed, and the restored row is read.
     server.clock.setTo(server.clock.currentTimeMillisUnsafe() + 500)
     expect((await get(path)).bytes.equals(original)).toBe(true)
   })
 
   it("reads the checkpoint again from the database ahead of its 200 ms lapse", async () => {
-    const [stored] = await sql(server, (q) => q<{ tree_size: string; note: string }>`SELECT tree_size::text AS tree_size, note FROM log_checkpoints ORDER BY tree_size DESC LIMIT 1`)
+    const [stored] = await sql(server, (q) => q<{ tree_size: string; note: string }>`SELECT tree_size::text AS tree_size, note FROM log_checkpoints ORDER BY log_checkpoints.tree_size DESC LIMIT 1`)
     const restore = () => sql(server, (q) => q`UPDATE log_checkpoints SET note = ${stored!.note} WHERE tree_size = ${stored!.tree_size}`)
     const altered = `${stored!.note}\n`
     try {
@@ -269,10 +275,11 @@ describe(`the log's reads from memory and conditional requests (${kind})`, () =>
         server.clock.advance(300)
         const readFrom = server.clock.currentTimeMillisUnsafe()
         expect((await get("/log/checkpoint", general)).status).toBe(200)
+        const readTo = server.clock.currentTimeMillisUnsafe()
         await sql(server, (q) => q`UPDATE log_checkpoints SET note = ${altered} WHERE tree_size = ${stored!.tree_size}`)
-        return readFrom
+        return [readFrom, readTo] as const
       }
-      expect(await seenAhead("/log/checkpoint", 160, 200, prepare, (bytes) => bytes.toString("utf8") === altered), "the checkpoint was read ahead").toBe(true)
+      expect(await seenAhead("/log/checkpoint", 155, 200, prepare, (bytes) => bytes.toString("utf8") === altered), "the checkpoint was read ahead").toBe(true)
     } finally {
       await restore()
     }
