@@ -1,4 +1,4 @@
-import { Clock, Context, Deferred, Duration, Effect, Layer, Option } from "effect"
+import { Cause, Clock, Context, Deferred, Duration, Effect, FiberSet, Layer, Option } from "effect"
 import { MetricsState } from "../observability/Metrics.js"
 import { AppConfig } from "../platform/Config.js"
 import { FieldError, InvalidProofRequest, NotFound, NotYetLogged } from "../domain/Problem.js"
@@ -32,6 +32,13 @@ const RecheckMs = 500
 
 /** A partial tile is reused this long: a burst of proofs against one checkpoint shares it, and a changed row shows soon. */
 const PartialTileFreshMs = 500
+
+/**
+ * A read from memory that finds the checkpoint or a partial tile past this share of its freshness starts one read of
+ * it in the background, so that under steady reads it is read again before it lapses (and no burst of requests falls
+ * through to the database when it does); what is served is never older than its freshness allows.
+ */
+const AheadShare = 0.75
 
 /** What GET /log/tile/… serves. */
 export interface TileBytes {
@@ -147,6 +154,13 @@ const makeTransparencyLog = Effect.gen(function*() {
   const fullTrees = lru<TileTree>(CachedTileTrees)
   const partialTrees = lru<{ readonly tree: TileTree; readonly readAt: number }>(CachedPartialTileTrees)
   const bundles = lru<Uint8Array>(CachedBundles)
+  const inScope = yield* FiberSet.makeRuntime<never>()
+  /** Runs a read ahead in the background, inside this layer's scope (interrupted when it closes); a failure is logged, not thrown. */
+  const readAhead = (what: string, read: Effect.Effect<unknown>, done: () => void) =>
+    void inScope(read.pipe(
+      Effect.catchCause((cause) => Cause.hasInterruptsOnly(cause) ? Effect.void : Effect.logWarning(`log: reading ${what} ahead failed`, cause)),
+      Effect.ensuring(Effect.sync(done))
+    ))
   let latest: { readonly checkpoint: StoredCheckpoint; readonly readAt: number } | undefined
 
   /**
@@ -197,6 +211,14 @@ const makeTransparencyLog = Effect.gen(function*() {
     )
   })
 
+  /** Reads the latest checkpoint ahead (one read at a time) once the one in memory is past AheadShare of its freshness. */
+  let latestAhead = false
+  const aheadLatest = (now: number) => {
+    if (latest === undefined || latestAhead || now - latest.readAt < CheckpointFreshMs * AheadShare) return
+    latestAhead = true
+    readAhead("the checkpoint", refreshShared, () => void (latestAhead = false))
+  }
+
   /** The latest published checkpoint; `atLeast` re-reads a cached one that is too small for the request. */
   const current = (atLeast = 0): Effect.Effect<Option.Option<StoredCheckpoint>> =>
     Effect.flatMap(Clock.currentTimeMillis, (now) =>
@@ -234,6 +256,13 @@ const makeTransparencyLog = Effect.gen(function*() {
     return Option.fromUndefinedOr(witnessed?.checkpoint)
   })
 
+  let witnessedAhead = false
+  const aheadWitnessed = (now: number) => {
+    if (witnessed === undefined || witnessedAhead || now - witnessed.readAt < CheckpointFreshMs * AheadShare) return
+    witnessedAhead = true
+    readAhead("the witnessed checkpoint", refreshWitnessed, () => void (witnessedAhead = false))
+  }
+
   /**
    * The checkpoint clients are served (/log/checkpoint, receipt bundles): without witnesses the latest;
    * with them, the newest that a quorum of them cosigned (docs/API.md, "Witnesses").
@@ -256,14 +285,36 @@ const makeTransparencyLog = Effect.gen(function*() {
     onSome: (c) => Effect.succeed(c.note)
   }))
 
-  /** A tile's tree from memory: built before, or built now from the bytes the integrator handed over. */
+  /**
+   * Reads a partial tile ahead (one read per tile at a time) once the one in memory is past AheadShare of its
+   * freshness: from the database, as a read after it lapses would, and kept only if no newer read was kept meanwhile.
+   */
+  const rereading = new Set<string>()
+  const aheadPartial = (tile: Tile, key: string, readAt: number, now: number) => {
+    if (now - readAt < PartialTileFreshMs * AheadShare || rereading.has(key)) return
+    rereading.add(key)
+    readAhead(`tile ${key}`, Effect.gen(function*() {
+      const startedAt = yield* Clock.currentTimeMillis
+      const data = yield* fetchTiles([tile])
+      const kept = partialTrees.get(key)
+      if (kept === undefined || kept.readAt < startedAt) partialTrees.set(key, { tree: tileTreeOf(tile, data.get(tileKey(tile.level, tile.index))!), readAt: startedAt })
+    }), () => void rereading.delete(key))
+  }
+
+  /**
+   * A tile's tree from memory: built before, or built now from the bytes the integrator handed over. A partial
+   * tile's is served while fresh, and read ahead when nearly stale.
+   */
   const cachedTree = (tile: Tile, now: number): TileTree | undefined => {
     const key = treeKey(tile)
     const full = tile.width === TileWidth
     const fresh = (readAt: number) => full || now - readAt < PartialTileFreshMs
     const kept = full ? fullTrees.get(key) : partialTrees.get(key)
     if (kept !== undefined && "tile" in kept) return kept
-    if (kept !== undefined && fresh(kept.readAt)) return kept.tree
+    if (kept !== undefined && fresh(kept.readAt)) {
+      aheadPartial(tile, key, kept.readAt, now)
+      return kept.tree
+    }
     const bytes = handed.get(key)
     if (bytes === undefined || !fresh(bytes.readAt)) return undefined
     const tree = tileTreeOf(tile, bytes.data)
@@ -459,13 +510,17 @@ const makeTransparencyLog = Effect.gen(function*() {
         return tree === undefined ? undefined : { bytes: tree.levels[0]!, full }
       }
       const now = clock.currentTimeMillisUnsafe()
+      aheadLatest(now)
       if (latest === undefined || now - latest.readAt >= CheckpointFreshMs || widthIn(latest.checkpoint.size, tile.level, tile.index) !== tile.width) return undefined
       const tree = cachedTree(tile, now)
       return tree === undefined ? undefined : { bytes: tree.levels[0]!, full }
     },
     checkpoint: () => {
+      const now = clock.currentTimeMillisUnsafe()
+      if (witnesses.length === 0) aheadLatest(now)
+      else aheadWitnessed(now)
       const kept = witnesses.length === 0 ? latest : witnessed
-      return kept !== undefined && clock.currentTimeMillisUnsafe() - kept.readAt < CheckpointFreshMs ? kept.checkpoint.note : undefined
+      return kept !== undefined && now - kept.readAt < CheckpointFreshMs ? kept.checkpoint.note : undefined
     },
     inclusion: (index, size) => index < size ? fromTreesInMemory(size, (subtree) => inclusionProof(index, size, subtree)) : undefined,
     consistency: (first, second) => first <= second ? fromTreesInMemory(second, (subtree) => consistencyProof(first, second, subtree)) : undefined

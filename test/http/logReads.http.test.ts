@@ -1,4 +1,6 @@
-import { createHash } from "node:crypto"
+import { createHash, randomBytes } from "node:crypto"
+import { Effect } from "effect"
+import { SqlClient } from "effect/sql"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { openCheckpoint } from "../../src/log/Checkpoint.js"
 import { testLogSigningSeed } from "../../src/log/LogKey.js"
@@ -77,6 +79,36 @@ const strongEtag = (bytes: Uint8Array) => `"${createHash("sha256").update(bytes)
 
 /** Through the general handlers (the front door answers nothing with this header from memory). */
 const general = { "x-pv-internal-token": "anything" }
+
+const sql = <A>(on: TestServer, statement: (sql: SqlClient.SqlClient) => Effect.Effect<A, unknown>) =>
+  on.run(Effect.flatMap(SqlClient.SqlClient, statement) as Effect.Effect<A, unknown, never>)
+
+/**
+ * Whether a read ahead brings a change to the stored rows before what was read lapses. `prepare` has the server read
+ * (between two instants of its clock it returns), then changes the rows; `path` is then read with the clock held
+ * `heldMs` past the read's end until an answer that came back within `freshMs` of its start shows the change (true:
+ * what was read was still fresh, so only a read ahead can have brought it), or 10 s of real time pass (false). An
+ * answer that came back later may have read the database after the lapse, and a read that took so long that the held
+ * clock is past `freshMs` of its start leaves no time to see a read ahead: `prepare` then runs again.
+ */
+const seenAhead = async (path: string, heldMs: number, freshMs: number, prepare: () => Promise<readonly [number, number]>, changed: (bytes: Buffer) => boolean) => {
+  const deadline = Date.now() + 10_000
+  let [from, to] = await prepare()
+  for (;;) {
+    if (to + heldMs - from >= freshMs - 5 && Date.now() < deadline) {
+      [from, to] = await prepare()
+      continue
+    }
+    server.clock.setTo(to + heldMs)
+    const answer = await get(path)
+    const late = server.clock.currentTimeMillisUnsafe() - from >= freshMs
+    expect(answer.status, path).toBe(200)
+    if (!late && changed(answer.bytes)) return true
+    if (Date.now() > deadline) return false
+    if (late) [from, to] = await prepare()
+    else await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+}
 
 let size = 0
 let paths: ReadonlyArray<string> = []
@@ -196,5 +228,87 @@ describe(`the log's reads from memory and conditional requests (${kind})`, () =>
     expectProblem(refused!, 429, "rate-limited")
     expect(refused!.headers.get("retry-after")).toMatch(/^\d+$/)
     expectProblem(await request(limited, "GET", "/log/key"), 429, "rate-limited")
+  })
+
+  // Readers reuse a partial tile for 500 ms and the checkpoint for 200 ms (src/log/TransparencyLog.ts); a read past
+  // three quarters of that starts a read of the database ahead of the lapse. A change to the stored rows (here a
+  // tampering, restored after) shows before the lapse only through that read.
+  it("reads a partial tile again from the database ahead of its 500 ms lapse, and serves that read for its own 500 ms only", async () => {
+    const { size: now } = await checkpointOf()
+    const width = now % 256
+    expect(width).toBeGreaterThan(0)
+    const path = `/log/tile/0/${String(Math.floor(now / 256)).padStart(3, "0")}.p/${width}`
+    const first = Math.floor(now / 256) * 256
+    const [row] = await sql(server, (q) => q<{ leaf_hash: Uint8Array }>`SELECT leaf_hash FROM log_entries WHERE idx = ${first}`)
+    const restore = () => sql(server, (q) => q`UPDATE log_entries SET leaf_hash = ${row!.leaf_hash} WHERE idx = ${first}`)
+    const forged = randomBytes(32)
+    let original = Buffer.alloc(0)
+    try {
+      const prepare = async () => {
+        await restore()
+        server.clock.advance(600)
+        const readFrom = server.clock.currentTimeMillisUnsafe()
+        const read = await get(path, general)
+        expect(read.status).toBe(200)
+        const readTo = server.clock.currentTimeMillisUnsafe()
+        original = read.bytes
+        await sql(server, (q) => q`UPDATE log_entries SET leaf_hash = ${forged} WHERE idx = ${first}`)
+        return [readFrom, readTo] as const
+      }
+      expect(await seenAhead(path, 380, 500, prepare, (bytes) => bytes.subarray(0, 32).equals(forged)), "the tile was read ahead").toBe(true)
+    } finally {
+      await restore()
+    }
+    expect(original.subarray(0, 32).equals(Buffer.from(row!.leaf_hash)), "the tile read before the change").toBe(true)
+    // The read ahead started before now: 500 ms on it has lapsed, and the restored row is read.
+    server.clock.setTo(server.clock.currentTimeMillisUnsafe() + 500)
+    expect((await get(path)).bytes.equals(original)).toBe(true)
+  })
+
+  it("reads the checkpoint again from the database ahead of its 200 ms lapse", async () => {
+    const [stored] = await sql(server, (q) => q<{ tree_size: string; note: string }>`SELECT tree_size::text AS tree_size, note FROM log_checkpoints ORDER BY log_checkpoints.tree_size DESC LIMIT 1`)
+    const restore = () => sql(server, (q) => q`UPDATE log_checkpoints SET note = ${stored!.note} WHERE tree_size = ${stored!.tree_size}`)
+    const altered = `${stored!.note}\n`
+    try {
+      const prepare = async () => {
+        await restore()
+        server.clock.advance(300)
+        const readFrom = server.clock.currentTimeMillisUnsafe()
+        expect((await get("/log/checkpoint", general)).status).toBe(200)
+        const readTo = server.clock.currentTimeMillisUnsafe()
+        await sql(server, (q) => q`UPDATE log_checkpoints SET note = ${altered} WHERE tree_size = ${stored!.tree_size}`)
+        return [readFrom, readTo] as const
+      }
+      expect(await seenAhead("/log/checkpoint", 155, 200, prepare, (bytes) => bytes.toString("utf8") === altered), "the checkpoint was read ahead").toBe(true)
+    } finally {
+      await restore()
+    }
+    server.clock.advance(300)
+    expect((await get("/log/checkpoint")).bytes.toString("utf8")).toBe(stored!.note)
+  })
+
+  it("never serves a partial tile from memory beyond 200 ms after its width stopped being the latest checkpoint's, reads ahead or not", async () => {
+    const { size: now, note } = await checkpointOf()
+    const path = `/log/tile/0/${String(Math.floor(now / 256)).padStart(3, "0")}.p/${now % 256}`
+    server.clock.advance(600)
+    expect((await get(path, general)).status).toBe(200)
+    // Another instance's checkpoint one entry larger (only its size matters here): the width is no longer current.
+    const [{ root_hash: root }] = await sql(server, (q) => q<{ root_hash: Uint8Array }>`SELECT root_hash FROM log_checkpoints WHERE tree_size = ${now}`) as [{ root_hash: Uint8Array }]
+    const storedAt = server.clock.currentTimeMillisUnsafe()
+    await sql(server, (q) => q`INSERT INTO log_checkpoints (tree_size, root_hash, note, created_at) VALUES (${now + 1}, ${root}, ${note}, now())`)
+    try {
+      // Steady reads every 40 ms of the service's clock, each starting a read ahead when it may.
+      for (let step = 1; step <= 15; step++) {
+        server.clock.setTo(storedAt + step * 40)
+        const before = server.clock.currentTimeMillisUnsafe()
+        const answer = await get(path)
+        if (before - storedAt >= 200) expect(answer.status, `${before - storedAt} ms after`).toBe(404)
+      }
+    } finally {
+      await sql(server, (q) => q`DELETE FROM log_checkpoints WHERE tree_size = ${now + 1}`)
+    }
+    // The log grows past the removed row, so this instance serves its real checkpoint again.
+    await createReceipts(server, writer, 2)
+    await checkpointCovering(now + 2)
   })
 })
