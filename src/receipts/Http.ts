@@ -44,7 +44,7 @@ const stripIdempotent = ({ idempotent: _, ...receipt }: CreatedRelianceReceipt):
  */
 export const ReceiptsHttpLive = Layer.unwrap(Effect.gen(function*() {
   const receipts = yield* Receipts
-  const answers = receiptAnswers(receipts.storedText)
+  const answers = receiptAnswers()
   const decodeChecked = decodePerPayload()
   const evidenceOf = <F extends EvidenceFormat>(receiptId: string, format: F) =>
     Effect.flatMap(Caller, (key) =>

@@ -61,20 +61,16 @@ const createdAnswers = (): { readonly stored: CreatedAnswer; readonly replayed: 
   return { stored, replayed }
 }
 
-/** The member NewRelianceReceipt adds after RelianceReceipt's, as its encoder writes it (held together in test/http/receipts.http.test.ts). */
-const NotIdempotentMember = `,"idempotent":false}`
-
 const json = (status: number) => (text: string) => HttpServerResponse.text(text, { status, contentType: "application/json" })
 
 /**
  * The receipt endpoints' answers, made once per receipts layer. Receipts never change, and the service hands
  * out one object per held receipt (a read's receipt, a replay's shared answer), so the answer to such an
  * object is built once and kept with it (a WeakMap: it goes with the object); responses are immutable, each
- * request's headers go on its own copy. A new receipt's object is answered once and not kept: its body is the
- * text the service stored it as (`storedText`, Receipts.ts: RelianceReceipt's encoding) with NewRelianceReceipt's
- * `idempotent` member appended; a proof bundle is built per request (the checkpoint moves), so its body is too.
+ * request's headers go on its own copy. A new receipt's object is answered once, so it is encoded and not
+ * kept; a proof bundle is built per request (the checkpoint moves), so its body is too.
  */
-export const receiptAnswers = (storedText: (created: CreatedRelianceReceipt) => string | undefined) => {
+export const receiptAnswers = () => {
   const { stored, replayed } = createdAnswers()
   const encodeReceipt = jsonTextEncoder(RelianceReceipt)
   const encodeBundle = jsonTextEncoder(ReceiptProofBundle)
@@ -85,14 +81,10 @@ export const receiptAnswers = (storedText: (created: CreatedRelianceReceipt) => 
       ? Effect.succeed(known)
       : Effect.tap(make(value), (response) => Effect.sync(() => kept.set(value, response)))
   }
-  const created = (receipt: CreatedRelianceReceipt): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
-    if (receipt.idempotent) return keptAnswer(receipt, (r) => Effect.map(bodyOf(replayed.encode, r), json(replayed.status)))
-    // A receipt this request stored: its stored text (its schema's encoding) and the one member NewRelianceReceipt adds.
-    const text = storedText(receipt)
-    return text !== undefined
-      ? Effect.succeed(json(stored.status)(text.slice(0, -1) + NotIdempotentMember))
+  const created = (receipt: CreatedRelianceReceipt): Effect.Effect<HttpServerResponse.HttpServerResponse> =>
+    receipt.idempotent
+      ? keptAnswer(receipt, (r) => Effect.map(bodyOf(replayed.encode, r), json(replayed.status)))
       : Effect.map(bodyOf(stored.encode, receipt), json(stored.status))
-  }
   /** The POST answer with the receipt's proof bundle, and the header saying the wait was applied (RFC 7240). */
   const createdWithProof = (receipt: CreatedRelianceReceipt, proof: ReceiptProofBundleValue, seconds: number): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
     const answer = receipt.idempotent ? replayed : stored

@@ -94,12 +94,6 @@ export interface ReceiptsShape {
   readonly backfillSignatures: Effect.Effect<number>
   /** The loaded policy as the API shows it. */
   readonly policy: PolicyView
-  /**
-   * The text a receipt `create` just stored was stored as (RelianceReceipt's JSON encoding), for the object `create`
-   * answered with while the caller holds it: the 201's body is that text with `"idempotent":false` appended
-   * (receipts/ReceiptBodies.ts), so a new receipt is checked against its schema and written as JSON once.
-   */
-  readonly storedText: (created: CreatedRelianceReceipt) => string | undefined
 }
 
 const make = Effect.gen(function*() {
@@ -114,8 +108,6 @@ const make = Effect.gen(function*() {
   const sign = (receipt: SealedReceipt): RelianceReceipt => ({ ...receipt, signature: signReceiptDigest(receipt.receipt_digest, events.signer) })
   // Stored receipts never change: replays and reads are answered from memory (ReceiptMemory.ts) when held.
   const { replayOf, byId, remember } = receiptMemory()
-  // A new receipt's stored text by the answer object `create` returned (gone with it).
-  const storedTexts = new WeakMap<CreatedRelianceReceipt, string>()
 
   /**
    * A receipt stored before receipts were signed gets its signature now, stored once (the backfill
@@ -161,17 +153,6 @@ const make = Effect.gen(function*() {
   const evaluate = (tenantId: string, request: RelianceRequest): Effect.Effect<ActionabilityEvaluation, EvaluationError> =>
     Effect.flatMap(admit(tenantId, request), (trust) => Effect.fromResult(evaluateActionability(trust, policy, request)))
 
-  // The text a new receipt is stored as: RelianceReceipt's JSON encoding (undefined if it did not fit, never expected:
-  // the receipt is then stored as JSON.stringify writes it and the edge's encoder reports the misfit).
-  const receiptText = jsonTextEncoder(RelianceReceipt)
-  const storedTextOf = (receipt: RelianceReceipt): string | undefined => {
-    try {
-      return receiptText(receipt)
-    } catch {
-      return undefined
-    }
-  }
-
   /** A new receipt for an evaluation whose idempotency key this process holds no receipt for. */
   const store = (evaluation: ActionabilityEvaluation): Effect.Effect<CreatedRelianceReceipt, IdempotencyConflict> =>
     Effect.gen(function*() {
@@ -182,15 +163,11 @@ const make = Effect.gen(function*() {
         created_at: createdAt,
         ...evaluation
       }))
-      // Its schema checked and its JSON written once, for the database and for the answer (`storedText`).
-      const text = storedTextOf(receipt)
-      const stored = yield* Effect.orDie(repo.insertOrFetch(receipt, text ?? JSON.stringify(receipt)))
+      const stored = yield* Effect.orDie(repo.insertOrFetch(receipt))
       if (stored.created) {
         yield* nudges.nudge
         remember(receipt)
-        const created: CreatedRelianceReceipt = { ...receipt, idempotent: false }
-        if (text !== undefined) storedTexts.set(created, text)
-        return created
+        return { ...receipt, idempotent: false }
       }
       // Another request (or instance) stored this idempotency key first: its receipt is the answer.
       const signed = yield* ensureSigned(stored.receipt)
@@ -277,8 +254,7 @@ const make = Effect.gen(function*() {
     proofWithin,
     evidence,
     backfillSignatures: Effect.withSpan(backfillSignatures, "Receipts.backfillSignatures"),
-    policy: policyView(policy),
-    storedText: (created) => storedTexts.get(created)
+    policy: policyView(policy)
   } satisfies ReceiptsShape
 })
 

@@ -1,8 +1,8 @@
 import { PgClient } from "@effect/sql-pg"
 import { Array as Arr, Context, Deferred, Effect, Exit, Layer, Option, Queue, Schema } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
-import { receiptEntrySql } from "../../migrations/0005_transparency_log.js"
 import type { ReceiptSignature, RelianceReceipt, SealedReceipt } from "../domain/Receipt.js"
+import { entryBytesOf, receiptEntryOf } from "../log/Entries.js"
 import { AppConfig } from "../platform/Config.js"
 import { DatabaseMode } from "../platform/Database.js"
 import * as Rows from "../platform/Rows.js"
@@ -47,17 +47,21 @@ const insertedRows = Rows.batchRows(InsertedRow)
 /** Receipts written together in one statement (and one commit). */
 const MaxBatch = 64
 
-/**
- * A batch as one parameter: a JSON array whose elements are the receipts' texts, verbatim. PostgreSQL keeps a json
- * value's text as written, and so does json_array_elements each element's, so each row stores its receipt's text.
- */
-const batchText = (batch: ReadonlyArray<Pick<Pending, "json">>) => {
-  // Joined from its parts at once: one flat string, where `+=` would leave a rope the driver flattens into a copy.
-  const parts: Array<string> = ["["]
-  for (let i = 0; i < batch.length; i++) parts.push(i === 0 ? "" : ",", batch[i]!.json)
-  parts.push("]")
-  return parts.join("")
-}
+const row = ({ receipt: r, json }: Pick<Pending, "receipt" | "json">) => ({
+  receipt_id: r.receipt_id,
+  tenant_id: r.tenant_id,
+  principal: r.principal,
+  subject_public_id: r.subject_public_id,
+  purpose_id: r.purpose_id,
+  requested_action: r.requested_action,
+  determination_digest: r.determination_digest,
+  determination_id: r.determination_id,
+  decision: r.decision,
+  receipt_digest: r.receipt_digest,
+  // json (not jsonb) keeps the text exactly as written, key order included.
+  receipt: json,
+  created_at: new Date(r.created_at)
+})
 
 const make = Effect.gen(function*() {
   const sql = yield* PgClient.PgClient
@@ -90,42 +94,30 @@ const make = Effect.gen(function*() {
           : Effect.succeed({ receipt: row.value.receipt, created: false } satisfies StoredOutcome))
     )
 
-  /**
-   * The batch's rows, derived by the database from the receipts' texts (`batchText`): the indexed columns are
-   * members of the JSON, so only the JSON is sent (once). The receipt's text is stored as sent.
-   */
-  const receiptRows = (batch: ReadonlyArray<Pick<Pending, "json">>) => sql`
-    SELECT e.receipt, e.receipt::jsonb AS j FROM json_array_elements(${batchText(batch)}::json) AS e(receipt)`
-  const insertReceipts = (returning: string) => sql`
-    INSERT INTO reliance_receipts (receipt_id, tenant_id, principal, subject_public_id, purpose_id, requested_action,
-      determination_digest, determination_id, decision, receipt_digest, receipt, created_at)
-    SELECT j->>'receipt_id', j->>'tenant_id', j->>'principal', j->>'subject_public_id', j->>'purpose_id',
-      j->>'requested_action', j->>'determination_digest', j->>'determination_id', j->>'decision', j->>'receipt_digest',
-      receipt, (j->>'created_at')::timestamptz
-    FROM batch
-    ON CONFLICT (tenant_id, principal, subject_public_id, purpose_id, requested_action, determination_digest)
-    DO NOTHING
-    RETURNING ${sql.literal(returning)}`
-  /** A log entry's bytes from an inserted row's receipt_id, receipt_digest and receipt. */
-  const entryOfInserted = sql.literal(receiptEntrySql)
-
-  /**
-   * One statement for the whole batch; the outcome of each receipt, in order. With the log on, each inserted
-   * receipt's log entry is written by the database too, by the recipe migration 0005 enqueued the receipts stored
-   * before the log with (the UTF-8 of JCS(receiptEntryOf(receipt)), log/Entries.ts): test/receipts/receipts.service.test.ts
-   * and test/http/log.http.test.ts hold the two together.
-   */
+  /** One statement for the whole batch; the outcome of each receipt, in order. */
   const insertBatch = (batch: Arr.NonEmptyReadonlyArray<Pick<Pending, "receipt" | "json">>) =>
     Effect.gen(function*() {
+      const rows = Arr.map(batch, row)
       const receipts = Arr.map(batch, (p) => p.receipt)
       const inserted = yield* insertedRows(logEnabled
         ? sql`
-          WITH batch AS (${receiptRows(batch)}), inserted AS (${insertReceipts("receipt_id, receipt_digest, receipt")}), enqueued AS (
+          WITH inserted AS (
+            INSERT INTO reliance_receipts ${sql.insert(rows)}
+            ON CONFLICT (tenant_id, principal, subject_public_id, purpose_id, requested_action, determination_digest)
+            DO NOTHING
+            RETURNING receipt_id
+          ), enqueued AS (
             INSERT INTO log_pending (kind, ref, entry)
-            SELECT 'receipt', receipt_id, ${entryOfInserted} FROM inserted
+            SELECT 'receipt', e.ref, e.entry
+            FROM unnest(${receipts.map((r) => r.receipt_id)}::text[], ${receipts.map((r) => entryBytesOf(receiptEntryOf(r)))}::bytea[]) AS e(ref, entry)
+            JOIN inserted ON inserted.receipt_id = e.ref
           )
           SELECT receipt_id FROM inserted`
-        : sql`WITH batch AS (${receiptRows(batch)}) ${insertReceipts("receipt_id")}`)
+        : sql`
+          INSERT INTO reliance_receipts ${sql.insert(rows)}
+          ON CONFLICT (tenant_id, principal, subject_public_id, purpose_id, requested_action, determination_digest)
+          DO NOTHING
+          RETURNING receipt_id`)
       const stored = new Set(inserted.map((r) => r.receipt_id))
       return yield* Effect.forEach(receipts, (receipt): Effect.Effect<StoredOutcome, SqlError> =>
         stored.has(receipt.receipt_id) ? Effect.succeed({ receipt, created: true }) : existing(receipt))
@@ -225,15 +217,14 @@ const make = Effect.gen(function*() {
  *
  * Inserts are coalesced: receipts that arrive while a write is in flight go into the next multi-row
  * `INSERT … ON CONFLICT DO NOTHING RETURNING`, one statement and one commit for the batch (group commit),
- * whose one parameter is the receipts' texts (the database derives the indexed columns from them),
  * and no caller is answered before its row is committed. The unique constraint still decides idempotency:
  * a row not returned lost to an existing receipt (or to an identical one earlier in the same batch), which a
  * following SELECT (a new snapshot under READ COMMITTED) then reads. A batch that fails is retried row by
  * row, so one bad row never fails the others.
  *
  * With the transparency log on (PV_LOG_ENABLED), the same statement also enqueues one log entry per
- * receipt it actually inserted (a CTE joined on the inserted ids; the entry's bytes written by the database
- * from the receipt's text, see `insertBatch`), so a receipt and its pending entry commit together or not at all.
+ * receipt it actually inserted (a CTE joined on the inserted ids), so a receipt and its pending entry
+ * commit together or not at all.
  */
 export class ReceiptsRepo extends Context.Service<ReceiptsRepo, ReceiptsRepoShape>()("pv/ReceiptsRepo", { make }) {
   static readonly layer = Layer.effect(ReceiptsRepo, make)

@@ -8,12 +8,12 @@ import { verifyReceipt } from "../../src/client/index.js"
 import { PublicId } from "../../src/domain/PublicId.js"
 import { decodeRelianceRequest } from "../../src/domain/Receipt.js"
 import { privateKeyFromSeed, signerFromPrivateKey, testSigningSeed } from "../../src/events/Signer.js"
-import { entryBytesOf, receiptEntryOf, receiptSigningInputOf } from "../../src/log/Entries.js"
+import { receiptSigningInputOf } from "../../src/log/Entries.js"
 import { Receipts } from "../../src/receipts/Receipts.js"
 import { Determinations } from "../../src/trust/Determinations.js"
 import { TrustResolver } from "../../src/trust/TrustResolver.js"
 import { DAY_MS, determinationBody, relianceRequest } from "../support/fixtures.js"
-import { overTestDatabase, serviceTestDatabase } from "../support/serviceDatabase.js"
+import { overTestDatabase } from "../support/serviceDatabase.js"
 
 /**
  * The real Receipts service in-process (Receipts.layerTest: the test signing key, deterministic ids) on
@@ -164,39 +164,6 @@ describe("Receipts (service, in-process)", () => {
         assert.strictEqual((yield* Effect.flip(receipts.create("tenant-a", unknownSubject)))._tag, "DeterminationNotFound")
       }))
 
-    it.effect("stores the receipt's text as written, its columns and its log entry derived from it by the database", () =>
-      Effect.gen(function*() {
-        yield* TestClock.setTime(T0)
-        yield* recorded
-        yield* TestClock.setTime(T0 + 1_234)
-        const sql = yield* SqlClient.SqlClient
-        // Names with characters JSON escapes and one it does not: the columns hold them decoded.
-        const request = requestOf("agent:\"quoted\" \\ tab\t é ✓", { organization: "Org\n\"two lines\"" })
-        const { idempotent: _, ...receipt } = yield* Effect.flatMap(Receipts, (r) => r.create("tenant-a", request))
-        const [row] = yield* Effect.orDie(sql<Record<string, string>>`
-          SELECT receipt_id, tenant_id, principal, subject_public_id, purpose_id, requested_action, determination_digest,
-            determination_id, decision, receipt_digest, receipt::text AS text, (extract(epoch FROM created_at) * 1000)::bigint::text AS created_ms
-          FROM reliance_receipts WHERE receipt_id = ${receipt.receipt_id}`)
-        assert.deepStrictEqual(row, {
-          receipt_id: receipt.receipt_id,
-          tenant_id: receipt.tenant_id,
-          principal: receipt.principal,
-          subject_public_id: receipt.subject_public_id,
-          purpose_id: receipt.purpose_id,
-          requested_action: receipt.requested_action,
-          determination_digest: receipt.determination_digest,
-          determination_id: receipt.determination_id,
-          decision: receipt.decision,
-          receipt_digest: receipt.receipt_digest,
-          text: JSON.stringify(receipt),
-          created_ms: String(Date.parse(receipt.created_at))
-        })
-        const entries = yield* Effect.orDie(sql<{ entry: Uint8Array }>`
-          SELECT entry FROM log_pending WHERE kind = 'receipt' AND ref = ${receipt.receipt_id}`)
-        assert.strictEqual(entries.length, 1)
-        assert.strictEqual(Buffer.from(entries[0]!.entry).toString("hex"), Buffer.from(entryBytesOf(receiptEntryOf(receipt))).toString("hex"))
-      }))
-
     it.effect("signs a receipt stored without a signature when it is read, once, with the signature it would have had", () =>
       Effect.gen(function*() {
         yield* TestClock.setTime(T0)
@@ -211,28 +178,6 @@ describe("Receipts (service, in-process)", () => {
         const read = yield* freshInstance((other) => other.get("tenant-a", receipt.receipt_id))
         assert.deepStrictEqual(read.signature, receipt.signature)
         assert.deepStrictEqual((yield* stored())[0]!.receipt.signature, receipt.signature)
-      }))
-  })
-})
-
-describe("Receipts (service, in-process) with the transparency log off", () => {
-  layer(Receipts.layerTest.pipe(Layer.provideMerge(serviceTestDatabase({ PV_LOG_ENABLED: "false" }))), { timeout: 120_000 })((it) => {
-    it.effect("stores the receipt's text and its columns, and enqueues no log entry", () =>
-      Effect.gen(function*() {
-        yield* TestClock.setTime(T0)
-        yield* recorded
-        const sql = yield* SqlClient.SqlClient
-        const receipts = yield* Receipts
-        const { idempotent, ...receipt } = yield* receipts.create("tenant-a", requestOf("agent:log-off"))
-        assert.strictEqual(idempotent, false)
-        const rows = yield* Effect.orDie(sql<{ principal: string; receipt_digest: string; text: string }>`
-          SELECT principal, receipt_digest, receipt::text AS text FROM reliance_receipts WHERE receipt_id = ${receipt.receipt_id}`)
-        assert.deepStrictEqual(rows, [{ principal: "agent:log-off", receipt_digest: receipt.receipt_digest, text: JSON.stringify(receipt) }])
-        const [pending] = yield* Effect.orDie(sql<{ n: number }>`SELECT count(*)::int AS n FROM log_pending`)
-        assert.strictEqual(pending!.n, 0)
-        const again = yield* freshInstance((other) => other.create("tenant-a", requestOf("agent:log-off")))
-        assert.strictEqual(again.idempotent, true)
-        assert.strictEqual(again.receipt_id, receipt.receipt_id)
       }))
   })
 })

@@ -9,19 +9,18 @@ import { copyMigratedPglite, testDatabaseLayers } from "./templates.js"
  * state, and a database of its own with every migration applied: embedded PGlite in a temporary data
  * directory (a copy of the migrated template, support/templates.ts), removed with the layer. No HTTP
  * server, no background loops (sweeper, integrator, deliveries): the test calls the service itself, under
- * @effect/vitest's TestClock. `env`: configuration beyond the test's (e.g. PV_LOG_ENABLED).
+ * @effect/vitest's TestClock.
  */
-export const serviceTestDatabase = (env: Record<string, string> = {}) => Layer.unwrap(
+export const ServiceTestDatabase = Layer.unwrap(
   Effect.gen(function*() {
     const dataDir = yield* Effect.acquireRelease(
       Effect.sync(() => mkdtempSync(join(tmpdir(), "pv-service-test-"))),
       (dataDir) => Effect.sync(() => rmSync(dataDir, { recursive: true, force: true }))
     )
     yield* copyMigratedPglite(dataDir)
-    return testDatabaseLayers({ ...env, PV_DATA_DIR: dataDir })
+    return testDatabaseLayers({ PV_DATA_DIR: dataDir })
   })
 )
-export const ServiceTestDatabase = serviceTestDatabase()
 
 /** A service's test layer over its own fresh database. */
 export const overTestDatabase = <A, E, R>(layer: Layer.Layer<A, E, R>) => layer.pipe(Layer.provideMerge(ServiceTestDatabase))
