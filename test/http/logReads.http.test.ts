@@ -90,7 +90,14 @@ const sql = <A>(on: TestServer, statement: (sql: SqlClient.SqlClient) => Effect.
  * what was read was still fresh, so only a read ahead can have brought it), or 10 s of real time pass (false). An
  * answer that came back later may have read the database after the lapse, and a read that took so long that the held
  * clock is past `freshMs` of its start leaves no time to see a read ahead: `prepare` then runs again.
+ * Holding the clock can move it back (when more than `heldMs` of real time passed since the read's end), so a read ahead
+ * may have started at a later instant than the clock now shows: `clockPeak` keeps the latest instant the server's clock
+ * showed, from which a test waits out what was read ahead.
  */
+let clockPeak = 0
+const passPeak = () => (clockPeak = Math.max(clockPeak, server.clock.currentTimeMillisUnsafe()))
+/** Moves the server's clock `ms` past the latest instant it showed (`clockPeak`), so everything read by then has lapsed. */
+const beyondPeak = (ms: number) => server.clock.setTo(Math.max(passPeak(), server.clock.currentTimeMillisUnsafe()) + ms)
 const seenAhead = async (path: string, heldMs: number, freshMs: number, prepare: () => Promise<readonly [number, number]>, changed: (bytes: Buffer) => boolean) => {
   const deadline = Date.now() + 10_000
   let [from, to] = await prepare()
@@ -99,6 +106,7 @@ const seenAhead = async (path: string, heldMs: number, freshMs: number, prepare:
       [from, to] = await prepare()
       continue
     }
+    passPeak()
     server.clock.setTo(to + heldMs)
     const answer = await get(path)
     const late = server.clock.currentTimeMillisUnsafe() - from >= freshMs
@@ -246,7 +254,7 @@ describe(`the log's reads from memory and conditional requests (${kind})`, () =>
     try {
       const prepare = async () => {
         await restore()
-        server.clock.advance(600)
+        beyondPeak(600)
         const readFrom = server.clock.currentTimeMillisUnsafe()
         const read = await get(path, general)
         expect(read.status).toBe(200)
@@ -261,7 +269,7 @@ describe(`the log's reads from memory and conditional requests (${kind})`, () =>
     }
     expect(original.subarray(0, 32).equals(Buffer.from(row!.leaf_hash)), "the tile read before the change").toBe(true)
     // The read ahead started before now: 500 ms on it has lapsed, and the restored row is read.
-    server.clock.setTo(server.clock.currentTimeMillisUnsafe() + 500)
+    beyondPeak(500)
     expect((await get(path)).bytes.equals(original)).toBe(true)
   })
 
@@ -272,7 +280,7 @@ describe(`the log's reads from memory and conditional requests (${kind})`, () =>
     try {
       const prepare = async () => {
         await restore()
-        server.clock.advance(300)
+        beyondPeak(300)
         const readFrom = server.clock.currentTimeMillisUnsafe()
         expect((await get("/log/checkpoint", general)).status).toBe(200)
         const readTo = server.clock.currentTimeMillisUnsafe()
@@ -283,7 +291,7 @@ describe(`the log's reads from memory and conditional requests (${kind})`, () =>
     } finally {
       await restore()
     }
-    server.clock.advance(300)
+    beyondPeak(300)
     expect((await get("/log/checkpoint")).bytes.toString("utf8")).toBe(stored!.note)
   })
 
