@@ -7,6 +7,7 @@ import { join } from "node:path"
  * packed tarballs, browser profiles): a directory of its own in memory (/dev/shm, tmpfs) when the machine has
  * one with room, else the OS temporary directory. `vitest.config.ts` points TMPDIR at it for the whole run, so
  * every `tmpdir()` of the tests and of their child processes lands there, and removes it when the run ends.
+ * `PV_TEST_TMPFS=0` keeps them in the OS temporary directory.
  *
  * Why: on the development machines' ext4 a file costs ~0.65 ms of kernel CPU to create, so copying the
  * migrated PGlite template (1,080 files, 40 MB) for a test server took ~0.7 s of CPU, half of a server's start;
