@@ -181,17 +181,21 @@ const makeTransparencyLog = Effect.gen(function*() {
    * The integrator on this instance announces each checkpoint it commits, with the tiles its round
    * wrote, so its own readers never lag and a proof against the new checkpoint reads no tile back.
    */
-  const published = (checkpoint: StoredCheckpoint, written: ReadonlyArray<WrittenTile> = []) =>
-    Clock.currentTimeMillis.pipe(Effect.map((now) => {
+  const published = (checkpoint: StoredCheckpoint, written: ReadonlyArray<WrittenTile> = [], readAt?: number) =>
+    Clock.currentTimeMillis.pipe(Effect.map((clockNow) => {
+      const now = readAt ?? clockNow
       if (latest === undefined || checkpoint.size >= latest.checkpoint.size) latest = { checkpoint, readAt: now }
       if (witnesses.length > 0) witnessState.latestSize = latest.checkpoint.size
       for (const { tile, data } of written) handed.set(treeKey(tile), { data, readAt: now })
     }), Effect.andThen(advanced))
 
 
+  // A read is stamped with the instant it began: what it found may have changed since then, so that is the instant
+  // its freshness counts from (stamped when it ended, a slow read would extend an old checkpoint's life).
   const refresh = Effect.gen(function*() {
+    const startedAt = yield* Clock.currentTimeMillis
     const stored = yield* Effect.orDie(repo.latestCheckpoint)
-    if (Option.isSome(stored)) yield* published(stored.value)
+    if (Option.isSome(stored)) yield* published(stored.value, [], startedAt)
     return Option.map(stored, () => latest!.checkpoint)
   })
 
@@ -247,8 +251,8 @@ const makeTransparencyLog = Effect.gen(function*() {
   }
 
   const refreshWitnessed = Effect.gen(function*() {
-    const found = yield* Effect.orDie(witnessRepo.newestWitnessed(witnessIds, quorum, witnessed?.checkpoint.size ?? 0))
     const now = yield* Clock.currentTimeMillis
+    const found = yield* Effect.orDie(witnessRepo.newestWitnessed(witnessIds, quorum, witnessed?.checkpoint.size ?? 0))
     const assembled = Option.isSome(found) ? assemble(found.value) : undefined
     if (assembled !== undefined && (witnessed === undefined || assembled.size >= witnessed.checkpoint.size)) witnessed = { checkpoint: assembled, readAt: now }
     else if (witnessed !== undefined) witnessed = { checkpoint: witnessed.checkpoint, readAt: now }
