@@ -79,7 +79,9 @@ describe("defaults (docs/OPERATIONS.md, Settings)", () => {
       allowedOrigins: [],
       devEphemeralKeys: false,
       dbQueryTimeoutMs: 10_000,
-      dbConnectTimeoutMs: 1_000
+      dbConnectTimeoutMs: 1_000,
+      dbPoolSize: 16,
+      webhookLeaseMarginMs: 10_000
     })
     // Embedded mode, and no credential of any kind unless configured.
     expect(config.databaseUrl).toEqual(Option.none())
@@ -87,6 +89,13 @@ describe("defaults (docs/OPERATIONS.md, Settings)", () => {
     expect(config.internalToken).toEqual(Option.none())
     expect(config.eventSigningKey).toEqual(Option.none())
     expect(config.redisUrl).toEqual(Option.none())
+  })
+
+  it("refuses a pool size or a lease margin out of range, naming the variable", () => {
+    for (const [variable, value] of [["PV_DB_POOL_SIZE", "0"], ["PV_DB_POOL_SIZE", "eight"], ["PV_WEBHOOK_LEASE_MARGIN_MS", "999"], ["PV_WEBHOOK_LEASE_MARGIN_MS", "60001"]] as const) {
+      expect(refusal({ [variable]: value }), `${variable}=${value}`).toContain(variable)
+    }
+    expect(Result.getOrThrow(readConfig({ PV_DB_POOL_SIZE: "4", PV_WEBHOOK_LEASE_MARGIN_MS: "1000" }))).toMatchObject({ dbPoolSize: 4, webhookLeaseMarginMs: 1_000 })
   })
 
   it("refuses DATABASE_URL without PV_EVENT_SIGNING_KEY, before any database work", () => {
