@@ -39,6 +39,9 @@ const startMain = async (env: Record<string, string>): Promise<Started> => {
   const home = mkdtempSync(join(tmpdir(), "pv-defaults-home-"))
   const server = spawnEntry(["src/main.ts"], { HOME: home, TMPDIR: tmpdir(), PORT: "0", HOST: "127.0.0.1", ...env })
   void server.exited.then(() => rmSync(home, { recursive: true, force: true }))
+  // Stopped at the file's end whatever happens here: a test that times out while this still waits (the banner's
+  // wait outlasts a test's time-out) would otherwise leave the process running after the run.
+  cleanups.push(() => server.stop(2_000))
   try {
     // The banner is one write; wait for its last line so every line is there.
     const [, baseUrl] = await server.waitFor(/listening on (http:\/\/[\d.]+:\d+)[\s\S]*curl -s -X POST/)
@@ -90,7 +93,6 @@ describe.runIf(kind === "pglite")("embedded defaults (no DATABASE_URL, no PV_OPE
     const dir = dataDir()
     const tokenFile = join(dir, "operator-token")
     const first = await startMain({ PV_DATA_DIR: dir })
-    cleanups.push(first.stop)
     const banner = first.output()
     expect(banner).toMatch(/demo data: +loaded 6 determinations/)
     expect(banner).toContain(`operator token: ${tokenFile} (generated now)`)
@@ -117,7 +119,6 @@ describe.runIf(kind === "pglite")("embedded defaults (no DATABASE_URL, no PV_OPE
 
     // A restart on the same directory: the same token, not printed again, and the demo data not loaded twice.
     const second = await startMain({ PV_DATA_DIR: dir })
-    cleanups.push(second.stop)
     expect(second.output()).not.toContain("shown once")
     expect(second.output()).not.toContain(token)
     expect(second.output()).not.toContain("generated now")
@@ -155,7 +156,6 @@ describe.runIf(kind === "postgres")("DATABASE_URL mode without PV_OPERATOR_TOKEN
       PV_LOG_SIGNING_KEY: testLogSigningKeyPem(),
       PV_WEBHOOK_SIGNING_KEY: testWebhookSigningKeyPem()
     })
-    cleanups.push(server.stop)
     expect(server.output()).toContain("operator token: not configured")
     expect(server.output()).not.toContain("shown once")
     expect(readdirSync(dir)).not.toContain("operator-token")
