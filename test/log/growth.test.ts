@@ -1,5 +1,5 @@
 import * as fc from "fast-check"
-import { describe, expect, it } from "vitest"
+import { afterAll, describe, expect, it } from "vitest"
 import { edgeFromTiles, edgeTilesOf, grow, rootOfEdge, tilesWritten, type TileHash, type TreeEdge } from "../../src/log/Growth.js"
 import { emptyTreeHash, subtreeHashesOf, type SubtreeHash } from "../../src/log/Merkle.js"
 import { tileHashes, tilePath, tilesOf, type Tile } from "../../src/log/Tiles.js"
@@ -10,18 +10,20 @@ const empty: TreeEdge = { size: 0, levels: [] }
 /**
  * A log of 70,000 leaves (past the 65,536 of a level-2 tile), its complete subtrees and its reference roots,
  * made once for the tests that need a log that size: the leaf hashes and the subtrees each cost 70,000 hashes,
- * and three tests made their own. They only read it; a log of fewer leaves is a prefix of it.
+ * and three tests made their own. They only read it; a log of fewer leaves is a prefix of it. Dropped after the
+ * file (some 40 MB), since the worker goes on to other files.
  */
-const bigLog = (() => {
-  let made: { readonly leaves: ReadonlyArray<Uint8Array>; readonly subtree: SubtreeHash; readonly root: (size: number) => Buffer } | undefined
-  return () => {
-    if (made === undefined) {
-      const leaves = syntheticLeaves(70_000)
-      made = { leaves, subtree: subtreeHashesOf(leaves), root: refMthOfSizes(leaves) }
-    }
-    return made
+let big: { readonly leaves: ReadonlyArray<Uint8Array>; readonly subtree: SubtreeHash; readonly root: (size: number) => Buffer } | undefined
+const bigLog = () => {
+  if (big === undefined) {
+    const leaves = syntheticLeaves(70_000)
+    big = { leaves, subtree: subtreeHashesOf(leaves), root: refMthOfSizes(leaves) }
   }
-})()
+  return big
+}
+afterAll(() => {
+  big = undefined
+})
 
 /** Grows a log from nothing in the given steps, as the integrator does round by round. */
 const growInSteps = (leaves: ReadonlyArray<Uint8Array>, steps: ReadonlyArray<number>) => {
