@@ -53,14 +53,25 @@ const redisReachable = () =>
     socket.once("timeout", () => (socket.destroy(), resolve(false)))
   })
 
+/**
+ * The server of the per-key limits, also the one the body limits need (the test environment's limits, nothing of
+ * theirs stored): started once by whichever runs first, closed after both.
+ */
+let keyed: Promise<TestServer> | undefined
+const keyedServer = () =>
+  (keyed ??= (async () => {
+    // Webhook subscriptions to a loopback port (for rotate-secret) need the development allowances.
+    const started = await startTestServer({ config: isolatedConfig({ PV_WEBHOOK_ALLOW_HTTP: "true", PV_WEBHOOK_ALLOW_PRIVATE: "true" }) })
+    expect((await putDetermination(started, id, determinationBody(Date.now() - DAY_MS))).status).toBe(201)
+    return started
+  })())
+afterAll(() => keyed?.then((server) => server.close(), () => undefined))
+
 describe(`per-key limits (${kind})`, () => {
   let server: TestServer
   beforeAll(async () => {
-    // Webhook subscriptions to a loopback port (for rotate-secret) need the development allowances.
-    server = await startTestServer({ config: isolatedConfig({ PV_WEBHOOK_ALLOW_HTTP: "true", PV_WEBHOOK_ALLOW_PRIVATE: "true" }) })
-    expect((await putDetermination(server, id, determinationBody(Date.now() - DAY_MS))).status).toBe(201)
+    server = await keyedServer()
   })
-  afterAll(() => server?.close())
 
   it("lets exactly the limit through in a minute, refuses the next with 429, and restores after the window", async () => {
     const { api_key } = await createKey(server, ["trust:read"], { rate_limit_per_minute: 5 })
@@ -382,9 +393,8 @@ describe.runIf(kind === "postgres")("two instances sharing Redis", () => {
 describe(`body limits before any work (${kind})`, () => {
   let server: TestServer
   beforeAll(async () => {
-    server = await startTestServer({ config: isolatedConfig() })
+    server = await keyedServer()
   })
-  afterAll(() => server?.close())
 
   const nested = (depth: number): unknown => (depth <= 1 ? "x" : [nested(depth - 1)])
 
