@@ -83,8 +83,8 @@ beforeAll(async () => {
       PV_WEBHOOK_ALLOW_PRIVATE: "true",
       // Every receiver here answers at once or refuses: the time-out only has to outlast a loaded machine's stall,
       // so that what each record says is the receiver's answer (at 1.5 s, load 20 recorded "timed out" for a 500).
-      // At its default it also holds a subscription held back for long beside what a busy machine's CPU costs
-      // (see the first test).
+      // At its default (10 s) it also makes a hold (the time-out + 1 s) long beside what the first test's work
+      // costs a busy machine, which that test's bound on the healthy origin relies on.
       PV_WEBHOOK_TIMEOUT_MS: String(TimeoutMs),
       PV_WEBHOOK_CONCURRENCY: String(Concurrency)
     })
@@ -164,7 +164,7 @@ describe(`one probe per backoff step for a failing receiver, across its paths ($
     // would be due before it ended, the probe's outcome and its margin (the time-out + 1 s) after the probe was due.
     const probeId = bodyOf(delivered[0]!).subscription_id
     expect(delivered.find((r) => bodyOf(r).subscription_id !== probeId)!.at - recovered).toBeLessThan(TimeoutMs / 2)
-    // 200 deliveries within seconds of the probe that got through (under 2 s on a quieter machine), bounded by sending
+    // 200 deliveries within seconds of the probe that got through (about 2 s on a quieter machine), bounded by sending
     // them through 32 slots (a subscription that failed itself could also wait out the rest of its own
     // backoff, but those ended long before this probe). The bound leaves room for a loaded machine.
     expect(delivered.at(-1)!.at - recovered).toBeLessThanOrEqual(12_000)
