@@ -69,6 +69,8 @@ let work: string
 let tarball: string
 let consumer: string
 let server: TestServer | undefined
+/** What buildDist sets in this process when it builds here (no global setup did): restored for the worker's next files. */
+const distVariables = ["PV_DIST_BUILT", "PV_DIST_STATUS"].map((name) => [name, process.env[name]] as const)
 
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), "pv-pack-"))
@@ -115,6 +117,10 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.close()
   await finishDist()
+  for (const [name, value] of distVariables) {
+    if (value === undefined) delete process.env[name]
+    else process.env[name] = value
+  }
   if (work !== undefined) rmSync(work, { recursive: true, force: true })
 })
 
