@@ -25,9 +25,10 @@ import { packageSpecifier, projectRoot, docExamples } from "./docExamples.js"
  * (`consumerModules`); `npm install` of the tarball then adds the package and reconciles the tree with what the
  * tarball declares (installs what is missing, removes what it no longer needs), as a user's install would.
  * With PV_DIST_BUILT naming this checkout (no build in the run), it packs dist/ as it is.
- * About 17 s of CPU beside the run's build (measured under load ~12; ~55 s when it built the sources itself and
- * installed from an empty project): the copy ~1 s and the install ~2 s (~17 s from an empty project), the pack
- * ~2 s, the type check ~6 s, the test server and the consumers the rest.
+ * About 16 s of CPU beside the run's build (measured under load ~4; ~45 s when it built the sources itself and
+ * installed into an empty project): the copy ~1 s and the install ~2 s (~17 s into an empty project, as in the
+ * first run after a change of the dependencies), the pack ~2 s, the type check ~6 s, the test server and the
+ * consumers the rest.
  */
 const npm = process.platform === "win32" ? "npm.cmd" : "npm"
 /** `tsc -p` for the consumer's project, with the package's declarations checked in full (run by Node's type stripping). */
