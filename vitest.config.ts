@@ -43,7 +43,8 @@ export default defineConfig(async () => {
   // Builds dist/ once per run (test/support/buildDist.ts) for the HTTP projects, whose tests start compiled
   // processes (second instances, CLI children: test/support/spawned.ts); the fault projects' setup builds the
   // same, or takes the build PV_FAULTS_MAIN names (test/faults/globalSetup.ts). The build runs beside the first
-  // files (the unit and browser ones, which need no dist/): each file of these projects waits for it first (distReady).
+  // files (the unit and browser ones, which need no dist/): each file of these projects waits for it first (distReady),
+  // and so does the one unit file that packs it (test/client/package.test.ts, which builds it when no setup did).
   const buildOnce = "test/support/buildDist.ts"
   const distReady = ["test/support/distReady.ts"]
   // HTTP suites of the edge alone (the OpenAPI document, the Origin rule, client addresses, slow clients,

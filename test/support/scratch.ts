@@ -15,8 +15,8 @@ import { join } from "node:path"
  * either. A process killed by a test (`kill -9`) loses nothing it wrote on either: what the fault tests
  * check is a crash of the process, not of the machine.
  *
- * What must outlive a run (the migrated templates, the compile cache of test children) stays in the OS
- * temporary directory: `cacheDir`.
+ * What must outlive a run (the migrated templates, the compile cache of test children, the package test's consumer
+ * dependencies) stays in the OS temporary directory: `cacheDir`.
  */
 
 const memory = "/dev/shm"
