@@ -93,9 +93,10 @@ export default defineConfig(async () => {
   })
   projects.push(faultProject("faults", faults, faultsAlone, 3, 1), faultProject("faults-alone", faultsAlone, [], 1, 2))
   if (postgres) {
-    // In the first group with the unit, browser and PGlite files, four files at a time in all, longest first: the
-    // PostgreSQL files mostly wait on the database and their timers, so beside the CPU-bound PGlite ones they fill
-    // the cores (in a group of their own, three at a time, the cores were half idle for 70 s). A test server holds
+    // In the first group with the unit, browser and PGlite files, four files at a time in all: the PostgreSQL
+    // files mostly wait on the database and their timers (in a group of their own, three at a time, the cores were
+    // half idle for 70 s); in the first group they take their turn as a project (test/support/LongestFirstSequencer.ts),
+    // beside the other projects' files where it begins and ends. A test server holds
     // at most 8 connections (PV_DB_POOL_SIZE in test/support/testConfig.ts), two-instance suites 16, so four files
     // stay within the shared server's 100.
     projects.push({
@@ -128,7 +129,9 @@ export default defineConfig(async () => {
       // metric registry is one per process, as it was for the servers of one file: tests read deltas or their own
       // servers' values.
       isolate: false,
-      // Within a group, the longest files first whatever their project (test/support/LongestFirstSequencer.ts).
+      // Within a group, one project's files after the other's, longest first, the projects in the order of their
+      // longest files: a worker process serves the next file only if it is of its own project
+      // (test/support/LongestFirstSequencer.ts).
       sequence: { sequencer: LongestFirstSequencer },
       reporters: ["default", "./test/support/SummaryReporter.ts"],
       projects
