@@ -13,7 +13,8 @@ const recorded = JSON.parse(readFileSync(new URL("durations.json", import.meta.u
 
 /**
  * Vitest's own order (sequence.groupOrder first, one project's files after the other's), except that within a
- * group the projects come in the order of their longest files, and each project's files longest first, by the
+ * group the projects come in the order of their longest files (those waiting for the run's build of dist/ after the
+ * others), and each project's files longest first, by the
  * previous run's durations (vitest's cache; else durations.json, whose figure for a path serves its run on
  * either database; a file with neither counts as longest), instead of the projects in the order of their names
  * and their files failed first. So the longest file of all (test/client/package.test.ts) starts at once,
@@ -46,6 +47,13 @@ export default class LongestFirstSequencer extends BaseSequencer {
     // stable sort by this place keeps the groups' order and each project's files longest first.
     const place = new Map<string, number>()
     longest.forEach((spec, index) => place.has(spec.project.name) || place.set(spec.project.name, index))
-    return longest.sort((a, b) => place.get(a.project.name)! - place.get(b.project.name)!)
+    // Within a group, the projects whose files wait for the run's build of dist/ (a global setup: the HTTP projects,
+    // test/support/buildDist.ts) after those that need none, so the build runs beside files that can run: in a fresh
+    // clone the pglite project came first and its four workers waited ~17 s for a full build, one core idle.
+    const waits = (spec: TestSpecification) => ((spec.project.config.globalSetup?.length ?? 0) > 0 ? 1 : 0)
+    return longest.sort((a, b) =>
+      a.project.config.sequence.groupOrder - b.project.config.sequence.groupOrder ||
+      waits(a) - waits(b) ||
+      place.get(a.project.name)! - place.get(b.project.name)!)
   }
 }
