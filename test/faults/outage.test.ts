@@ -1,4 +1,4 @@
-import { afterAll, describe, expect, it } from "vitest"
+import { afterAll, describe, it } from "vitest"
 import { childOperatorToken, sleep } from "../support/childServer.js"
 import type { ProxyMode } from "../support/tcpProxy.js"
 import {
@@ -23,11 +23,15 @@ import { answer, type Answer, call, describeOutcome, pollUntil } from "./wire.js
 
 const budgetMs = 2_000
 
-describe.skipIf(!postgresAvailable).each(["refuse", "blackhole"] as const)("database outage: %s", (fault: ProxyMode) => {
+// The two faults run side by side (concurrent): each has its own proxy, scratch database and process, and an
+// outage is ~4.5 s of mostly waiting, so one after the other they took twice as long. Each prints its slowest
+// answer during the outage, its margin to the 2 s bound (measured side by side as one after the other: refuse
+// under 0.8 s, blackhole 0.85 to 1.1 s, on a loaded machine). Concurrent tests assert with their own `expect`.
+describe.skipIf(!postgresAvailable).concurrent.each(["refuse", "blackhole"] as const)("database outage: %s", (fault: ProxyMode) => {
   let setup: ProxiedDeployment | undefined
   afterAll(() => setup?.dispose())
 
-  it("requests that need the database answer 503 unavailable + Retry-After within 2 s, healthz stays 200, no exit; back within 5 s after", async () => {
+  it("requests that need the database answer 503 unavailable + Retry-After within 2 s, healthz stays 200, no exit; back within 5 s after", async ({ expect }) => {
     setup = await proxiedDeployment()
     const { proxy, deployment } = setup
     const { child, baseUrl } = await deployment.start()
@@ -54,6 +58,7 @@ describe.skipIf(!postgresAvailable).each(["refuse", "blackhole"] as const)("data
       ["GET trust document (cached)", () => answer(baseUrl, "GET", `/api/v1/trust/${subject}/machine`, { bearer: key })]
     ]
     const failures: Array<string> = []
+    let slowestMs = 0
     const observedCached: Array<string> = []
     // A request that got no answer within the client's 5 s: the outage loop stops early (it has failed).
     let hung = false
@@ -66,6 +71,7 @@ describe.skipIf(!postgresAvailable).each(["refuse", "blackhole"] as const)("data
       try {
         const reply = await send()
         seen = `${reply.status} ${reply.body?.code ?? reply.text.slice(0, 80)} after ${Math.round(reply.elapsedMs)} ms, Retry-After ${reply.headers.get("retry-after")}`
+        slowestMs = Math.max(slowestMs, reply.elapsedMs)
         expect(reply.elapsedMs, "answered within 2 s").toBeLessThan(budgetMs)
         if (label.endsWith("GET /readyz")) expect(reply.status, reply.text).toBe(503)
         else expectUnavailable(reply)
@@ -87,6 +93,7 @@ describe.skipIf(!postgresAvailable).each(["refuse", "blackhole"] as const)("data
           const outcome = await send().catch((error) => error as Error)
           if (outcome instanceof Error) return void noteFailure(`round ${round} ${label}: ${outcome.message.split("\n")[0]}`)
           observedCached.push(`+${Math.round(roundStart - faultAt)} ms ${label}: ${outcome.status}`)
+          slowestMs = Math.max(slowestMs, outcome.elapsedMs)
           if (outcome.elapsedMs >= budgetMs) failures.push(`round ${round} ${label}: answered after ${Math.round(outcome.elapsedMs)} ms`)
           if (outcome.status !== 200) {
             try {
@@ -105,7 +112,7 @@ describe.skipIf(!postgresAvailable).each(["refuse", "blackhole"] as const)("data
       for (const [label, send] of needsDatabase()) if (!hung) await expectFastUnavailable(`round ${round} (alone) ${label}`, send)
       await sleep(Math.max(0, 1_000 - (performance.now() - roundStart)))
     }
-    console.log(`outage (${fault}): cached reads during the outage: ${observedCached.join("; ")}`)
+    console.log(`outage (${fault}): slowest answer during the outage ${Math.round(slowestMs)} ms; cached reads: ${observedCached.join("; ")}`)
     // Soft, so the recovery below is still checked (and reported) when the outage answers were wrong.
     expect.soft(failures, `during the ${fault} outage`).toEqual([])
     expect(child.exited, `the process exited during the outage\n${child.output}`).toBeUndefined()
