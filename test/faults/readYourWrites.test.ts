@@ -101,6 +101,7 @@ describe.skipIf(!postgresAvailable)("read your writes across instances (postgres
       )
       expect(killed.rowCount, "the four workers' LISTEN connections").toBeGreaterThanOrEqual(4)
       const written = await put(bases[round % 2]!, subject, ++revision)
+      console.log(`read your writes: round ${round}, ${killed.rowCount} LISTEN connections killed, the PUT took ${Math.round(written.ms)} ms (bound ${leaseMs + 2_000})`)
       expect(written.ms, "a PUT waits at most one lease length for readers that cannot ack").toBeLessThan(leaseMs + 2_000)
       for (let i = 0; i < 4; i++) expect(await digestOn(bases[(round + 1) % 2]!, subject)).toBe(written.digest)
       // The next round starts once the four workers listen again (a lost LISTEN is retried after 1 s) and hold
