@@ -129,6 +129,15 @@ interface OtherLog {
   readonly writer: string
 }
 let otherLog: Promise<OtherLog> | undefined
+/** Which of its tests are done with it: once both are, it is closed, not left submitting to its witnesses until the end. */
+const doneWithOtherLog = new Set<string>()
+const releaseOtherLog = async (user: "split view" | "quorum 1") => {
+  doneWithOtherLog.add(user)
+  if (doneWithOtherLog.size < 2 || otherLog === undefined) return
+  const other = await otherLog.catch(() => undefined)
+  otherLog = undefined
+  await Promise.all([other?.server.close(), other?.witness.close()])
+}
 const witnessedOtherLog = () =>
   (otherLog ??= (async () => {
     const down = { baseUrl: `http://127.0.0.1:${await freePort()}`, verifierKey: strangerKey } as TestWitness
@@ -260,24 +269,28 @@ describe("the log under two witnesses (quorum 2)", () => {
 
   it("pv log monitor catches a witness that was shown another history (a split view) through the witness's monitoring checkpoint", async () => {
     const { witness: w3, server: forked, writer: forkWriter } = await witnessedOtherLog()
-    const receipt = await createReceipt(forked, forkWriter)
-    const deadline = Date.now() + 5_000
-    // Wait until w3 cosigned the forked history.
-    for (;;) {
-      const reply = await request(forked, "GET", `/api/v1/reliance-receipts/${receipt.receipt_id}/proof`, { bearer: forkWriter })
-      if (reply.status === 200) break
-      if (Date.now() > deadline) throw new Error("the forked log was not witnessed by w3")
-      await new Promise((resolve) => setTimeout(resolve, 25))
+    try {
+      const receipt = await createReceipt(forked, forkWriter)
+      const deadline = Date.now() + 5_000
+      // Wait until w3 cosigned the forked history.
+      for (;;) {
+        const reply = await request(forked, "GET", `/api/v1/reliance-receipts/${receipt.receipt_id}/proof`, { bearer: forkWriter })
+        if (reply.status === 200) break
+        if (Date.now() > deadline) throw new Error("the forked log was not witnessed by w3")
+        await new Promise((resolve) => setTimeout(resolve, 25))
+      }
+      const state = join(scratch, "monitor-split.json")
+      const outcome = await Effect.runPromiseExit(logMonitorCommand({
+        baseUrl: server.baseUrl,
+        state,
+        verifierKey: logVerifierKey,
+        witnesses: [`${w1.baseUrl}=${w1.verifierKey}`, `${w2.baseUrl}=${w2.verifierKey}`, `${w3.baseUrl}=${w3.verifierKey}`],
+        quorum: 2
+      }))
+      expect(Exit.isFailure(outcome) && JSON.stringify(outcome.cause)).toMatch(/FORK: .*witness http:\/\/127\.0\.0\.1:\d+/)
+    } finally {
+      await releaseOtherLog("split view")
     }
-    const state = join(scratch, "monitor-split.json")
-    const outcome = await Effect.runPromiseExit(logMonitorCommand({
-      baseUrl: server.baseUrl,
-      state,
-      verifierKey: logVerifierKey,
-      witnesses: [`${w1.baseUrl}=${w1.verifierKey}`, `${w2.baseUrl}=${w2.verifierKey}`, `${w3.baseUrl}=${w3.verifierKey}`],
-      quorum: 2
-    }))
-    expect(Exit.isFailure(outcome) && JSON.stringify(outcome.cause)).toMatch(/FORK: .*witness http:\/\/127\.0\.0\.1:\d+/)
   })
 
   it("a cosignature dated more than 60 s ahead is refused by the verifiers", async () => {
@@ -361,17 +374,21 @@ describe("the log under two witnesses (quorum 2)", () => {
     // own (quorum 1 the shared one of witnessedOtherLog), and the two go side by side.
     const quorumOne = async () => {
       const { witness: fresh, server: other, writer: otherWriter } = await witnessedOtherLog()
-      const receipt = await createReceipt(other, otherWriter)
-      const proof = async () => request(other, "GET", `/api/v1/reliance-receipts/${receipt.receipt_id}/proof`, { bearer: otherWriter })
-      const deadline = Date.now() + 3_000
-      let reply = await proof()
-      while (reply.status !== 200 && Date.now() < deadline) {
-        await new Promise((resolve) => setTimeout(resolve, 25))
-        reply = await proof()
+      try {
+        const receipt = await createReceipt(other, otherWriter)
+        const proof = async () => request(other, "GET", `/api/v1/reliance-receipts/${receipt.receipt_id}/proof`, { bearer: otherWriter })
+        const deadline = Date.now() + 3_000
+        let reply = await proof()
+        while (reply.status !== 200 && Date.now() < deadline) {
+          await new Promise((resolve) => setTimeout(resolve, 25))
+          reply = await proof()
+        }
+        expect(reply.status, reply.text).toBe(200)
+        const freshKey = parseCosignerKey(fresh.verifierKey)
+        expect(freshKey.ok && requireQuorum(reply.body.checkpoint, [freshKey.value], 1, nowSeconds()).ok).toBe(true)
+      } finally {
+        await releaseOtherLog("quorum 1")
       }
-      expect(reply.status, reply.text).toBe(200)
-      const freshKey = parseCosignerKey(fresh.verifierKey)
-      expect(freshKey.ok && requireQuorum(reply.body.checkpoint, [freshKey.value], 1, nowSeconds()).ok).toBe(true)
     }
     const quorumTwo = async () => {
       const down = { baseUrl: `http://127.0.0.1:${await freePort()}`, verifierKey: strangerKey } as TestWitness
