@@ -3,6 +3,7 @@ import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { openCheckpoint } from "../../src/log/Checkpoint.js"
+import { entryBytesOf, eventEntryOf } from "../../src/log/Entries.js"
 import { testLogSigningSeed } from "../../src/log/LogKey.js"
 import { verifierKeyOfSigner } from "../../src/log/Note.js"
 import { privateKeyFromSeed } from "../../src/events/Signer.js"
@@ -221,9 +222,15 @@ describe(`the log's reads from memory and conditional requests (${kind})`, () =>
 
   it("limits answers from memory per client address like every log read (429 rate-limited with Retry-After)", async () => {
     limited = await startTestServer({ config: { logRateLimitPerMinute: 20 } })
-    const key = (await createKey(limited, ["receipt:write"], { rate_limit_per_minute: 1_000_000 })).api_key
-    expect((await putDetermination(limited, subject, determinationBody(Date.now() - DAY_MS))).status).toBe(201)
-    await createReceipts(limited, key, 260)
+    // A full tile to read: 260 entries queued in one statement, as writes queue theirs (log_pending, migration 0005),
+    // for the integrator's next round (what they hold does not matter here; 260 receipts through the API cost ~1.5 s
+    // of CPU). Read after that round, not polled for: every read of the log counts toward the limit.
+    const entry = (sequence: number) => ({
+      kind: "event",
+      ref: `evt_limited_${sequence}`,
+      entry: entryBytesOf(eventEntryOf({ public_id: subject, sequence, eventHash: randomBytes(32).toString("hex") }))
+    })
+    await sql(limited, (q) => q`INSERT INTO log_pending ${q.insert([entry(1), ...Array.from({ length: 259 }, (_, i) => entry(i + 2))])}`)
     await new Promise((resolve) => setTimeout(resolve, 1_500))
     const statuses: Array<number> = []
     let refused: Awaited<ReturnType<typeof request>> | undefined

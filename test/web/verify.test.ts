@@ -16,7 +16,7 @@ import { nodeCrypto } from "../../src/verify/NodeCrypto.js"
 import type { AsyncCrypto } from "../../src/verify/Run.js"
 import { importBundledVerifier } from "./bundled.js"
 import { buildChain, headOf, otherSigner, testJwks, testSigner, type ChainItem } from "../events/chains.js"
-import { buildLog, bundleFor, logVerifierKey, origin, otherLogKey, otherReceiptSigner, overTheWire, receiptJwks, receiptSigner } from "../log/logs.js"
+import { buildLog, bundleFor, logVerifierKey, origin, otherLogKey, otherReceiptSigner, overTheWire, receiptJwks, receiptSigner, type TestLog } from "../log/logs.js"
 
 /**
  * The page's verification module (/web/verify.js: src/web/browser.ts bundled for the browser, running
@@ -183,7 +183,7 @@ const corruptSignature = (note: string) => {
 }
 
 /** Ways to damage a bundle; the service's verifier decides which step fails, the page must agree. */
-const bundleTampers: ReadonlyArray<(bundle: any, log: ReturnType<typeof buildLog>) => void> = [
+const bundleTampers: ReadonlyArray<(bundle: any, log: TestLog) => void> = [
   () => undefined,
   (b) => (b.receipt.snapshot_payload.decision = "NOT_ACTIONABLE"),
   (b) => (b.receipt.decision = "NOT_ACTIONABLE"),
@@ -212,6 +212,18 @@ const bundleTampers: ReadonlyArray<(bundle: any, log: ReturnType<typeof buildLog
   (b) => (b.receipt_key = otherReceiptSigner.jwk)
 ]
 
+/**
+ * The logs the properties below draw (sizes 1 to 40), each built once (~1.5 ms, signatures included, where a run
+ * verifies in ~7): a log of a given size is always the same (test/log/logs.ts), and every bundle is copied
+ * (overTheWire) before a tamper changes it, so no run sees another's changes.
+ */
+const logs = new Map<number, TestLog>()
+const logOf = (size: number): TestLog => {
+  let log = logs.get(size)
+  if (log === undefined) logs.set(size, log = buildLog(size))
+  return log
+}
+
 const keyChoices: ReadonlyArray<{ readonly node: BundleVerifyOptions; readonly web: { receiptKeys?: unknown; verifierKey?: string } }> = [
   { node: { receiptKeys: receiptJwks, verifierKey: logVerifierKey }, web: { receiptKeys: receiptJwks, verifierKey: logVerifierKey } },
   { node: {}, web: {} },
@@ -229,7 +241,7 @@ describe("the page's bundle verdicts agree with src/client/log.ts", () => {
         fc.integer({ min: 1, max: 40 }), fc.nat(), fc.integer({ min: 0, max: bundleTampers.length - 1 }),
         fc.integer({ min: 0, max: keyChoices.length - 1 }), fc.boolean(),
         async (size, pick, which, keysAt, withReceiptKey) => {
-          const log = buildLog(size)
+          const log = logOf(size)
           const indexes = [...log.receipts.keys()]
           const bundle = overTheWire(bundleFor(log, indexes[pick % indexes.length]!, withReceiptKey))
           bundleTampers[which]!(bundle, log)
@@ -288,7 +300,7 @@ describe("the page's witness checks agree with src/client/log.ts", () => {
         fc.integer({ min: 0, max: keyLists.length - 1 }),
         fc.option(fc.integer({ min: 0, max: 3 }), { nil: undefined }),
         async (size, signers, skew, corrupt, keysAt, quorum) => {
-          const log = buildLog(size)
+          const log = logOf(size)
           const indexes = [...log.receipts.keys()]
           const bundle = overTheWire(bundleFor(log, indexes[0]!, true))
           const text = bundle.checkpoint.slice(0, bundle.checkpoint.indexOf("\n\n") + 1)
