@@ -24,7 +24,7 @@ import { MetricsRouteLive, ObserveRoutesLive } from "../http/Routes.js"
 import { AppConfig, baseAppConfig } from "../platform/Config.js"
 import { DatabaseLive, latestMigrationId } from "../platform/Database.js"
 import { databaseFailure } from "../platform/DatabaseErrors.js"
-import { Witness, type WitnessAnswer } from "./Witness.js"
+import { Witness, type WitnessAnswer, witnessSettings } from "./Witness.js"
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
 
@@ -159,8 +159,12 @@ export const WitnessServerLive = HttpRouter.serve(RoutesLive, { disableLogger: t
   Layer.provideMerge(DatabaseLive)
 )
 
-/** The witness with its settings read from the current ConfigProvider (the process environment in `pv`). */
+/**
+ * The witness with its settings read from the current ConfigProvider (the process environment in `pv`). Its own
+ * settings (PV_WITNESS_NAME, PV_WITNESS_LOGS) are checked before the database is opened: a misconfigured witness
+ * is refused at once, without creating or migrating an embedded database it will never use.
+ */
 export const WitnessMainLive = Announce.pipe(
   Layer.provideMerge(WitnessServerLive),
-  Layer.provide(Layer.effect(AppConfig, baseAppConfig))
+  Layer.provide(Layer.merge(Layer.effect(AppConfig, baseAppConfig), Layer.effectDiscard(Effect.orDie(witnessSettings))))
 )
