@@ -21,10 +21,10 @@ import { decodesAsUtf8, internalTokenRule, readBoundedMessage } from "../http/Re
 import { countDatabaseError } from "../observability/Metrics.js"
 import { problemInstance, RequestIdHeader } from "../observability/RequestRecord.js"
 import { MetricsRouteLive, ObserveRoutesLive } from "../http/Routes.js"
-import { AppConfig, baseAppConfig } from "../platform/Config.js"
+import { AppConfig } from "../platform/Config.js"
 import { DatabaseLive, latestMigrationId } from "../platform/Database.js"
 import { databaseFailure } from "../platform/DatabaseErrors.js"
-import { Witness, type WitnessAnswer, witnessSettings } from "./Witness.js"
+import { Witness, type WitnessAnswer } from "./Witness.js"
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
 
@@ -159,12 +159,5 @@ export const WitnessServerLive = HttpRouter.serve(RoutesLive, { disableLogger: t
   Layer.provideMerge(DatabaseLive)
 )
 
-/**
- * The witness with its settings read from the current ConfigProvider (the process environment in `pv`). Its own
- * settings (PV_WITNESS_NAME, PV_WITNESS_LOGS) are checked before the database is opened: a misconfigured witness
- * is refused at once, without creating or migrating an embedded database it will never use.
- */
-export const WitnessMainLive = Announce.pipe(
-  Layer.provideMerge(WitnessServerLive),
-  Layer.provide(Layer.merge(Layer.effect(AppConfig, baseAppConfig), Layer.effectDiscard(Effect.orDie(witnessSettings))))
-)
+/** The witness and its announcement: `pv witness serve` provides its settings (witness/Launch.ts). */
+export const WitnessMainLive = Announce.pipe(Layer.provideMerge(WitnessServerLive))
