@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 
 /** A command's failure: its message goes to stderr, and the process exits 1. */
 export const fail = (message: string) => Effect.fail(new Error(message))

@@ -1,5 +1,7 @@
 import { readFile } from "node:fs/promises"
-import { Console, Data, Effect } from "effect"
+import * as Console from "effect/Console"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
 import { type BundleVerdict, evidenceKindOf, type EvidenceVerdict, parsePolicy, verifyEvidence, verifyReceiptBundle } from "../client/log.js"
 
 /** `pv verify-receipt` failed: a step failed, or the bundle or a key could not be read. The message says which. */

@@ -1,8 +1,9 @@
 import { readFile } from "node:fs/promises"
 import { parseArgs } from "node:util"
-// The deep import: the package's barrel also loads its Redis client, which the CLI never needs.
+// Deep imports, here and in every module the offline commands load (test/architecture/folderGraph.test.ts): the
+// barrels load what the CLI never needs (all of Effect; @effect/platform-node's Redis client).
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { verifyEventsCommand } from "../events/VerifyCommand.js"
 import { LogMonitorFailed, logMonitorCommand, MonitorExitCodes } from "./LogMonitor.js"
 import { fail, print } from "./Output.js"

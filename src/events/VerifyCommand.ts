@@ -1,5 +1,7 @@
 import { readFile } from "node:fs/promises"
-import { Console, Data, Effect } from "effect"
+import * as Console from "effect/Console"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
 import { MaxPageSize } from "./Paging.js"
 import { type ChainVerdict, verifyEventChain } from "../domain/EventVerify.js"
 

@@ -2,8 +2,9 @@ import { readFileSync } from "node:fs"
 import { isIP } from "node:net"
 import { Config, ConfigProvider, Context, Effect, Layer, Option, Redacted, Schema, SchemaIssue } from "effect"
 import { verifySync } from "../verify/NodeCrypto.js"
-import { isValidKeyName, parseCosignerKey } from "../verify/Note.js"
+import { isValidKeyName } from "../verify/Note.js"
 import { countedQuorumOf, parsePolicy } from "../verify/Policy.js"
+import { isHttpUrl, type LogWitnessSetting, parseLogWitness } from "./LogWitness.js"
 
 /**
  * The service's settings, read once through Effect's ConfigProvider and validated: a bad value stops the
@@ -114,21 +115,6 @@ export interface AppConfigShape extends LaunchSettings {
   readonly streamHeartbeatMs: number
 }
 
-/** One configured witness: where to POST add-checkpoint, and its cosignature/v1 verifier key. */
-export interface LogWitnessSetting {
-  readonly url: string
-  readonly verifierKey: string
-}
-
-/** `<URL prefix>=<vkey>`: split at the first `=` (a vkey's base64 may end in `=`; a submission prefix has no query). */
-export const parseLogWitness = (entry: string): LogWitnessSetting | undefined => {
-  const at = entry.indexOf("=")
-  if (at <= 0) return undefined
-  const url = entry.slice(0, at).replace(/\/+$/, "")
-  const verifierKey = entry.slice(at + 1)
-  return isHttpUrl(url) && verifySync(parseCosignerKey(verifierKey)).ok ? { url, verifierKey } : undefined
-}
-
 /** A refusal naming `variable`, in the same shape as Config's own (`… at ["VARIABLE"]`). */
 /**
  * PV_LOG_WITNESS_INTERVAL_MS's default: one submission per witness a second, as Tessera and Sigsum logs
@@ -169,15 +155,6 @@ export const isOrigin = (entry: string): boolean => {
   try {
     const url = new URL(entry)
     return (url.protocol === "https:" || url.protocol === "http:") && url.origin === entry
-  } catch {
-    return false
-  }
-}
-
-const isHttpUrl = (entry: string): boolean => {
-  try {
-    const url = new URL(entry)
-    return url.protocol === "https:" || url.protocol === "http:"
   } catch {
     return false
   }

@@ -1,44 +1,15 @@
 import { createHash } from "node:crypto"
 import { PgClient } from "@effect/sql-pg"
-import { Cause, Clock, Config, Context, Effect, Exit, Layer, Option, Queue, Redacted, Schema, SchemaTransformation } from "effect"
+import { Cause, Clock, Context, Effect, Exit, Layer, Option, Queue, Schema, SchemaTransformation } from "effect"
 import { cosignerFromPrivateKey, type Cosigner } from "../log/Cosignature.js"
-import { isValidKeyName, parseVerifierKey, type NoteVerifier } from "../log/Note.js"
+import { parseVerifierKey, type NoteVerifier } from "../log/Note.js"
 import { countWitnessAnswer } from "../observability/Metrics.js"
-import { AppConfig, refusal } from "../platform/Config.js"
+import { AppConfig } from "../platform/Config.js"
 import { DatabaseMode } from "../platform/Database.js"
 import { loadSigningKey } from "../platform/SigningKeys.js"
 import { emptyTreeHash } from "../log/Merkle.js"
 import { checkLogSignature, decide, parseAddCheckpoint, type HeldCheckpoint } from "./AddCheckpoint.js"
-
-/** What `pv witness serve` reads beside the service's own settings (PORT, HOST, PV_DATA_DIR, DATABASE_URL, limits). */
-export interface WitnessSettings {
-  /** The witness's key name (PV_WITNESS_NAME), e.g. `witness.example/w1`. */
-  readonly name: string
-  /** Ed25519 PKCS#8 PEM (PV_WITNESS_SIGNING_KEY); unset = generated once in the data directory (embedded only). */
-  readonly signingKey: Option.Option<Redacted.Redacted>
-  /** The logs it witnesses (PV_WITNESS_LOGS): note verifier keys; a log's origin is its key's name. */
-  readonly logs: ReadonlyArray<string>
-}
-
-
-export const witnessSettings: Config.Config<WitnessSettings> = Config.all({
-  name: Config.String("PV_WITNESS_NAME").pipe(Config.withDefault("localhost/pv-witness")),
-  signingKey: Config.Redacted("PV_WITNESS_SIGNING_KEY").pipe(Config.option),
-  logs: Config.String("PV_WITNESS_LOGS").pipe(
-    Config.withDefault(""),
-    Config.map((value) => value.split(",").map((entry) => entry.trim()).filter((entry) => entry.length > 0))
-  )
-}).pipe(Config.mapEffect((settings) => {
-  if (!isValidKeyName(settings.name)) {
-    return Effect.fail(refusal("PV_WITNESS_NAME", "must be a key name without white space or '+' (e.g. witness.example/w1)"))
-  }
-  if (settings.logs.length === 0) {
-    return Effect.fail(refusal("PV_WITNESS_LOGS", "must list the note verifier key of at least one log (the log's GET /log/key verifier_key)"))
-  }
-  const bad = settings.logs.find((key) => !parseVerifierKey(key).ok)
-  if (bad !== undefined) return Effect.fail(refusal("PV_WITNESS_LOGS", `${JSON.stringify(bad)} is not a note verifier key`))
-  return Effect.succeed(settings)
-}))
+import { witnessSettings } from "./Settings.js"
 
 export const witnessKeyFileName = "witness-signing-key.pem"
 

@@ -21,7 +21,7 @@ import { decodesAsUtf8, internalTokenRule, readBoundedMessage } from "../http/Re
 import { countDatabaseError } from "../observability/Metrics.js"
 import { problemInstance, RequestIdHeader } from "../observability/RequestRecord.js"
 import { MetricsRouteLive, ObserveRoutesLive } from "../http/Routes.js"
-import { AppConfig, baseAppConfig } from "../platform/Config.js"
+import { AppConfig } from "../platform/Config.js"
 import { DatabaseLive, latestMigrationId } from "../platform/Database.js"
 import { databaseFailure } from "../platform/DatabaseErrors.js"
 import { Witness, type WitnessAnswer } from "./Witness.js"
@@ -159,8 +159,5 @@ export const WitnessServerLive = HttpRouter.serve(RoutesLive, { disableLogger: t
   Layer.provideMerge(DatabaseLive)
 )
 
-/** The witness with its settings read from the current ConfigProvider (the process environment in `pv`). */
-export const WitnessMainLive = Announce.pipe(
-  Layer.provideMerge(WitnessServerLive),
-  Layer.provide(Layer.effect(AppConfig, baseAppConfig))
-)
+/** The witness and its announcement: `pv witness serve` provides its settings (witness/Launch.ts). */
+export const WitnessMainLive = Announce.pipe(Layer.provideMerge(WitnessServerLive))

@@ -4,6 +4,7 @@ import {
   closureOf,
   folderGraphOf,
   type Import,
+  importedBy,
   importsOf,
   layerViolationsOf,
   loopsOf,
@@ -73,6 +74,20 @@ describe("the folder graph of src/", () => {
     const serverLibraries = /^(pg|redis|@effect\/sql-pg|@effect\/platform-node.*|@electric-sql\/.*|effect\/sql|node:http|node:net)$/
     const loading = [...reached].flatMap((path) =>
       specifiersOf(sources.get(path) ?? "").filter((specifier) => serverLibraries.test(specifier)).map((s) => `${path} imports ${s}`))
+    expect(loading).toEqual([])
+  })
+
+  it("`pv`'s offline commands load no barrel module and no settings: every `pv log monitor` start pays for what it loads", () => {
+    // What cli/main.ts loads before it knows the command: its static imports (a dynamic import loads a
+    // database or server command's modules only when that command runs). The `effect` barrel loads all of
+    // Effect (~180 more modules) and platform/Config.ts its Config and Schema: a start took 0.5 CPU-s with
+    // them, 0.2 without.
+    const staticOnly = new Map([...sources].map(([path, text]) => [path, text.replace(/\bimport\(\s*["'][^"']+["']\s*\)/g, "")]))
+    const reached = closureOf(importsOf(staticOnly), ["cli/main.ts"])
+    expect([...reached].filter((path) => path === "platform/Config.ts")).toEqual([])
+    const barrels = /^(effect|@effect\/platform-node)$/
+    const loading = [...reached].flatMap((path) =>
+      [...importedBy(sources.get(path) ?? "")].filter(([specifier, { typeOnly }]) => !typeOnly && barrels.test(specifier)).map(([s]) => `${path} imports ${s}`))
     expect(loading).toEqual([])
   })
 })

@@ -7,7 +7,7 @@ import { privateKeyFromSeed } from "../../src/events/Signer.js"
 import { cosignerFromPrivateKey } from "../../src/log/Cosignature.js"
 import { verifierKeyOfSigner } from "../../src/log/Note.js"
 import { DefaultWitnessIntervalMs } from "../../src/platform/Config.js"
-import { witnessSettings } from "../../src/witness/Witness.js"
+import { witnessSettings } from "../../src/witness/Settings.js"
 import { readConfig } from "../support/testConfig.js"
 
 /** PV_LOG_WITNESSES / PV_LOG_WITNESS_QUORUM / PV_LOG_WITNESS_INTERVAL_MS (the service) and PV_WITNESS_* (`pv witness serve`), read from providers built here. */

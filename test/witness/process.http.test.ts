@@ -1,12 +1,13 @@
 import { mkdtempSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { afterAll, describe, expect, it } from "vitest"
+import { Effect } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { parseCosignerKey } from "../../src/log/Cosignature.js"
 import { testLogSigningKeyPem } from "../../src/log/LogKey.js"
 import { childEnvironment } from "../support/childEnv.js"
 import { spawnEntry } from "../support/spawned.js"
-import { createScratchDatabase } from "../support/databases.js"
+import { copyMigratedPglite, createMigratedDatabase } from "../support/templates.js"
 import { privateKeyFromSeed } from "../../src/events/Signer.js"
 import { verifierKeyOfSigner } from "../../src/log/Note.js"
 import { createPrivateKey } from "node:crypto"
@@ -14,11 +15,15 @@ import { createPrivateKey } from "node:crypto"
 /**
  * `pv witness serve` as its own OS process through the CLI (`src/cli/main.ts witness serve`): it
  * announces its key, answers over HTTP, keeps its generated key in the data directory (0600) across
- * restarts when embedded, refuses to start without PV_WITNESS_LOGS, and exits 0 on SIGTERM.
+ * restarts when embedded, refuses to start without PV_WITNESS_LOGS, and exits 0 on SIGTERM. Its databases are
+ * copies of the migrated templates (support/templates.ts), as the in-process witnesses' are: a first start on an
+ * empty directory (initdb in a child process, every migration) is test/http/defaults.http.test.ts's, and cost
+ * this file ~5 CPU-s more.
  */
 
 const logKey = verifierKeyOfSigner("localhost/pv-log", createPrivateKey(testLogSigningKeyPem()))
 const dataDir = mkdtempSync(join(tmpdir(), "pv-witness-process-"))
+beforeAll(() => Effect.runPromise(copyMigratedPglite(dataDir)))
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }))
 
 const run = (env: Record<string, string>) => {
@@ -51,7 +56,7 @@ describe("pv witness serve (a child process)", () => {
     const noLogs = run({ PV_DATA_DIR: dataDir })
     expect(await noLogs.exited).not.toBe(0)
     expect(noLogs.output()).toContain("PV_WITNESS_LOGS")
-    const scratch = await createScratchDatabase()
+    const scratch = await createMigratedDatabase()
     try {
       const noKey = run({ DATABASE_URL: scratch.url, PV_WITNESS_LOGS: logKey })
       expect(await noKey.exited).not.toBe(0)
