@@ -1,4 +1,4 @@
-import type { Browser, BrowserContext, Page } from "playwright-core"
+import type { Browser, Page } from "playwright-core"
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { privateKeyFromSeed, testSigningSeed, signerFromPrivateKey } from "../../src/events/Signer.js"
 import { signCheckpoint } from "../../src/log/Checkpoint.js"
@@ -12,7 +12,7 @@ import { contentSecurityPolicy } from "../../src/web/Web.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
 import { createKey, putDetermination, request } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
-import { collectPageErrors, launchChromium, screenshot } from "./browser.js"
+import { launchChromium, loadPage, openPage, screenshot } from "./browser.js"
 
 /**
  * The page at `/` in a real browser (Debian's chromium through playwright-core) against the real
@@ -24,7 +24,6 @@ const subject = "DET-V1-WEB-PAGE-0001"
 
 let server: TestServer
 let browser: Browser
-let context: BrowserContext
 let page: Page
 let pageErrors: Array<string>
 let reader: string
@@ -92,6 +91,7 @@ beforeAll(async () => {
     launchFailure = error
     return undefined as unknown as Browser
   })
+  if (launchFailure === undefined) ({ page, errors: pageErrors } = await openPage(browser))
   reader = (await createKey(server, ["trust:read", "receipt:write", "receipt:read"])).api_key
   asOf = Date.now() - DAY_MS
   // Four events: recorded, two updates and a lifecycle change.
@@ -114,17 +114,12 @@ afterAll(async () => {
 
 beforeEach(async () => {
   if (launchFailure !== undefined) throw launchFailure
-  context = await browser.newContext({ viewport: { width: 1100, height: 900 }, colorScheme: "light" })
-  page = await context.newPage()
-  pageErrors = collectPageErrors(page)
-  await page.goto(server.baseUrl + "/")
-  await page.locator("body[data-ready=true]").waitFor()
+  await loadPage(page, pageErrors, server.baseUrl + "/")
 })
 
 afterEach(async () => {
   if (launchFailure !== undefined) return
   expect(pageErrors).toEqual([])
-  await context?.close()
 })
 
 const lookUp = async (publicId: string) => {
