@@ -1,8 +1,9 @@
-import { tmpdir } from "node:os"
 import { existsSync, mkdirSync } from "node:fs"
-import { dirname, join } from "node:path"
+import { basename, dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { chromium, type Browser, type Page } from "playwright-core"
+import type { TestContext } from "vitest"
+import { cacheDir } from "../support/scratch.js"
 
 /** Debian's chromium; no browser download works here, so the tests never fetch one. */
 export const chromiumPath = process.env.PV_CHROMIUM_PATH ?? "/usr/bin/chromium"
@@ -30,6 +31,20 @@ export const launchChromium = async (): Promise<Browser> => {
 }
 
 /**
+ * A failed test leaves a screenshot of the whole page where it outlives the run (`cacheDir`/pv-screenshots), named
+ * after its file and test, for whoever reads the failure.
+ */
+export const screenshotOnFailure = (test: TestContext, page: Page): void =>
+  test.onTestFailed(async () => {
+    const dir = join(cacheDir(), "pv-screenshots")
+    mkdirSync(dir, { recursive: true })
+    const name = `${basename(test.task.file.name, ".browser.test.ts")}--${test.task.name}`.replace(/[^A-Za-z0-9-]+/g, "-").slice(0, 120)
+    const path = join(dir, `${name}.png`)
+    await page.screenshot({ path, fullPage: true, timeout: 10_000 })
+      .then(() => console.warn(`the page when the test failed: ${path}`), (error: unknown) => console.warn(`no screenshot of the failed test: ${String(error)}`))
+  })
+
+/**
  * A file's one page (in a context of its own), with its console errors (`collectPageErrors`). Each test loads the
  * page afresh in it (`loadPage`) rather than opening a context and page of its own: a new page starts a renderer
  * process, a navigation within the origin reuses it (17 pages cost chromium ~5 CPU-s, 17 navigations ~1.5).
@@ -51,13 +66,17 @@ export const loadPage = async (page: Page, errors: Array<string>, url: string): 
   await page.locator("body[data-ready=true]").waitFor()
 }
 
-/** `PV_SCREENSHOTS=1 npm run test:web` refreshes docs/screenshots; otherwise they go to a scratch directory. */
-export const screenshotsDir = process.env.PV_SCREENSHOTS === "1"
-  ? join(dirname(fileURLToPath(import.meta.url)), "../../docs/screenshots")
-  : join(tmpdir(), "pv-screenshots")
+/** `PV_SCREENSHOTS=1 npm run test:web` refreshes docs/screenshots. */
+const refreshingScreenshots = process.env.PV_SCREENSHOTS === "1"
+export const screenshotsDir = join(dirname(fileURLToPath(import.meta.url)), "../../docs/screenshots")
 
-/** A screenshot of one part of the page (a CSS selector) into `screenshotsDir`/<name>.png. */
+/**
+ * A screenshot of one part of the page (a CSS selector) into `screenshotsDir`/<name>.png, for the docs: taken only
+ * when they are refreshed. Nothing is asserted on them, and other runs wrote them into the run's scratch directory,
+ * removed when it ends: at ~0.4 s and ~0.1 CPU-s each they were a tenth of a browser file's time, seen by no one.
+ */
 export const screenshot = async (page: Page, name: string, selector: string): Promise<void> => {
+  if (!refreshingScreenshots) return
   mkdirSync(screenshotsDir, { recursive: true })
   // Pasted JSON reads from its start, not from where the caret was left.
   await page.locator("textarea").evaluateAll((areas) => areas.forEach((area) => area.scrollTop = 0))

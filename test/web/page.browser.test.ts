@@ -12,7 +12,7 @@ import { contentSecurityPolicy } from "../../src/web/Web.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
 import { createKey, putDetermination, request } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
-import { launchChromium, loadPage, openPage, screenshot } from "./browser.js"
+import { launchChromium, loadPage, openPage, screenshot, screenshotOnFailure } from "./browser.js"
 
 /**
  * The page at `/` in a real browser (Debian's chromium through playwright-core) against the real
@@ -112,8 +112,9 @@ afterAll(async () => {
   await server?.close()
 })
 
-beforeEach(async () => {
+beforeEach(async (test) => {
   if (launchFailure !== undefined) throw launchFailure
+  screenshotOnFailure(test, page)
   await loadPage(page, pageErrors, server.baseUrl + "/")
 })
 

@@ -5,7 +5,7 @@ import { HeartbeatComment, sseMessageOf } from "../../src/events/LiveStream.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
 import { createKey, putDetermination, request } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
-import { launchChromium, loadPage, openPage, screenshot } from "./browser.js"
+import { launchChromium, loadPage, openPage, screenshot, screenshotOnFailure } from "./browser.js"
 
 /**
  * The page following an event chain live, in a real browser (Debian's chromium through playwright-core)
@@ -54,8 +54,9 @@ afterAll(async () => {
   await server?.close()
 })
 
-beforeEach(async () => {
+beforeEach(async (test) => {
   if (launchFailure !== undefined) throw launchFailure
+  screenshotOnFailure(test, page)
   await loadPage(page, pageErrors, server.baseUrl + "/")
 })
 
