@@ -45,14 +45,31 @@ export const screenshotOnFailure = (test: TestContext, page: Page): void =>
   })
 
 /**
- * A file's one page (in a context of its own), with its console errors (`collectPageErrors`). Each test loads the
- * page afresh in it (`loadPage`) rather than opening a context and page of its own: a new page starts a renderer
- * process, a navigation within the origin reuses it (17 pages cost chromium ~5 CPU-s, 17 navigations ~1.5).
+ * A file's one page, in a context of its own (which may write the clipboard), with its console errors
+ * (`collectPageErrors`). Each test loads the page afresh in it (`loadPage`) rather than opening a context and page of
+ * its own: each new page started renderer processes, a navigation within the origin reuses the page's (chromium took
+ * ~41 CPU-s for page.browser.test.ts with a page per test, ~15 with one).
  */
 export const openPage = async (browser: Browser): Promise<{ readonly page: Page; readonly errors: Array<string> }> => {
   const context = await browser.newContext({ viewport: { width: 1100, height: 900 }, colorScheme: "light" })
+  // For `pasteText`: the page itself never reads the clipboard.
+  await context.grantPermissions(["clipboard-write"])
   const page = await context.newPage()
   return { page, errors: collectPageErrors(page) }
+}
+
+/**
+ * Pastes `text` into a field as a reader does (through the clipboard, Ctrl+V) after the checks `fill` makes (the
+ * field is visible, enabled and editable; it is emptied). `fill` enters text as typed, line by line: a JSON of 100
+ * lines cost the renderer ~150 ms of CPU each time, its paste ~25 ms.
+ */
+export const pasteText = async (page: Page, selector: string, text: string): Promise<void> => {
+  await page.fill(selector, "")
+  // The DOM's types through globalThis: the tests are type-checked without them.
+  await page.evaluate((pasted) => (globalThis as any).navigator.clipboard.writeText(pasted), text)
+  await page.keyboard.press("ControlOrMeta+V")
+  const value = await page.inputValue(selector)
+  if (value !== text) throw new Error(`the paste into ${selector} left ${value.length} characters there, not the ${text.length} pasted`)
 }
 
 /**

@@ -12,7 +12,7 @@ import { contentSecurityPolicy } from "../../src/web/Web.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
 import { createKey, putDetermination, request } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
-import { launchChromium, loadPage, openPage, screenshot, screenshotOnFailure } from "./browser.js"
+import { launchChromium, loadPage, openPage, pasteText, screenshot, screenshotOnFailure } from "./browser.js"
 
 /**
  * The page at `/` in a real browser (Debian's chromium through playwright-core) against the real
@@ -239,13 +239,13 @@ describe("the page at / (chromium)", () => {
 
   it("verifies a pasted feed, and names the sequence whose payload was changed", async () => {
     const feed = await savedFeed()
-    await page.fill("#feed-json", JSON.stringify(feed, null, 2))
+    await pasteText(page, "#feed-json", JSON.stringify(feed, null, 2))
     await page.click("#chain-paste-form button[type=submit]")
     await expect(page.locator("#chain-result .verdict").getAttribute("data-verdict")).resolves.toBe("ok")
 
     const tampered = structuredClone(feed)
     tampered.events[2].payload = { ...tampered.events[2].payload, to: "REVOKED" }
-    await page.fill("#feed-json", JSON.stringify(tampered, null, 2))
+    await pasteText(page, "#feed-json", JSON.stringify(tampered, null, 2))
     await page.click("#chain-paste-form button[type=submit]")
     const verdict = page.locator("#chain-result .verdict[data-verdict=failed]")
     await verdict.waitFor()
@@ -261,7 +261,7 @@ describe("the page at / (chromium)", () => {
 
     // An event removed from the end is caught against the head.
     const truncated = { ...feed, events: feed.events.slice(0, 3) }
-    await page.fill("#feed-json", JSON.stringify(truncated))
+    await pasteText(page, "#feed-json", JSON.stringify(truncated))
     await page.click("#chain-paste-form button[type=submit]")
     const short = page.locator("#chain-result .verdict[data-verdict=failed]")
     await short.waitFor()
@@ -279,7 +279,7 @@ describe("the page at / (chromium)", () => {
     })
 
     const verify = async (pasted: unknown, keys: "service" | "bundle" = "service") => {
-      await page.fill("#bundle-json", JSON.stringify(pasted, null, 2))
+      await pasteText(page, "#bundle-json", JSON.stringify(pasted, null, 2))
       await page.check(`input[name=bundle-keys][value=${keys}]`)
       await page.click("#bundle-form button[type=submit]")
       const verdict = page.locator("#bundle-result .verdict")
@@ -436,7 +436,7 @@ describe("the page at / (chromium)", () => {
     /** Pasted into the box (text as it is; binary as base64). */
     const paste = async (kind: Kind, pasted: string) => {
       await clear()
-      await page.fill("#bundle-json", pasted)
+      await pasteText(page, "#bundle-json", pasted)
       await page.click("#bundle-form button[type=submit]")
       return verdictOf(kind)
     }
