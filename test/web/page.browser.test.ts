@@ -1,4 +1,4 @@
-import type { Browser, BrowserContext, Page } from "playwright-core"
+import type { Browser, Page } from "playwright-core"
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { privateKeyFromSeed, testSigningSeed, signerFromPrivateKey } from "../../src/events/Signer.js"
 import { signCheckpoint } from "../../src/log/Checkpoint.js"
@@ -12,7 +12,7 @@ import { contentSecurityPolicy } from "../../src/web/Web.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
 import { createKey, putDetermination, request } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
-import { collectPageErrors, launchChromium, screenshot } from "./browser.js"
+import { launchChromium, loadPage, openPage, pasteText, screenshot, screenshotOnFailure } from "./browser.js"
 
 /**
  * The page at `/` in a real browser (Debian's chromium through playwright-core) against the real
@@ -24,7 +24,6 @@ const subject = "DET-V1-WEB-PAGE-0001"
 
 let server: TestServer
 let browser: Browser
-let context: BrowserContext
 let page: Page
 let pageErrors: Array<string>
 let reader: string
@@ -92,6 +91,7 @@ beforeAll(async () => {
     launchFailure = error
     return undefined as unknown as Browser
   })
+  if (launchFailure === undefined) ({ page, errors: pageErrors } = await openPage(browser))
   reader = (await createKey(server, ["trust:read", "receipt:write", "receipt:read"])).api_key
   asOf = Date.now() - DAY_MS
   // Four events: recorded, two updates and a lifecycle change.
@@ -112,19 +112,15 @@ afterAll(async () => {
   await server?.close()
 })
 
-beforeEach(async () => {
+beforeEach(async (test) => {
   if (launchFailure !== undefined) throw launchFailure
-  context = await browser.newContext({ viewport: { width: 1100, height: 900 }, colorScheme: "light" })
-  page = await context.newPage()
-  pageErrors = collectPageErrors(page)
-  await page.goto(server.baseUrl + "/")
-  await page.locator("body[data-ready=true]").waitFor()
+  screenshotOnFailure(test, page)
+  await loadPage(page, pageErrors, server.baseUrl + "/")
 })
 
 afterEach(async () => {
   if (launchFailure !== undefined) return
   expect(pageErrors).toEqual([])
-  await context?.close()
 })
 
 const lookUp = async (publicId: string) => {
@@ -243,13 +239,13 @@ describe("the page at / (chromium)", () => {
 
   it("verifies a pasted feed, and names the sequence whose payload was changed", async () => {
     const feed = await savedFeed()
-    await page.fill("#feed-json", JSON.stringify(feed, null, 2))
+    await pasteText(page, "#feed-json", JSON.stringify(feed, null, 2))
     await page.click("#chain-paste-form button[type=submit]")
     await expect(page.locator("#chain-result .verdict").getAttribute("data-verdict")).resolves.toBe("ok")
 
     const tampered = structuredClone(feed)
     tampered.events[2].payload = { ...tampered.events[2].payload, to: "REVOKED" }
-    await page.fill("#feed-json", JSON.stringify(tampered, null, 2))
+    await pasteText(page, "#feed-json", JSON.stringify(tampered, null, 2))
     await page.click("#chain-paste-form button[type=submit]")
     const verdict = page.locator("#chain-result .verdict[data-verdict=failed]")
     await verdict.waitFor()
@@ -265,7 +261,7 @@ describe("the page at / (chromium)", () => {
 
     // An event removed from the end is caught against the head.
     const truncated = { ...feed, events: feed.events.slice(0, 3) }
-    await page.fill("#feed-json", JSON.stringify(truncated))
+    await pasteText(page, "#feed-json", JSON.stringify(truncated))
     await page.click("#chain-paste-form button[type=submit]")
     const short = page.locator("#chain-result .verdict[data-verdict=failed]")
     await short.waitFor()
@@ -283,7 +279,7 @@ describe("the page at / (chromium)", () => {
     })
 
     const verify = async (pasted: unknown, keys: "service" | "bundle" = "service") => {
-      await page.fill("#bundle-json", JSON.stringify(pasted, null, 2))
+      await pasteText(page, "#bundle-json", JSON.stringify(pasted, null, 2))
       await page.check(`input[name=bundle-keys][value=${keys}]`)
       await page.click("#bundle-form button[type=submit]")
       const verdict = page.locator("#bundle-result .verdict")
@@ -440,7 +436,7 @@ describe("the page at / (chromium)", () => {
     /** Pasted into the box (text as it is; binary as base64). */
     const paste = async (kind: Kind, pasted: string) => {
       await clear()
-      await page.fill("#bundle-json", pasted)
+      await pasteText(page, "#bundle-json", pasted)
       await page.click("#bundle-form button[type=submit]")
       return verdictOf(kind)
     }

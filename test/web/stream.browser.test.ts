@@ -1,11 +1,11 @@
-import type { Browser, BrowserContext, Page, Request } from "playwright-core"
+import type { Browser, Page, Request } from "playwright-core"
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import type { TrustEvent } from "../../src/domain/TrustEvent.js"
 import { HeartbeatComment, sseMessageOf } from "../../src/events/LiveStream.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
 import { createKey, putDetermination, request } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
-import { collectPageErrors, launchChromium, screenshot } from "./browser.js"
+import { launchChromium, loadPage, openPage, screenshot, screenshotOnFailure } from "./browser.js"
 
 /**
  * The page following an event chain live, in a real browser (Debian's chromium through playwright-core)
@@ -15,7 +15,6 @@ import { collectPageErrors, launchChromium, screenshot } from "./browser.js"
 
 let server: TestServer
 let browser: Browser
-let context: BrowserContext
 let page: Page
 let pageErrors: Array<string>
 let reader: string
@@ -45,6 +44,7 @@ beforeAll(async () => {
     launchFailure = error
     return undefined as unknown as Browser
   })
+  if (launchFailure === undefined) ({ page, errors: pageErrors } = await openPage(browser))
   reader = (await createKey(server, ["trust:read"])).api_key
   asOf = Date.now() - DAY_MS
 }, 120_000)
@@ -54,19 +54,15 @@ afterAll(async () => {
   await server?.close()
 })
 
-beforeEach(async () => {
+beforeEach(async (test) => {
   if (launchFailure !== undefined) throw launchFailure
-  context = await browser.newContext({ viewport: { width: 1100, height: 900 }, colorScheme: "light" })
-  page = await context.newPage()
-  pageErrors = collectPageErrors(page)
-  await page.goto(server.baseUrl + "/")
-  await page.locator("body[data-ready=true]").waitFor()
+  screenshotOnFailure(test, page)
+  await loadPage(page, pageErrors, server.baseUrl + "/")
 })
 
 afterEach(async () => {
   if (launchFailure !== undefined) return
   expect(pageErrors).toEqual([])
-  await context?.close()
 })
 
 const follow = async (publicId: string, key = reader) => {
