@@ -103,9 +103,8 @@ beforeAll(async () => {
 }, 180_000)
 
 afterAll(async () => {
-  const other = await otherLog?.catch(() => undefined)
   // Each drains on its own (test/support/server.ts, witness.ts): side by side, not one after the other.
-  await Promise.all([server?.close(), w1?.close(), w2?.close(), other?.server.close(), other?.witness.close()])
+  await Promise.all([server?.close(), w1?.close(), w2?.close()])
   rmSync(scratch, { recursive: true, force: true })
 })
 
@@ -116,37 +115,6 @@ afterAll(async () => {
 let shared: Promise<{ readonly receipt: { receipt_id: string }; readonly bundle: { checkpoint: string } }> | undefined
 const witnessedReceipt = () =>
   (shared ??= createReceipt(server, writer).then(async (receipt) => ({ receipt, bundle: await witnessedBundle(server, receipt.receipt_id) })))
-
-/**
- * Another log with this key (another history to w1 and w2) under a witness of its own beside one that is down,
- * quorum 1: made once, when a test first needs it, for the two tests that need some other history witnessed by
- * one witness (each started a witness and a server of its own: two PGlite instances, ~1 CPU-s). Each test adds
- * and waits for receipts of its own, so either may come first.
- */
-interface OtherLog {
-  readonly witness: TestWitness
-  readonly server: TestServer
-  readonly writer: string
-}
-let otherLog: Promise<OtherLog> | undefined
-/** Which of its tests are done with it: once both are, it is closed, not left submitting to its witnesses until the end. */
-const doneWithOtherLog = new Set<string>()
-const releaseOtherLog = async (user: "split view" | "quorum 1") => {
-  doneWithOtherLog.add(user)
-  if (doneWithOtherLog.size < 2 || otherLog === undefined) return
-  const other = await otherLog.catch(() => undefined)
-  otherLog = undefined
-  await Promise.all([other?.server.close(), other?.witness.close()])
-}
-const witnessedOtherLog = () =>
-  (otherLog ??= (async () => {
-    const down = { baseUrl: `http://127.0.0.1:${await freePort()}`, verifierKey: strangerKey } as TestWitness
-    const witness = await startTestWitness([logVerifierKey], { PV_WITNESS_NAME: "witness.test/fresh" })
-    const other = await startTestServer({ config: configFor([witness, down], 1) })
-    const otherWriter = (await createKey(other, ["receipt:write", "receipt:read", "trust:read"], { rate_limit_per_minute: 1_000_000 })).api_key
-    expect((await putDetermination(other, subject, determinationBody(Date.now() - DAY_MS))).status).toBe(201)
-    return { witness, server: other, writer: otherWriter }
-  })())
 
 describe("the log under two witnesses (quorum 2)", () => {
   it("a receipt's bundle carries a checkpoint both witnesses cosigned, within 3 s of its acknowledgment", async () => {
@@ -268,8 +236,11 @@ describe("the log under two witnesses (quorum 2)", () => {
   })
 
   it("pv log monitor catches a witness that was shown another history (a split view) through the witness's monitoring checkpoint", async () => {
-    const { witness: w3, server: forked, writer: forkWriter } = await witnessedOtherLog()
+    const w3 = await startTestWitness([logVerifierKey], { PV_WITNESS_NAME: "witness.test/w3" })
+    const forked = await startTestServer({ config: configFor([w3], 1) })
     try {
+      const forkWriter = (await createKey(forked, ["receipt:write", "receipt:read", "trust:read"], { rate_limit_per_minute: 1_000_000 })).api_key
+      expect((await putDetermination(forked, subject, determinationBody(Date.now() - 3 * DAY_MS))).status).toBe(201)
       const receipt = await createReceipt(forked, forkWriter)
       const deadline = Date.now() + 5_000
       // Wait until w3 cosigned the forked history.
@@ -289,7 +260,7 @@ describe("the log under two witnesses (quorum 2)", () => {
       }))
       expect(Exit.isFailure(outcome) && JSON.stringify(outcome.cause)).toMatch(/FORK: .*witness http:\/\/127\.0\.0\.1:\d+/)
     } finally {
-      await releaseOtherLog("split view")
+      await Promise.all([forked.close(), w3.close()])
     }
   })
 
@@ -370,68 +341,61 @@ describe("the log under two witnesses (quorum 2)", () => {
   })
 
   it("a witness that is down changes nothing with quorum 1 of 2; with quorum 2 of 2 nothing is served as witnessed and the lag shows", async () => {
-    // Another log with this key is another history to w1 and w2: each quorum here has a log and a witness of its
-    // own (quorum 1 the shared one of witnessedOtherLog), and the two go side by side.
-    const quorumOne = async () => {
-      const { witness: fresh, server: other, writer: otherWriter } = await witnessedOtherLog()
-      try {
-        const receipt = await createReceipt(other, otherWriter)
-        const proof = async () => request(other, "GET", `/api/v1/reliance-receipts/${receipt.receipt_id}/proof`, { bearer: otherWriter })
-        const deadline = Date.now() + 3_000
-        let reply = await proof()
-        while (reply.status !== 200 && Date.now() < deadline) {
-          await new Promise((resolve) => setTimeout(resolve, 25))
-          reply = await proof()
-        }
-        expect(reply.status, reply.text).toBe(200)
-        const freshKey = parseCosignerKey(fresh.verifierKey)
-        expect(freshKey.ok && requireQuorum(reply.body.checkpoint, [freshKey.value], 1, nowSeconds()).ok).toBe(true)
-      } finally {
-        await releaseOtherLog("quorum 1")
-      }
-    }
-    const quorumTwo = async () => {
-      const down = { baseUrl: `http://127.0.0.1:${await freePort()}`, verifierKey: strangerKey } as TestWitness
+    // Another log with this key is another history to w1 and w2: each run here gets a witness of its own, and
+    // the two runs (each its own witness and server) go side by side.
+    const down = { baseUrl: `http://127.0.0.1:${await freePort()}`, verifierKey: strangerKey } as TestWitness
+    await Promise.all([1, 2].map(async (quorum) => {
       const fresh = await startTestWitness([logVerifierKey], { PV_WITNESS_NAME: "witness.test/fresh" })
-      const other = await startTestServer({ config: configFor([fresh, down], 2) })
+      const other = await startTestServer({ config: configFor([fresh, down], quorum) })
       try {
         const otherWriter = (await createKey(other, ["receipt:write", "receipt:read", "trust:read"], { rate_limit_per_minute: 1_000_000 })).api_key
         expect((await putDetermination(other, subject, determinationBody(Date.now() - DAY_MS))).status).toBe(201)
         const receipt = await createReceipt(other, otherWriter)
         const proof = async () => request(other, "GET", `/api/v1/reliance-receipts/${receipt.receipt_id}/proof`, { bearer: otherWriter })
-        // Until the witness that answers has cosigned a checkpoint covering the receipt (its line stored: a
-        // quorum of 1 would serve the proof now) and the one that is down has failed a submission.
-        const cosignedRows = () =>
-          other.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ count: string }>`
-            SELECT count(*)::text AS count FROM log_cosignatures c
-            JOIN log_entries e ON e.kind = 'receipt' AND e.ref = ${receipt.receipt_id}
-            WHERE c.tree_size > e.idx`))
-        const deadline = Date.now() + 5_000
-        let metrics = ""
-        for (;;) {
+        if (quorum === 1) {
+          const deadline = Date.now() + 3_000
+          let reply = await proof()
+          while (reply.status !== 200 && Date.now() < deadline) {
+            await new Promise((resolve) => setTimeout(resolve, 25))
+            reply = await proof()
+          }
+          expect(reply.status, reply.text).toBe(200)
+          const freshKey = parseCosignerKey(fresh.verifierKey)
+          expect(freshKey.ok && requireQuorum(reply.body.checkpoint, [freshKey.value], 1, nowSeconds()).ok).toBe(true)
+        } else {
+          // Until the witness that answers has cosigned a checkpoint covering the receipt (its line stored: a
+          // quorum of 1 would serve the proof now) and the one that is down has failed a submission.
+          const cosignedRows = () =>
+            other.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ count: string }>`
+              SELECT count(*)::text AS count FROM log_cosignatures c
+              JOIN log_entries e ON e.kind = 'receipt' AND e.ref = ${receipt.receipt_id}
+              WHERE c.tree_size > e.idx`))
+          const deadline = Date.now() + 5_000
+          let metrics = ""
+          for (;;) {
+            metrics = await (await fetch(`${other.baseUrl}/metrics`)).text()
+            const failed = /pv_log_witness_submissions_total\{[^}]*answer="error"[^}]*\} [1-9]/.test(metrics)
+            if (failed && Number((await cosignedRows())[0]!.count) > 0) break
+            if (Date.now() > deadline) throw new Error(`the answering witness did not cosign, or the one down was not tried, within 5 s:\n${metrics}`)
+            await new Promise((resolve) => setTimeout(resolve, 25))
+          }
+          expect((await proof()).status).toBe(404)
+          for (const format of ["tlog-proof", "cose-receipt", "transparent-statement"]) {
+            const early = await request(other, "GET", `/api/v1/reliance-receipts/${receipt.receipt_id}/${format}`, { bearer: otherWriter })
+            expect(early.status, format).toBe(404)
+            expect(early.body.code, format).toBe("not-yet-logged")
+            expect(early.headers.get("retry-after"), format).toBe("1")
+          }
+          expect((await request(other, "GET", "/log/checkpoint")).status).toBe(404)
           metrics = await (await fetch(`${other.baseUrl}/metrics`)).text()
-          const failed = /pv_log_witness_submissions_total\{[^}]*answer="error"[^}]*\} [1-9]/.test(metrics)
-          if (failed && Number((await cosignedRows())[0]!.count) > 0) break
-          if (Date.now() > deadline) throw new Error(`the answering witness did not cosign, or the one down was not tried, within 5 s:\n${metrics}`)
-          await new Promise((resolve) => setTimeout(resolve, 25))
+          expect(metrics).toMatch(/pv_log_witness_lag_entries(\{[^}]*\})? [1-9]/)
+          expect(metrics).toMatch(/pv_log_witness_submissions_total\{[^}]*answer="error"[^}]*\} [1-9]/)
+          expect((await request(other, "GET", "/readyz")).status).toBe(200)
         }
-        expect((await proof()).status).toBe(404)
-        for (const format of ["tlog-proof", "cose-receipt", "transparent-statement"]) {
-          const early = await request(other, "GET", `/api/v1/reliance-receipts/${receipt.receipt_id}/${format}`, { bearer: otherWriter })
-          expect(early.status, format).toBe(404)
-          expect(early.body.code, format).toBe("not-yet-logged")
-          expect(early.headers.get("retry-after"), format).toBe("1")
-        }
-        expect((await request(other, "GET", "/log/checkpoint")).status).toBe(404)
-        metrics = await (await fetch(`${other.baseUrl}/metrics`)).text()
-        expect(metrics).toMatch(/pv_log_witness_lag_entries(\{[^}]*\})? [1-9]/)
-        expect(metrics).toMatch(/pv_log_witness_submissions_total\{[^}]*answer="error"[^}]*\} [1-9]/)
-        expect((await request(other, "GET", "/readyz")).status).toBe(200)
       } finally {
         await Promise.all([other.close(), fresh.close()])
       }
-    }
-    await Promise.all([quorumOne(), quorumTwo()])
+    }))
   })
 
   it("a second log with the same key and another history (a split view) is refused and never served as witnessed; /readyz stays 200", async () => {
