@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs"
+import { readFileSync, writeFileSync } from "node:fs"
 import type { Reporter, SerializedError, TestModule, TestRunEndReason, TestSpecification } from "vitest/node"
 
 /** CPU seconds the whole machine has spent busy since boot (/proc/stat: every state but idle and iowait), or undefined off Linux. */
@@ -72,11 +72,15 @@ export default class SummaryReporter implements Reporter {
     counts.failed += fileErrors + unhandled
     const runError = reason === "failed" && counts.failed === 0 ? 1 : 0
     counts.failed += runError
-    let line = `vitest: ${counts.passed} passed, ${counts.failed} failed, ${counts.skipped} skipped`
-    if (fileErrors > 0) line += `, ${fileErrors} file errors`
-    if (unhandled > 0) line += `, ${unhandled} unhandled errors`
-    if (runError > 0) line += ", 1 run error"
-    console.log(line)
+    const extra = [
+      ...(fileErrors > 0 ? [`${fileErrors} file errors`] : []),
+      ...(unhandled > 0 ? [`${unhandled} unhandled errors`] : []),
+      ...(runError > 0 ? ["1 run error"] : [])
+    ]
+    console.log(`vitest: ${counts.passed} passed, ${counts.failed} failed, ${counts.skipped} skipped${extra.map((e) => `, ${e}`).join("")}`)
+    // For `npm test` (test/run.ts), which runs two vitest processes and counts both on its last line.
+    const summaryFile = process.env.PV_TEST_SUMMARY_FILE
+    if (summaryFile !== undefined) writeFileSync(summaryFile, JSON.stringify({ ...counts, extra }))
     // Where the wall time went (each project's first start to last end) and how busy the machine was, so a
     // slow run can be told apart from a loaded machine.
     const seconds = (ms: number) => (ms / 1000).toFixed(0)

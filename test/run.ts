@@ -1,0 +1,102 @@
+import { type ChildProcess, spawn } from "node:child_process"
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { setPriority, tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { buildDist, finishDist } from "./support/buildDist.ts"
+
+/**
+ * `npm test` (run by Node's type stripping): the whole suite as two vitest runs side by side, with one build of dist/
+ * for both (test/support/buildDist.ts, started here; the files that need it wait for it).
+ *
+ * - `postgres` and the fault projects (`faults*`: kill -9, outages, drains, start windows), whose bounds are in
+ *   wall-clock time or depend on a database probe answering within 750 ms, at the priority this command has, in
+ *   vitest.config.ts's groups: the PostgreSQL files, then the fault groups.
+ * - `unit`, `browser` and `pglite`, CPU-bound, at a lower priority (nice +10: when a process of the other run wants a
+ *   core, the scheduler gives these ~10 % of it). Their servers, browsers and children inherit it.
+ *
+ * The other run mostly waits (on the database, its timers, its child processes: one after the other, its groups
+ * kept about one of the two cores idle for ~40 % of a whole run); beside it, this run takes the CPU it leaves, while a
+ * fault process still gets a core as soon as it wants one (the margins the fault files print, a drain's /readyz, an
+ * outage's slowest answer, a start window, measured as when they ran alone).
+ *
+ * The main run's report streams as it goes; the other run's follows it, whole. The last line counts both
+ * (`vitest: N passed, N failed, N skipped`); the exit code is non-zero when either failed.
+ * With arguments (`npm test -- --project unit test/x.test.ts`), one plain `vitest run` with them.
+ */
+
+const root = fileURLToPath(new URL("..", import.meta.url))
+const vitest = join(root, "node_modules", "vitest", "vitest.mjs")
+const args = process.argv.slice(2)
+
+interface Counts {
+  readonly passed: number
+  readonly failed: number
+  readonly skipped: number
+  readonly extra: ReadonlyArray<string>
+}
+
+const exitOf = (child: ChildProcess): Promise<number> =>
+  new Promise((resolve) => {
+    child.once("error", (error) => {
+      console.error(`test: vitest could not start: ${error.message}`)
+      resolve(1)
+    })
+    child.once("exit", (code, signal) => resolve(code ?? (signal === null ? 1 : 128)))
+  })
+
+if (args.length > 0) {
+  process.exitCode = await exitOf(spawn(process.execPath, [vitest, "run", ...args], { cwd: root, stdio: "inherit" }))
+} else {
+  const scratch = mkdtempSync(join(tmpdir(), "pv-test-run-"))
+  const summaryOf = (name: string) => join(scratch, `${name}.json`)
+  const run = (name: string, projects: ReadonlyArray<string>, stdio: "inherit" | "pipe") =>
+    spawn(process.execPath, [vitest, "run", ...projects.flatMap((project) => ["--project", project])], {
+      cwd: root,
+      stdio: ["ignore", stdio, stdio],
+      env: { ...process.env, PV_TEST_SUMMARY_FILE: summaryOf(name) }
+    })
+
+  const started = Date.now()
+  // Sets PV_DIST_BUILT and PV_DIST_STATUS here, so neither run's global setup builds again; both wait for this one.
+  const building = buildDist()
+  const timed = run("timed", ["postgres", "faults*"], "pipe")
+  const main = run("main", ["!postgres", "!faults*"], "inherit")
+  if (main.pid !== undefined) setPriority(main.pid, 10)
+  // A signal to this process alone (a CI time-out, say) reaches both runs, as a terminal's Ctrl-C does.
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    process.once(signal, () => {
+      main.kill(signal)
+      timed.kill(signal)
+    })
+  }
+  const timedOutput: Array<Buffer> = []
+  timed.stdout?.on("data", (chunk: Buffer) => timedOutput.push(chunk))
+  timed.stderr?.on("data", (chunk: Buffer) => timedOutput.push(chunk))
+  const ended = { main: 0, timed: 0 }
+  const [mainCode, timedCode] = await Promise.all([
+    exitOf(main).then((code) => ((ended.main = Date.now() - started), code)),
+    exitOf(timed).then((code) => ((ended.timed = Date.now() - started), code))
+  ])
+  await building
+  await finishDist()
+  process.stdout.write(`\n── postgres and the fault projects (vitest run --project postgres --project 'faults*'), run beside the others ──\n`)
+  process.stdout.write(Buffer.concat(timedOutput))
+
+  const read = (name: string, code: number): Counts => {
+    try {
+      return JSON.parse(readFileSync(summaryOf(name), "utf8")) as Counts
+    } catch {
+      // No summary: vitest ended before its reporter could write one (a configuration error, a crash).
+      return { passed: 0, failed: code === 0 ? 0 : 1, skipped: 0, extra: [`${name} run ended without a summary (exit ${code})`] }
+    }
+  }
+  const counts = [read("main", mainCode), read("timed", timedCode)]
+  rmSync(scratch, { recursive: true, force: true })
+  const sum = (field: "passed" | "failed" | "skipped") => counts.reduce((total, c) => total + c[field], 0)
+  const seconds = (ms: number) => (ms / 1000).toFixed(0)
+  console.log(`test: the main run (unit, browser, pglite) ended after ${seconds(ended.main)} s, the other (postgres, faults) after ${seconds(ended.timed)} s`)
+  const extra = counts.flatMap((c) => c.extra)
+  console.log(`vitest: ${sum("passed")} passed, ${sum("failed")} failed, ${sum("skipped")} skipped${extra.map((e) => `, ${e}`).join("")}`)
+  process.exitCode = mainCode !== 0 ? mainCode : timedCode
+}
