@@ -40,6 +40,11 @@ export default defineConfig(async () => {
   }
   if (!postgres) console.warn(`PostgreSQL not reachable at ${postgresUrl}: HTTP suites run on embedded PGlite only`)
   const http = ["test/**/*.http.test.ts"]
+  // Under `npm test` (test/run.ts, which names the mark in PV_TEST_FAULTS_DONE): the browser and PGlite files wait
+  // for the fault groups to end, and the PostgreSQL files, which run in the fault groups' vitest process, come after
+  // those groups and set the mark (test/support/faultsDone.ts).
+  const afterFaults = "test/support/afterFaults.ts"
+  const underRunner = process.env.PV_TEST_FAULTS_DONE !== undefined
   // Builds dist/ once per run (test/support/buildDist.ts) for the HTTP projects, whose tests start compiled
   // processes (second instances, CLI children: test/support/spawned.ts); the fault projects' setup builds the
   // same, or takes the build PV_FAULTS_MAIN names (test/faults/globalSetup.ts). The build runs beside the first
@@ -63,8 +68,8 @@ export default defineConfig(async () => {
   const projects: Array<TestProjectConfiguration> = [
     { extends: true, test: { name: "unit", include: ["test/**/*.test.ts"], exclude: [...http, ...faults, ...browser] } },
     // The page at `/` in Debian's chromium (playwright-core), against a real server on embedded PGlite.
-    { extends: true, test: { name: "browser", include: browser, env: { PV_TEST_DB: "pglite" } } },
-    { extends: true, test: { name: "pglite", include: http, env: { PV_TEST_DB: "pglite" }, globalSetup: [buildOnce], setupFiles: distReady } }
+    { extends: true, test: { name: "browser", include: browser, env: { PV_TEST_DB: "pglite" }, setupFiles: [afterFaults] } },
+    { extends: true, test: { name: "pglite", include: http, env: { PV_TEST_DB: "pglite" }, globalSetup: [buildOnce], setupFiles: [...distReady, afterFaults] } }
   ]
   // The fault rules of docs/API.md §13 against the compiled server (`npm run build` once, then `node dist/src/main.js`
   // child processes), in groups of their own after the other projects (sequence.groupOrder), so they never run
@@ -111,7 +116,8 @@ export default defineConfig(async () => {
         exclude: databaseFree,
         env: { PV_TEST_DB: "postgres", PV_TEST_POSTGRES_URL: postgresUrl },
         globalSetup: [buildOnce],
-        setupFiles: distReady
+        setupFiles: [...distReady, ...(underRunner ? ["test/support/faultsOver.ts"] : [])],
+        ...(underRunner ? { sequence: { groupOrder: 3 } } : {})
       }
     })
   }

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process"
-import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { setPriority, tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -50,11 +50,14 @@ if (args.length > 0) {
 } else {
   const scratch = mkdtempSync(join(tmpdir(), "pv-test-run-"))
   const summaryOf = (name: string) => join(scratch, `${name}.json`)
+  // The mark that the fault groups have ended (test/support/faultsDone.ts): the timed run sets it when its PostgreSQL
+  // group starts; this process when that run ends, whatever its end.
+  const faultsDone = join(scratch, "faults-done")
   const run = (name: string, projects: ReadonlyArray<string>, stdio: "inherit" | "pipe") =>
     spawn(process.execPath, [vitest, "run", ...projects.flatMap((project) => ["--project", project])], {
       cwd: root,
       stdio: ["ignore", stdio, stdio],
-      env: { ...process.env, PV_TEST_SUMMARY_FILE: summaryOf(name) }
+      env: { ...process.env, PV_TEST_SUMMARY_FILE: summaryOf(name), PV_TEST_FAULTS_DONE: faultsDone }
     })
 
   const started = Date.now()
@@ -76,7 +79,11 @@ if (args.length > 0) {
   const ended = { main: 0, timed: 0 }
   const [mainCode, timedCode] = await Promise.all([
     exitOf(main).then((code) => ((ended.main = Date.now() - started), code)),
-    exitOf(timed).then((code) => ((ended.timed = Date.now() - started), code))
+    exitOf(timed).then((code) => {
+      ended.timed = Date.now() - started
+      if (!existsSync(faultsDone)) writeFileSync(faultsDone, "")
+      return code
+    })
   ])
   await building
   await finishDist()

@@ -50,7 +50,9 @@ export default class LongestFirstSequencer extends BaseSequencer {
     // Within a group, the projects whose files wait for the run's build of dist/ (a global setup: the HTTP projects,
     // test/support/buildDist.ts) after those that need none, so the build runs beside files that can run: in a fresh
     // clone the pglite project came first and its four workers waited ~17 s for a full build, one core idle.
-    const waits = (spec: TestSpecification) => ((spec.project.config.globalSetup?.length ?? 0) > 0 ? 1 : 0)
+    // So do the projects whose files wait for the fault groups under `npm test` (test/support/faultsDone.ts).
+    const waits = (spec: TestSpecification) =>
+      (spec.project.config.globalSetup?.length ?? 0) > 0 || spec.project.config.setupFiles.some((file) => file.endsWith("afterFaults.ts")) ? 1 : 0
     return longest.sort((a, b) =>
       a.project.config.sequence.groupOrder - b.project.config.sequence.groupOrder ||
       waits(a) - waits(b) ||
