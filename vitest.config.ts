@@ -74,8 +74,8 @@ export default defineConfig(async () => {
   // The fault rules of docs/API.md §13 against the compiled server (`npm run build` once, then `node dist/src/main.js`
   // child processes), in groups of their own after the other projects (sequence.groupOrder), so they never run
   // beside the HTTP suites at the same priority: `npm test` (test/run.ts) runs them in a vitest process of their own,
-  // beside one for the other projects whose processes run at a lower priority (nice +10), so those take the CPU the
-  // fault files leave without making them late; a plain `vitest run` runs the groups one after the other.
+  // beside the unit files of another at a lower priority (nice +10), which take the CPU the fault files leave
+  // without making them late; a plain `vitest run` runs the groups one after the other.
   // Each fault file's processes have their own data directory or scratch database, port
   // (PORT=0 or a free one), receivers and proxies. The long files that mostly wait (webhook deliveries, kill -9
   // rounds, a cluster's metrics: no bound a neighbour could make late) run three at a time ("faults"); the files with
@@ -102,9 +102,9 @@ export default defineConfig(async () => {
   projects.push(faultProject("faults", faults, faultsAlone, 3, 1), faultProject("faults-alone", faultsAlone, [], 1, 2))
   if (postgres) {
     // In the first group, four files at a time: the PostgreSQL files mostly wait on the database and their timers.
-    // `npm test` (test/run.ts) runs them in the vitest process of the fault groups, before those, beside the unit,
-    // browser and PGlite files at a lower priority (their servers' database probe must answer within 750 ms, which
-    // a fully busy machine at the same priority can miss); a plain `vitest run` runs them in the first group, as a
+    // `npm test` (test/run.ts) runs them in the vitest process of the fault groups, after those, beside the browser
+    // and PGlite files at a lower priority (their servers' database probe must answer within 750 ms, which a fully
+    // busy machine at the same priority can miss); a plain `vitest run` runs them in the first group, as a
     // project's turn (test/support/LongestFirstSequencer.ts). A test server holds at most 8 connections
     // (PV_DB_POOL_SIZE in test/support/testConfig.ts), two-instance suites 16, so four files stay within the shared
     // server's 100.

@@ -9,18 +9,19 @@ import { buildDist, finishDist } from "./support/buildDist.ts"
  * `npm test` (run by Node's type stripping): the whole suite as two vitest runs side by side, with one build of dist/
  * for both (test/support/buildDist.ts, started here; the files that need it wait for it).
  *
- * - `postgres` and the fault projects (`faults*`: kill -9, outages, drains, start windows), whose bounds are in
- *   wall-clock time or depend on a database probe answering within 750 ms, at the priority this command has, in
- *   vitest.config.ts's groups: the PostgreSQL files, then the fault groups.
- * - `unit`, `browser` and `pglite`, CPU-bound, at a lower priority (nice +10: when a process of the other run wants a
- *   core, the scheduler gives these ~10 % of it). Their servers, browsers and children inherit it.
+ * - The "timed" run, at the priority this command has: the fault groups (kill -9, outages, drains, start windows:
+ *   bounds in wall-clock time), then `postgres` (a test server's database probe must answer within 750 ms).
+ * - The main run, at a lower priority (nice +10: when a process of the timed run wants a core, the scheduler gives
+ *   these ~10 % of it; their servers, browsers and children inherit it): `unit` beside the fault groups, then
+ *   `browser` and `pglite` once those have ended (their tests bound wall-clock time too: test/support/faultsDone.ts),
+ *   beside `postgres`.
  *
- * The other run mostly waits (on the database, its timers, its child processes: one after the other, its groups
- * kept about one of the two cores idle for ~40 % of a whole run); beside it, this run takes the CPU it leaves, while a
- * fault process still gets a core as soon as it wants one (the margins the fault files print, a drain's /readyz, an
- * outage's slowest answer, a start window, measured as when they ran alone).
+ * One after the other, the fault groups kept about one of the two cores idle for ~40 % of a whole run; beside them,
+ * the unit files take the CPU they leave, while a fault process still gets a core as soon as it wants one (the
+ * margins the fault files print, a drain's /readyz, an outage's slowest answer, a start window, are those of a run
+ * alone).
  *
- * The main run's report streams as it goes; the other run's follows it, whole. The last line counts both
+ * The main run's report streams as it goes; the timed run's follows it, whole. The last line counts both
  * (`vitest: N passed, N failed, N skipped`); the exit code is non-zero when either failed.
  * With arguments (`npm test -- --project unit test/x.test.ts`), one plain `vitest run` with them.
  */
@@ -63,7 +64,7 @@ if (args.length > 0) {
   const started = Date.now()
   // Sets PV_DIST_BUILT and PV_DIST_STATUS here, so neither run's global setup builds again; both wait for this one.
   const building = buildDist()
-  const timed = run("timed", ["postgres", "faults*"], "pipe")
+  const timed = run("timed", ["faults*", "postgres"], "pipe")
   const main = run("main", ["!postgres", "!faults*"], "inherit")
   if (main.pid !== undefined) setPriority(main.pid, 10)
   // A signal to this process alone (a CI time-out, say) reaches both runs, as a terminal's Ctrl-C does.
@@ -87,7 +88,7 @@ if (args.length > 0) {
   ])
   await building
   await finishDist()
-  process.stdout.write(`\n── postgres and the fault projects (vitest run --project postgres --project 'faults*'), run beside the others ──\n`)
+  process.stdout.write(`\n── the timed run: the fault groups, then postgres (vitest run --project 'faults*' --project postgres) ──\n`)
   process.stdout.write(Buffer.concat(timedOutput))
 
   const read = (name: string, code: number): Counts => {
@@ -102,7 +103,7 @@ if (args.length > 0) {
   rmSync(scratch, { recursive: true, force: true })
   const sum = (field: "passed" | "failed" | "skipped") => counts.reduce((total, c) => total + c[field], 0)
   const seconds = (ms: number) => (ms / 1000).toFixed(0)
-  console.log(`test: the main run (unit, browser, pglite) ended after ${seconds(ended.main)} s, the other (postgres, faults) after ${seconds(ended.timed)} s`)
+  console.log(`test: the main run (unit, browser, pglite) ended after ${seconds(ended.main)} s, the timed run (faults, postgres) after ${seconds(ended.timed)} s`)
   const extra = counts.flatMap((c) => c.extra)
   console.log(`vitest: ${sum("passed")} passed, ${sum("failed")} failed, ${sum("skipped")} skipped${extra.map((e) => `, ${e}`).join("")}`)
   process.exitCode = mainCode !== 0 ? mainCode : timedCode
