@@ -127,10 +127,10 @@ describe(`evidence in standard encodings (${kind})`, () => {
     expect(reply.status, reply.text).toBe(200)
     const go = goTlogProofRunner()
     try {
-      const run = go.run(pinnedVerifierKey, reply.bytes)
+      const run = await go.run(pinnedVerifierKey, reply.bytes)
       expect(run.status, run.stderr + run.stdout).toBe(0)
       expect(run.stdout).toMatch(/^ok \d+ \d+\n$/)
-      const edited = go.run(pinnedVerifierKey, reply.text.replace(/\nindex (\d+)\n/, (_, i) => `\nindex ${Number(i) + 1}\n`))
+      const edited = await go.run(pinnedVerifierKey, reply.text.replace(/\nindex (\d+)\n/, (_, i) => `\nindex ${Number(i) + 1}\n`))
       expect(edited.status, edited.stdout).toBe(1)
     } finally {
       go.close()

@@ -1,4 +1,4 @@
-import { spawnSync } from "node:child_process"
+import { execFile, spawnSync } from "node:child_process"
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -16,19 +16,33 @@ export const goMissing = "`go` or golang.org/x/mod (apt-get install golang-go go
 
 const program = fileURLToPath(new URL("../log/go/tlogproof.go", import.meta.url))
 
-/** A scratch directory for proofs and Go's build cache; `close` removes it. */
+export interface GoRun {
+  readonly status: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/**
+ * A scratch directory for proofs and Go's build cache; `close` removes it. `run` does not block the event loop: the
+ * first one compiles the program and Go's packages (seconds of CPU), and a test server in the same process must go
+ * on answering meanwhile (its database probe fails after 750 ms without a turn of the loop, and the circuit opens).
+ */
 export const goTlogProofRunner = () => {
   const scratch = mkdtempSync(join(tmpdir(), "pv-tlog-proof-go-"))
   let runs = 0
   return {
-    run: (verifierKey: string, proof: string | Uint8Array) => {
+    run: (verifierKey: string, proof: string | Uint8Array): Promise<GoRun> => {
       const file = join(scratch, `proof-${runs++}.tlog-proof`)
       writeFileSync(file, proof)
-      return spawnSync("go", ["run", program, verifierKey, file], {
-        encoding: "utf8",
-        timeout: 120_000,
-        env: { ...process.env, GO111MODULE: "off", GOPATH: gopath, GOCACHE: join(scratch, "cache"), GOFLAGS: "" }
-      })
+      return new Promise((resolve) =>
+        execFile("go", ["run", program, verifierKey, file], {
+          encoding: "utf8",
+          timeout: 120_000,
+          env: { ...process.env, GO111MODULE: "off", GOPATH: gopath, GOCACHE: join(scratch, "cache"), GOFLAGS: "" }
+        }, (error, stdout, stderr) => {
+          const code = error === null ? 0 : typeof error.code === "number" ? error.code : null
+          resolve({ status: code, stdout, stderr: error !== null && code === null ? `${stderr}${error.message}` : stderr })
+        }))
     },
     close: () => rmSync(scratch, { recursive: true, force: true })
   }
