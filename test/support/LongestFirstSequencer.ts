@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs"
 import { relative } from "node:path"
 import { BaseSequencer, type TestSpecification } from "vitest/node"
+import { waitsForFaults } from "./faultsDone.js"
 
 /**
  * Seconds each file took in a whole run (durations.json: unit and pglite files, by path relative to the
@@ -51,15 +52,19 @@ export default class LongestFirstSequencer extends BaseSequencer {
     // test/support/buildDist.ts) after those that need none, so the build runs beside files that can run: in a fresh
     // clone the pglite project came first and its four workers waited ~17 s for a full build, one core idle.
     // So do the projects whose files wait for the fault groups under `npm test` (test/support/faultsDone.ts).
-    const waits = (spec: TestSpecification) =>
-      (spec.project.config.globalSetup?.length ?? 0) > 0 || spec.project.config.setupFiles.some((file) => file.endsWith("afterFaults.ts")) ? 1 : 0
+    const mayWaitForFaults = (spec: TestSpecification) => spec.project.config.setupFiles.some((file) => file.endsWith("afterFaults.ts"))
+    const waits = (spec: TestSpecification) => ((spec.project.config.globalSetup?.length ?? 0) > 0 || mayWaitForFaults(spec) ? 1 : 0)
     // Then a project of fewer files than workers (browser: 2) before the others: its files run beside theirs instead of
     // alone at the end (a fresh clone's run ended with the browser files on two of four workers for 10 s).
     const count = new Map<string, number>()
     for (const spec of files) count.set(spec.project.name, (count.get(spec.project.name) ?? 0) + 1)
     const few = (spec: TestSpecification) => (count.get(spec.project.name)! < this.ctx.config.maxWorkers ? 0 : 1)
+    // Under `npm test`, before all of those, the files of such projects that may run beside the fault groups.
+    const afterFaults = (spec: TestSpecification) =>
+      mayWaitForFaults(spec) && waitsForFaults(relative(this.ctx.config.root, spec.moduleId).replaceAll("\\", "/")) ? 1 : 0
     return longest.sort((a, b) =>
       a.project.config.sequence.groupOrder - b.project.config.sequence.groupOrder ||
+      afterFaults(a) - afterFaults(b) ||
       waits(a) - waits(b) ||
       few(a) - few(b) ||
       place.get(a.project.name)! - place.get(b.project.name)!)

@@ -1,4 +1,16 @@
-import { awaitFaultsDone } from "./faultsDone.js"
+import { relative } from "node:path"
+import { fileURLToPath } from "node:url"
+import { beforeAll } from "vitest"
+import { awaitFaultsDone, waitsForFaults } from "./faultsDone.js"
 
-/** Setup file of the browser and PGlite projects: under `npm test`, each file starts once the fault groups have ended (support/faultsDone.ts). */
-await awaitFaultsDone()
+const root = fileURLToPath(new URL("../..", import.meta.url))
+
+/**
+ * Setup file of the browser and PGlite projects: under `npm test`, each file but those that may run beside the fault
+ * groups starts once those have ended (support/faultsDone.ts). The wait has no time-out of its own: the fault
+ * groups' own end it.
+ */
+beforeAll(async ({}, suite) => {
+  const file = relative(root, (suite.file ?? suite).filepath).replaceAll("\\", "/")
+  if (waitsForFaults(file)) await awaitFaultsDone()
+}, 3_600_000)

@@ -1,15 +1,39 @@
 import { existsSync, writeFileSync } from "node:fs"
 
 /**
- * `npm test` (test/run.ts) runs the fault groups beside the unit files, and the browser and PGlite files only after
- * them: those files bound wall-clock time too (a webhook delivered within 2 s of a recovery, an event on the page
- * within a second), and their servers run at the lower priority of the two runs, so a fault group's busy processes
- * could make them late. PV_TEST_FAULTS_DONE names the file that says the fault groups have ended: the run of the
- * fault groups writes it when its next group (postgres) starts, and test/run.ts when that run ends.
+ * `npm test` (test/run.ts) runs the fault groups beside the unit files, and the browser and most PGlite files only
+ * after them: those files bound wall-clock time too (a webhook delivered within 2 s of a recovery, an event on the
+ * page within a second, a revocation within 2 s), and their servers run at the lower priority of the two runs, so a
+ * fault group's busy processes could make them late. PV_TEST_FAULTS_DONE names the file that says the fault groups
+ * have ended: the run of the fault groups writes it when its next group (postgres) starts, and test/run.ts when that
+ * run ends.
  */
 const marker = process.env.PV_TEST_FAULTS_DONE
 
-/** Setup file of the projects that wait (browser, pglite): each file waits for the mark first. */
+/**
+ * The PGlite files that may run beside the fault groups: requests and answers, with no bound in wall-clock time
+ * (checked by reading each; a file not named here waits, so a new one is safe until it is added).
+ */
+export const besideFaults: ReadonlySet<string> = new Set([
+  "test/http/actionability.http.test.ts",
+  "test/http/clientAddress.http.test.ts",
+  "test/http/errors.http.test.ts",
+  "test/http/events.http.test.ts",
+  "test/http/mcp.http.test.ts",
+  "test/http/mcp2026.http.test.ts",
+  "test/http/openapi.http.test.ts",
+  "test/http/operatorToken.http.test.ts",
+  "test/http/origin.http.test.ts",
+  "test/http/receipts.http.test.ts",
+  "test/http/trust.http.test.ts",
+  "test/witness/witness.http.test.ts",
+  "test/client/client.http.test.ts"
+])
+
+/** Whether a file of a project that waits (support/afterFaults.ts) must wait, by its path relative to the repository. */
+export const waitsForFaults = (file: string): boolean => marker !== undefined && !besideFaults.has(file)
+
+/** Waits for the mark; at once outside `npm test`. */
 export const awaitFaultsDone = async (): Promise<void> => {
   if (marker === undefined) return
   while (!existsSync(marker)) await new Promise((resolve) => setTimeout(resolve, 200))
