@@ -12,12 +12,12 @@ import { buildDist, finishDist } from "./support/buildDist.ts"
  * - The "timed" run, at the priority this command has: the fault groups (kill -9, outages, drains, start windows:
  *   bounds in wall-clock time), then `postgres` (a test server's database probe must answer within 750 ms).
  * - The main run, at a lower priority (nice +10: when a process of the timed run wants a core, the scheduler gives
- *   these ~10 % of it; their servers, browsers and children inherit it): `unit` beside the fault groups, then
- *   `browser` and `pglite` once those have ended (their tests bound wall-clock time too: test/support/faultsDone.ts),
- *   beside `postgres`.
+ *   these ~10 % of it; their servers, browsers and children inherit it): `unit` and the PGlite files with no bound
+ *   in wall-clock time beside the fault groups, then `browser` and the other `pglite` files once those have ended
+ *   (their tests bound wall-clock time too: test/support/faultsDone.ts), beside `postgres`.
  *
  * One after the other, the fault groups kept about one of the two cores idle for ~40 % of a whole run; beside them,
- * the unit files take the CPU they leave, while a fault process still gets a core as soon as it wants one (the
+ * those files take the CPU they leave, while a fault process still gets a core as soon as it wants one (the
  * margins the fault files print, a drain's /readyz, an outage's slowest answer, a start window, are those of a run
  * alone).
  *
