@@ -134,9 +134,12 @@ describe(`one probe per backoff step for a failing receiver, across its paths ($
     const attemptsAtFailing = failing.received.length
     expect(attemptsAtFailing).toBeLessThanOrEqual(Concurrency + 6)
     const records = await subscriptions()
+    // The next probe may be made while the records are read (it is due 2.25–3.75 s after the first failure, and a
+    // busy machine can take longer to get here): the records lie between what the receiver had before and after.
+    const attemptsAfterRead = failing.received.length
     const sum = (ids: ReadonlyArray<string>) => ids.reduce((total, id) => total + records.get(id)!.attempts, 0)
     // Each subscription's own record is truthful: the attempts made for it, its own error; none for the held.
-    expect(sum(failingIds)).toBeLessThanOrEqual(attemptsAtFailing)
+    expect(sum(failingIds)).toBeLessThanOrEqual(attemptsAfterRead)
     expect(sum(failingIds)).toBeGreaterThanOrEqual(attemptsAtFailing - 1)
     // Refused connections are the origin's failure too: the same bound (40 attempts at once without probing).
     expect(sum(refusedIds)).toBeLessThanOrEqual(Concurrency + 6)
