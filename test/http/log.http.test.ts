@@ -1,4 +1,4 @@
-import { spawn, spawnSync } from "node:child_process"
+import { spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -27,7 +27,7 @@ import { childEnvironment } from "../support/childEnv.js"
 import { DAY_MS, determinationBody } from "../support/fixtures.js"
 import { createKey, expectProblem, putDetermination, request } from "../support/http.js"
 import { startTestServer, type TestServer } from "../support/server.js"
-import { compiledEntry } from "../support/spawned.js"
+import { compiledEntry, runEntry } from "../support/spawned.js"
 
 /**
  * docs/API.md §11 over HTTP, on each database: signed receipts, one append-only Merkle log of
@@ -403,12 +403,11 @@ describe(`transparency log (${kind})`, () => {
     expect(verdict.ok).toBe(true)
     const refused = await Effect.runPromiseExit(verifyReceiptCommand({ file: bad, verifierKey: pinnedVerifierKey, jwks: keys }))
     expect(Exit.isFailure(refused) && String(refused.cause)).toMatch(/FAILED at step digest/)
-    const cli = (file: string, ...extra: Array<string>) =>
-      spawnSync(process.execPath, [compiledEntry("src/cli/main.ts"), "verify-receipt", file, ...extra], { cwd: root, encoding: "utf8", env: childEnvironment({}) })
-    const ok = cli(good, "--verifier-key", pinnedVerifierKey, "--jwks", keys)
+    const cli = (file: string, ...extra: Array<string>) => runEntry(["src/cli/main.ts", "verify-receipt", file, ...extra], childEnvironment({}))
+    const ok = await cli(good, "--verifier-key", pinnedVerifierKey, "--jwks", keys)
     expect(ok.status, ok.stderr).toBe(0)
     expect(ok.stdout).toMatch(/✓ digest[\s\S]*✓ inclusion[\s\S]*✓ checkpoint_signature[\s\S]*✓ receipt_signature[\s\S]*OK receipt/)
-    const failing = cli(bad, "--verifier-key", pinnedVerifierKey, "--jwks", keys)
+    const failing = await cli(bad, "--verifier-key", pinnedVerifierKey, "--jwks", keys)
     expect(failing.status).toBe(1)
     expect(failing.stdout).toMatch(/✗ digest/)
     expect(failing.stderr).toMatch(/FAILED at step digest/)

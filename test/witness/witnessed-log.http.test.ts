@@ -1,4 +1,3 @@
-import { spawnSync } from "node:child_process"
 import { generateKeyPairSync } from "node:crypto"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -21,7 +20,7 @@ import { startTestServer, type TestServer } from "../support/server.js"
 import { startTestWitness, type TestWitness } from "../support/witness.js"
 import { freePort } from "../support/childServer.js"
 import { childEnvironment } from "../support/childEnv.js"
-import { compiledEntry } from "../support/spawned.js"
+import { runEntry } from "../support/spawned.js"
 
 /**
  * The service under witnesses (both real servers in this process, each on its own database): each new
@@ -180,7 +179,7 @@ describe("the log under two witnesses (quorum 2)", () => {
     expect("keys" in ok && ok.keys.verifier_key).toBe("pinned")
     expect(ok.steps.find((s) => s.step === "witness_cosignatures")?.detail).toMatch(/2 of the policy's 2 witnesses cosigned the checkpoint \(witness\.test\/w1, witness\.test\/w2\)/)
     // The CLI, as a child process: the same verdict from the file.
-    const cli = spawnSync(process.execPath, [compiledEntry("src/cli/main.ts"), "verify-receipt", file, "--policy", policy], { encoding: "utf8", env: childEnvironment({}) })
+    const cli = await runEntry(["src/cli/main.ts", "verify-receipt", file, "--policy", policy], childEnvironment({}))
     expect(cli.status, cli.stderr).toBe(0)
     expect(cli.stdout).toMatch(/✓ witness_cosignatures: 2 of the policy's 2 witnesses/)
     // A policy naming a witness that did not cosign: the step fails.
