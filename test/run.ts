@@ -66,7 +66,12 @@ if (args.length > 0) {
   const building = buildDist()
   const timed = run("timed", ["faults*", "postgres"], "pipe")
   const main = run("main", ["!postgres", "!faults*"], "inherit")
-  if (main.pid !== undefined) setPriority(main.pid, 10)
+  try {
+    if (main.pid !== undefined) setPriority(main.pid, 10)
+  } catch (error) {
+    // Not fatal: the runs then share the machine at one priority, as two vitest processes would.
+    console.error(`test: could not lower the main run's priority: ${String(error)}`)
+  }
   // A signal to this process alone (a CI time-out, say) reaches both runs, as a terminal's Ctrl-C does.
   for (const signal of ["SIGINT", "SIGTERM"] as const) {
     process.once(signal, () => {

@@ -1,8 +1,9 @@
-import { execFile, spawnSync } from "node:child_process"
+import { spawnSync } from "node:child_process"
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { type Ran, runProcess } from "./spawned.js"
 
 /**
  * Runs test/log/go/tlogproof.go (Go's sumdb/note and sumdb/tlog, Debian's golang-golang-x-mod-dev in GOPATH
@@ -16,33 +17,21 @@ export const goMissing = "`go` or golang.org/x/mod (apt-get install golang-go go
 
 const program = fileURLToPath(new URL("../log/go/tlogproof.go", import.meta.url))
 
-export interface GoRun {
-  readonly status: number | null
-  readonly stdout: string
-  readonly stderr: string
-}
-
 /**
- * A scratch directory for proofs and Go's build cache; `close` removes it. `run` does not block the event loop: the
- * first one compiles the program and Go's packages (seconds of CPU), and a test server in the same process must go
- * on answering meanwhile (its database probe fails after 750 ms without a turn of the loop, and the circuit opens).
+ * A scratch directory for proofs and Go's build cache; `close` removes it. `run` does not block the event loop
+ * (support/spawned.ts, `runProcess`): the first one compiles the program and Go's packages, seconds of CPU.
  */
 export const goTlogProofRunner = () => {
   const scratch = mkdtempSync(join(tmpdir(), "pv-tlog-proof-go-"))
   let runs = 0
   return {
-    run: (verifierKey: string, proof: string | Uint8Array): Promise<GoRun> => {
+    run: (verifierKey: string, proof: string | Uint8Array): Promise<Ran> => {
       const file = join(scratch, `proof-${runs++}.tlog-proof`)
       writeFileSync(file, proof)
-      return new Promise((resolve) =>
-        execFile("go", ["run", program, verifierKey, file], {
-          encoding: "utf8",
-          timeout: 120_000,
-          env: { ...process.env, GO111MODULE: "off", GOPATH: gopath, GOCACHE: join(scratch, "cache"), GOFLAGS: "" }
-        }, (error, stdout, stderr) => {
-          const code = error === null ? 0 : typeof error.code === "number" ? error.code : null
-          resolve({ status: code, stdout, stderr: error !== null && code === null ? `${stderr}${error.message}` : stderr })
-        }))
+      return runProcess("go", ["run", program, verifierKey, file], {
+        timeoutMs: 120_000,
+        env: { ...process.env, GO111MODULE: "off", GOPATH: gopath, GOCACHE: join(scratch, "cache"), GOFLAGS: "" }
+      })
     },
     close: () => rmSync(scratch, { recursive: true, force: true })
   }

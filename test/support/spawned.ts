@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from "node:child_process"
+import { type ChildProcess, execFile, spawn } from "node:child_process"
 import { existsSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -24,19 +24,19 @@ export interface Ran {
 }
 
 /**
- * A compiled entry run to its end, as spawnSync would, without blocking this process: a test server in the same
- * worker must go on answering meanwhile (its database probe fails after 750 ms without a turn of the event loop).
+ * A process run to its end, as spawnSync would, without blocking this process: a test server in the same worker must
+ * go on answering meanwhile (its database probe fails after 750 ms without a turn of the event loop).
  */
+export const runProcess = (command: string, args: ReadonlyArray<string>, options: { readonly env: NodeJS.ProcessEnv; readonly timeoutMs?: number }): Promise<Ran> =>
+  new Promise((resolve) =>
+    execFile(command, args, { cwd: root, env: options.env, encoding: "utf8", timeout: options.timeoutMs ?? 0, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
+      const status = error === null ? 0 : typeof error.code === "number" ? error.code : null
+      resolve({ status, stdout, stderr: error !== null && status === null ? `${stderr}${error.message}` : stderr })
+    }))
+
+/** A compiled entry of this repository (`compiledEntry`) run to its end with exactly `env` (`runProcess`). */
 export const runEntry = ([entry, ...args]: ReadonlyArray<string>, env: Record<string, string>): Promise<Ran> =>
-  new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [compiledEntry(entry!), ...args], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] })
-    let stdout = ""
-    let stderr = ""
-    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()))
-    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()))
-    child.once("error", reject)
-    child.once("close", (status) => resolve({ status, stdout, stderr }))
-  })
+  runProcess(process.execPath, [compiledEntry(entry!), ...args], { env })
 
 /** A TypeScript entry of this repository run as its own OS process, its output collected. */
 export interface Spawned {
