@@ -1,7 +1,7 @@
 import cluster, { type Worker } from "node:cluster"
 import * as Net from "node:net"
 import { setFlagsFromString } from "node:v8"
-import { Cause, ConfigProvider, Effect, Exit, Option } from "effect"
+import { Cause, ConfigProvider, Effect, Exit, Layer, Option, Runtime } from "effect"
 import {
   closingTurn,
   ConnectionMessage,
@@ -24,9 +24,8 @@ const serve = async () => {
   // about 45 MB per 10,000 calls and four full collections, against 7 MB and one without (GET /machine:
   // 7 MB and one either way). Set before the server's modules load, so it holds for all of them.
   setFlagsFromString("--no-allocation-site-pretenuring")
-  const [{ runMain }, { Cause, Effect, Exit, Layer, Runtime }, { AppConfig }] = await Promise.all([
+  const [{ runMain }, { AppConfig }] = await Promise.all([
     import("@effect/platform-node/NodeRuntime"),
-    import("effect"),
     import("../platform/Config.js")
   ])
   // The server's modules load once the settings are read: a start refused for its settings loads none of them

@@ -1,8 +1,9 @@
+import { Cause, Effect, Exit, Layer, Runtime } from "effect"
+
 /** `pv witness serve`: one process (its embedded database belongs to it), stopped cleanly by SIGTERM/SIGINT. */
 export const launchWitness = async (): Promise<void> => {
-  const [{ runMain }, { Cause, Effect, Exit, Layer, Runtime }, { AppConfig, baseAppConfig }, { witnessSettings }] = await Promise.all([
+  const [{ runMain }, { AppConfig, baseAppConfig }, { witnessSettings }] = await Promise.all([
     import("@effect/platform-node/NodeRuntime"),
-    import("effect"),
     import("../platform/Config.js"),
     import("./Settings.js")
   ])
