@@ -11,12 +11,15 @@ import { existsSync, writeFileSync } from "node:fs"
 const marker = process.env.PV_TEST_FAULTS_DONE
 
 /**
- * The PGlite files that may run beside the fault groups: requests and answers, with no bound in wall-clock time
- * (checked by reading each; a file not named here waits, so a new one is safe until it is added).
+ * The PGlite files that may run beside the fault groups: requests and answers with no bound in wall-clock time, or
+ * only polls of 10 s and more for what the service does within 2 s, and child processes awaited without a bound of
+ * their own (checked by reading each; a file not named here waits, so a new one is safe until it is added).
  */
 export const besideFaults: ReadonlySet<string> = new Set([
+  "test/client/client.http.test.ts",
   "test/http/actionability.http.test.ts",
   "test/http/clientAddress.http.test.ts",
+  "test/http/defaults.http.test.ts",
   "test/http/errors.http.test.ts",
   "test/http/events.http.test.ts",
   "test/http/mcp.http.test.ts",
@@ -25,9 +28,12 @@ export const besideFaults: ReadonlySet<string> = new Set([
   "test/http/operatorToken.http.test.ts",
   "test/http/origin.http.test.ts",
   "test/http/receipts.http.test.ts",
+  "test/http/subscriptionStart.http.test.ts",
+  "test/http/successSchemas.http.test.ts",
   "test/http/trust.http.test.ts",
-  "test/witness/witness.http.test.ts",
-  "test/client/client.http.test.ts"
+  "test/http/trustCache.http.test.ts",
+  "test/witness/process.http.test.ts",
+  "test/witness/witness.http.test.ts"
 ])
 
 /** Whether a file of a project that waits (support/afterFaults.ts) must wait, by its path relative to the repository. */
