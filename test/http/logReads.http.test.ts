@@ -224,14 +224,19 @@ describe(`the log's reads from memory and conditional requests (${kind})`, () =>
     limited = await startTestServer({ config: { logRateLimitPerMinute: 20 } })
     // A full tile to read: 260 entries queued in one statement, as writes queue theirs (log_pending, migration 0005),
     // for the integrator's next round (what they hold does not matter here; 260 receipts through the API cost ~1.5 s
-    // of CPU). Read after that round, not polled for: every read of the log counts toward the limit.
+    // of CPU). Read after that round, polled for in the database: every read of the log counts toward the limit.
     const entry = (sequence: number) => ({
       kind: "event",
       ref: `evt_limited_${sequence}`,
       entry: entryBytesOf(eventEntryOf({ public_id: subject, sequence, eventHash: randomBytes(32).toString("hex") }))
     })
     await sql(limited, (q) => q`INSERT INTO log_pending ${q.insert([entry(1), ...Array.from({ length: 259 }, (_, i) => entry(i + 2))])}`)
-    await new Promise((resolve) => setTimeout(resolve, 1_500))
+    // The round's checkpoint, read from the database (the log's own reads would count).
+    const deadline = Date.now() + 10_000
+    while ((await sql(limited, (q) => q<{ covered: boolean }>`SELECT coalesce(max(tree_size), 0) >= 260 AS covered FROM log_checkpoints`))[0]?.covered !== true) {
+      if (Date.now() > deadline) throw new Error("no checkpoint covers the 260 queued entries within 10 s")
+      await new Promise((resolve) => setTimeout(resolve, 25))
+    }
     const statuses: Array<number> = []
     let refused: Awaited<ReturnType<typeof request>> | undefined
     for (let i = 0; i < 30 && refused === undefined; i++) {
