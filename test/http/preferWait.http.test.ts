@@ -181,10 +181,14 @@ describe(`Prefer: wait on POST /reliance-receipts (${kind})`, () => {
     const closing = on.close()
     witnessed = undefined
     const reply = await pending
+    // The wait ends when the drain starts, not at its 10 s: the bound is on the answer (0.5 s alone and at nice 10
+    // beside two busy processes), not on the rest of the server's stop (0.4 s alone, 0.7–0.9 s there; answer and
+    // stop together took 6.1 s once in `npm test`, at nice 10 beside the PostgreSQL files).
+    const answeredMs = Date.now() - started
     await closing
     expect(reply.status, reply.text).toBe(201)
     expect(reply.body.proof).toBeUndefined()
     expect(reply.headers.get("preference-applied")).toBeNull()
-    expect(Date.now() - started).toBeLessThan(5_000)
+    expect(answeredMs).toBeLessThan(5_000)
   })
 })
