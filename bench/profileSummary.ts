@@ -1,10 +1,24 @@
 // The summary of a V8 CPU profile (.cpuprofile) that both profiling scripts print: self time by package and by
 // function, and inclusive time of the service's own functions.
 import { readFileSync } from "node:fs"
+import { originalOf, shortPath } from "./sourceMapped.js"
 
-interface ProfileNode { id: number; children?: Array<number>; callFrame: { functionName: string; url: string; lineNumber: number } }
+interface ProfileNode { id: number; children?: Array<number>; callFrame: { functionName: string; url: string; lineNumber: number; columnNumber: number } }
+interface Profile { nodes: Array<ProfileNode>; samples: Array<number>; timeDeltas: Array<number> }
+
+/** A profile with the bundled service's frames at their places in the original files (bench/sourceMapped.ts). */
+const readProfile = (file: string): Profile => {
+  const profile = JSON.parse(readFileSync(file, "utf8")) as Profile
+  for (const node of profile.nodes) {
+    const { url, lineNumber, columnNumber } = node.callFrame
+    const original = originalOf({ url, line: lineNumber, column: columnNumber })
+    node.callFrame = { ...node.callFrame, url: original.url, lineNumber: original.line, columnNumber: original.column }
+  }
+  return profile
+}
+
 export const summarise = (file: string): string => {
-  const profile = JSON.parse(readFileSync(file, "utf8")) as { nodes: Array<ProfileNode>; samples: Array<number>; timeDeltas: Array<number> }
+  const profile = readProfile(file)
   const nodes = new Map(profile.nodes.map((n) => [n.id, n]))
   const self = new Map<string, number>()
   const byPackage = new Map<string, number>()
@@ -13,7 +27,7 @@ export const summarise = (file: string): string => {
     const node = nodes.get(id)!
     const t = profile.timeDeltas[i] ?? 0
     total += t
-    const url = node.callFrame.url.replace(/.*node_modules\//, "").replace(/.*\/(src|bench)\//, "$1/")
+    const url = shortPath(node.callFrame.url)
     const where = url === "" ? "(native/runtime)" : url.split("/").slice(0, url.startsWith("@") ? 2 : url.startsWith("src/") ? 2 : 1).join("/")
     const key = `${node.callFrame.functionName || "(anonymous)"} ${url}:${node.callFrame.lineNumber}`
     self.set(key, (self.get(key) ?? 0) + t)
@@ -34,7 +48,7 @@ export const summarise = (file: string): string => {
     for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
       const f = nodes.get(at)!.callFrame
       if (!/\/(src|effect|platform-node)\//.test(f.url) && !f.url.startsWith("node:_http")) continue
-      const key = `${f.functionName || "(anonymous)"} ${f.url.replace(/.*node_modules\//, "").replace(/.*\/(src)\//, "$1/")}:${f.lineNumber}`
+      const key = `${f.functionName || "(anonymous)"} ${shortPath(f.url)}:${f.lineNumber}`
       if (seen.has(key)) continue
       seen.add(key)
       inclusive.set(key, (inclusive.get(key) ?? 0) + t)
@@ -51,11 +65,11 @@ export const summarise = (file: string): string => {
  * (garbage collector); samples no step claims are "other". Returns µs per `per` (e.g. per answer), by step.
  */
 export const stepsOf = (file: string, steps: ReadonlyArray<readonly [string, RegExp]>, per: number): Array<[string, number]> => {
-  const profile = JSON.parse(readFileSync(file, "utf8")) as { nodes: Array<ProfileNode>; samples: Array<number>; timeDeltas: Array<number> }
+  const profile = readProfile(file)
   const nodes = new Map(profile.nodes.map((n) => [n.id, n]))
   const parent = new Map<number, number>()
   for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id)
-  const label = (n: ProfileNode) => `${n.callFrame.functionName || "(anonymous)"} ${n.callFrame.url.replace(/.*node_modules\//, "").replace(/.*\/(src)\//, "$1/")}:${n.callFrame.lineNumber}`
+  const label = (n: ProfileNode) => `${n.callFrame.functionName || "(anonymous)"} ${shortPath(n.callFrame.url)}:${n.callFrame.lineNumber}`
   const totals = new Map<string, number>(steps.map(([name]) => [name, 0]))
   totals.set("other", 0)
   profile.samples.forEach((id, i) => {

@@ -15,6 +15,7 @@
 //   (`git show ca4607b:docs/PERFORMANCE.md`, "Tenth pass"). Run with a `requests` small enough that few full collections happen,
 //   as the note printed says.
 import { load, type ScenarioService, startScenarioService } from "../lib.js"
+import { originalOf, shortPath } from "../sourceMapped.js"
 
 const positional: Array<string> = []
 const flags = new Map<string, string>()
@@ -43,6 +44,7 @@ interface CallFrame {
   readonly functionName: string
   readonly url: string
   readonly lineNumber: number
+  readonly columnNumber: number
 }
 interface ProfileNode {
   readonly callFrame: CallFrame
@@ -80,8 +82,10 @@ const devtools = async (url: string) => {
 }
 
 const frameName = (frame: CallFrame) => {
-  const where = frame.url.replace(/^file:\/\//, "").replace(/.*\/node_modules\//, "").replace(/.*\/dist\/src\//, "src/")
-  return `${frame.functionName || "(anonymous)"} ${where}${where === "" ? "" : `:${frame.lineNumber + 1}`}`
+  // The bundled service's frames at their places in the original files (bench/sourceMapped.ts).
+  const original = originalOf({ url: frame.url, line: frame.lineNumber, column: frame.columnNumber })
+  const where = shortPath(original.url.replace(/^file:\/\//, ""))
+  return `${frame.functionName || "(anonymous)"} ${where}${where === "" ? "" : `:${original.line + 1}`}`
 }
 
 /** Bytes by allocation site: the innermost `depth` frames of each sampled allocation's stack. */

@@ -26,6 +26,7 @@ import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { pathToFileURL } from "node:url"
 import { adminQuery, benchAdminUrl, load, measuredLoad, type Process, root, type ScenarioService, startProcess, startScenarioService } from "../lib.js"
+import { originalSymbol } from "../sourceMapped.js"
 
 const [dir = ".", scenario = "machine", requestsArg = "20000"] = process.argv.slice(2)
 const requests = Number(requestsArg)
@@ -52,7 +53,12 @@ const realPath = (path: string) => {
     return path
   }
 }
-const ownCode = [pathToFileURL(realPath(resolve(dir, "dist/src"))).href + "/", pathToFileURL(realPath(resolve(root, "bench"))).href + "/"]
+const ownCode = [
+  pathToFileURL(realPath(resolve(dir, "dist/src"))).href + "/",
+  // The bundled service's symbols, named by their original files (bench/sourceMapped.ts).
+  pathToFileURL(realPath(resolve(dir, "src"))).href + "/",
+  pathToFileURL(realPath(resolve(root, "bench"))).href + "/"
+]
 
 /** One row of `perf report -n --sort dso,sym`: its samples, the object it ran in, the symbol, kernel or not. */
 interface Row {
@@ -79,7 +85,7 @@ const report = (samplesFile: string, sort: string): { readonly header: Array<str
 const symbolRows = (rows: ReadonlyArray<ReadonlyArray<string>>): Array<Row> =>
   rows.flatMap(([, samples, dso, symbol]) => {
     const match = symbol === undefined ? null : /^\[([.k])\]\s+(.*)$/.exec(symbol)
-    return match === null || dso === undefined ? [] : [{ samples: Number(samples), dso, kernel: match[1] === "k", symbol: match[2]! }]
+    return match === null || dso === undefined ? [] : [{ samples: Number(samples), dso, kernel: match[1] === "k", symbol: originalSymbol(match[2]!) }]
   })
 
 /**
