@@ -169,3 +169,36 @@ describe.runIf(kind === "postgres")("DATABASE_URL mode without PV_OPERATOR_TOKEN
     expect(readdirSync(dir)).not.toContain("operator-token")
   })
 })
+
+/**
+ * The compiled service is bundled (scripts/bundleService.ts): what it reads beside its own modules (the page's files
+ * and bundles, and the policy, read at start: a start without them fails) and from effect's files (the /docs script,
+ * on the first request) must still be found from the bundle's chunks.
+ */
+describe.runIf(kind === "postgres")("the compiled, bundled service's files", () => {
+  it("starts (the policy and the page's files found) and serves the page, its two bundles and /docs", async () => {
+    const scratch = await createScratchDatabase()
+    cleanups.push(() => scratch.drop())
+    const server = await startMain({
+      DATABASE_URL: scratch.url,
+      PV_DATA_DIR: dataDir(),
+      PV_EVENT_SIGNING_KEY: testSigningKeyPem(),
+      PV_LOG_SIGNING_KEY: testLogSigningKeyPem(),
+      PV_WEBHOOK_SIGNING_KEY: testWebhookSigningKeyPem()
+    })
+    for (const [path, type] of [["/", "text/html"], ["/web/app.js", "javascript"], ["/web/verify.js", "javascript"], ["/web/style.css", "text/css"]] as const) {
+      const response = await fetch(server.baseUrl + path)
+      const body = await response.text()
+      expect(response.status, path).toBe(200)
+      expect(response.headers.get("content-type"), path).toContain(type)
+      expect(body.length, path).toBeGreaterThan(100)
+    }
+    const docs = await fetch(`${server.baseUrl}/docs`)
+    const page = await docs.text()
+    expect(docs.status).toBe(200)
+    expect(docs.headers.get("content-type")).toContain("text/html")
+    // The Scalar reference's script, read from effect's own file: megabytes, not an error page.
+    expect(page.length).toBeGreaterThan(1_000_000)
+    await server.stop()
+  })
+})
