@@ -26,7 +26,9 @@ const srcRootMark = "__PV_SRC_ROOT__"
 const ownModuleUrl: Plugin = {
   name: "own-import-meta-url",
   setup: (plugin) =>
-    plugin.onLoad({ filter: /[\\/]src[\\/].*\.ts$/ }, (args) => {
+    plugin.onLoad({ filter: /\.ts$/ }, (args) => {
+      // Only the service's own sources (a package's `src/` is not ours).
+      if (!args.path.startsWith(join(root, "src") + sep)) return undefined
       const text = readFileSync(args.path, "utf8")
       if (!text.includes("import.meta.url")) return undefined
       const compiled = relative(join(root, "src"), args.path).split(sep).join("/").replace(/\.ts$/, ".js")
