@@ -290,18 +290,26 @@ export const benchServiceEnv = (keys: { readonly operatorToken: string; readonly
 })
 
 /** The one determination the profiling scripts (profileWitnessed.ts, and through startScenarioService ab.ts, profileCompiled.ts, gcTrace.ts, perfProfile.ts) work against: CURRENT, T2, one claim. */
+/** The determination the profiles and scenarios resolve (as of a day ago, valid 100 days): the body an operator PUTs. */
+export const profileDeterminationBody = (asOf: number, limitation = "Entity only") => ({
+  subject: { subject_id: "s", physical_subject_id: "p", identity_state: "VERIFIED" }, tier: "T2", eligible: true,
+  why_this_tier: ["x"], why_not_higher: ["y"], claims: [{ claim_id: "c1", type: "legal_name", value: "X Ltd", scope: "identity" }],
+  evidence: [{ evidence_id: "ev1", kind: "registry_extract", digest: "a".repeat(64), collected_at: new Date(asOf).toISOString(), source: "registry" }],
+  allowed_claims: ["identity"], limitations: [limitation], prohibited_inferences: ["credential_issued"], lifecycle_state: "NOT_ISSUED",
+  as_of: new Date(asOf).toISOString(), valid_until: new Date(asOf + 100 * 86_400_000).toISOString(), engine: { name: "b", version: "1" }
+})
+
+/** The reliance request the receipt scenarios send (a principal of their own makes each a new receipt). */
+export const profileReceiptRequest = (publicId: string, principal: string) => ({
+  tenant_id: "bench", organization: "Bench Org", principal, subject_public_id: publicId,
+  purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"]
+})
+
 export const putProfileDetermination = async (
   base: string, operator: Record<string, string>, publicId: string, limitation = "Entity only"
 ): Promise<void> => {
-  const asOf = Date.now() - 86_400_000
   const put = await fetch(`${base}/api/v1/determinations/${publicId}`, {
-    method: "PUT", headers: operator, body: JSON.stringify({
-      subject: { subject_id: "s", physical_subject_id: "p", identity_state: "VERIFIED" }, tier: "T2", eligible: true,
-      why_this_tier: ["x"], why_not_higher: ["y"], claims: [{ claim_id: "c1", type: "legal_name", value: "X Ltd", scope: "identity" }],
-      evidence: [{ evidence_id: "ev1", kind: "registry_extract", digest: "a".repeat(64), collected_at: new Date(asOf).toISOString(), source: "registry" }],
-      allowed_claims: ["identity"], limitations: [limitation], prohibited_inferences: ["credential_issued"], lifecycle_state: "NOT_ISSUED",
-      as_of: new Date(asOf).toISOString(), valid_until: new Date(asOf + 100 * 86_400_000).toISOString(), engine: { name: "b", version: "1" }
-    })
+    method: "PUT", headers: operator, body: JSON.stringify(profileDeterminationBody(Date.now() - 86_400_000, limitation))
   })
   if (put.status > 201) throw new Error(await put.text())
 }
@@ -363,10 +371,7 @@ export const scenarioRequests = async (base: string, operator: Record<string, st
   }).then((r) => r.json()) as { api_key: string }
   const auth = { authorization: `Bearer ${made.api_key}` }
   const json = { ...auth, "content-type": "application/json" }
-  const receiptBody = (principal: string) => JSON.stringify({
-    tenant_id: "bench", organization: "Bench Org", principal, subject_public_id: publicId,
-    purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"]
-  })
+  const receiptBody = (principal: string) => JSON.stringify(profileReceiptRequest(publicId, principal))
   const mcpHeaders = { ...json, accept: "application/json, text/event-stream" }
   const read = await fetch(`${base}/api/v1/reliance-receipts`, { method: "POST", headers: json, body: receiptBody("read") })
     .then((r) => r.json()) as { receipt_id: string }
