@@ -11,7 +11,9 @@
 //        service's request schema, evaluation, digest, Ed25519 signature, ids and success schema, one autocommitted
 //        INSERT of the receipt and its pending log entry per request (bench/baselines/receiptApi.ts, a database of
 //        its own): what the framework and the work itself cost written plainly, against which the new receipt's row
-//        is also shown (row `r` for `--only`).
+//        is also shown (row `r` for `--only`);
+//   (r0) (r')'s work behind bare node:http instead of HttpApi (bench/baselines/receiptHttp.ts, a database of its own):
+//        (r') ÷ (r0) is what the framework costs a new receipt (row `r0`).
 // The log's public reads (issue 38) are measured against (s), bare node:http answering each read's recorded answer,
 // the same bytes with the same headers (bench/baselines/staticBytes.ts), in a log of 61 events and 300 receipts:
 // a full hash tile and a full entry bundle (≤ 1.5 × (s)), the partial tile of the tree as it is when its row runs,
@@ -99,6 +101,9 @@ databaseUrl.pathname = `/${dbName}`
 const baselineDbName = `${dbName}_r`
 const baselineDatabaseUrl = new URL(adminUrl)
 baselineDatabaseUrl.pathname = `/${baselineDbName}`
+const plainDbName = `${dbName}_r0`
+const plainDatabaseUrl = new URL(adminUrl)
+plainDatabaseUrl.pathname = `/${plainDbName}`
 const started: Array<Process> = []
 try {
   const service = await startProcess("dist/src/main.js", {
@@ -181,17 +186,22 @@ try {
   started.push(a)
   const b = await startProcess("bench/baselines/bearerApi.ts", { BENCH_DOCUMENT_FILE: documentFile, BENCH_KEY: made.api_key }, [], baselineFlags)
   started.push(b)
-  const r = wanted("r")
-    ? await withAdmin(`CREATE DATABASE ${baselineDbName}`).then(() =>
-      startProcess("bench/baselines/receiptApi.ts", {
-        BENCH_DOCUMENT_FILE: documentFile, BENCH_PUBLIC_ID: publicId, BENCH_KEY: made.api_key, DATABASE_URL: baselineDatabaseUrl.toString()
-      }, [], baselineFlags))
-    : undefined
-  if (r !== undefined) started.push(r)
+  /** A receipt baseline on a database of its own (`row` wanted only), or undefined. */
+  const receiptBaseline = async (row: string, file: string, db: string, url: URL) => {
+    if (!wanted(row)) return undefined
+    await withAdmin(`CREATE DATABASE ${db}`)
+    const process = await startProcess(file, {
+      BENCH_DOCUMENT_FILE: documentFile, BENCH_PUBLIC_ID: publicId, BENCH_KEY: made.api_key, DATABASE_URL: url.toString()
+    }, [], baselineFlags)
+    started.push(process)
+    return process
+  }
+  const r = await receiptBaseline("r", "bench/baselines/receiptApi.ts", baselineDbName, baselineDatabaseUrl)
+  const r0 = await receiptBaseline("r0", "bench/baselines/receiptHttp.ts", plainDbName, plainDatabaseUrl)
   const sb = logReads ? await startProcess("bench/baselines/staticBytes.ts", { BENCH_ANSWERS_FILE: answersFile }, [], baselineFlags) : undefined
   if (sb !== undefined) started.push(sb)
   type LogRow = "tile" | "bundle" | "partial" | "checkpoint" | "key"
-  type Row = "a" | "b" | "r" | "machine" | "mcp" | "mcp2026" | "events" | "created" | "replayed" | LogRow | `s-${LogRow}` | "inclusion" | "consistency"
+  type Row = "a" | "b" | "r" | "r0" | "machine" | "mcp" | "mcp2026" | "events" | "created" | "replayed" | LogRow | `s-${LogRow}` | "inclusion" | "consistency"
   type Planned = [Row, string, Process, Target | (() => Promise<Target>)]
   /** A log read and its (s) row; the partial tile is the one of the tree as it is when the row runs. */
   const logRows = (row: LogRow, name: string, path: string): Array<Planned> =>
@@ -214,6 +224,9 @@ try {
     ["b", "(b') HttpApi + bearer + path param", b, { url: b.baseUrl + machinePath, headers: auth }],
     ...(r === undefined ? [] : [["r", "(r') HttpApi + bearer + a new receipt's work", r, {
       url: `${r.baseUrl}/api/v1/reliance-receipts`, method: "POST", headers: json, idReplacement: true, body: newReceiptBody
+    }] satisfies Planned]),
+    ...(r0 === undefined ? [] : [["r0", "(r0) node:http + a new receipt's work", r0, {
+      url: `${r0.baseUrl}/api/v1/reliance-receipts`, method: "POST", headers: json, idReplacement: true, body: newReceiptBody
     }] satisfies Planned]),
     ["machine", "GET /machine", service, { url: base + machinePath, headers: auth }],
     ["mcp", "MCP tools/call resolve_trust (2025-06-18)", service, {
@@ -254,6 +267,7 @@ try {
   // A row not in the plan ((r') when `--only` leaves it out) is NaN, as a row `--only` skips.
   const results = Object.fromEntries(plan.map(([key]) => [key, median(perRound.map((r) => r[key]))])) as Record<Row, number>
   results.r ??= Number.NaN
+  results.r0 ??= Number.NaN
   /** The median of the rounds' ratios x ÷ y. */
   const ratioOf = (x: Row, y: Row) => median(perRound.map((r) => r[x] / r[y]))
   const roundsOf = (x: Row, y: Row) => rounds > 1 ? ` (rounds ${perRound.map((r) => (r[x] / r[y]).toFixed(2)).join(", ")})` : ""
@@ -275,7 +289,10 @@ try {
       ratioOf("mcp2026", "machine") <= 1.25),
     row("GET /events, a page of 30", results.events, `${ratioOf("events", "machine").toFixed(2)} × GET /machine${roundsOf("events", "machine")}`, "≤ 1.5 ×",
       ratioOf("events", "machine") <= 1.5),
-    row("(r') HttpApi + bearer + a new receipt's work", results.r, `${ratioOf("r", "machine").toFixed(2)} × GET /machine${roundsOf("r", "machine")}`, ""),
+    row("(r0) node:http + a new receipt's work", results.r0, `${ratioOf("r0", "machine").toFixed(2)} × GET /machine${roundsOf("r0", "machine")}`, ""),
+    row("(r') HttpApi + bearer + a new receipt's work", results.r,
+      `${ratioOf("r", "machine").toFixed(2)} × GET /machine${roundsOf("r", "machine")}` +
+        (Number.isNaN(results.r0) ? "" : `; ${ratioOf("r", "r0").toFixed(2)} × (r0)${roundsOf("r", "r0")}`), ""),
     row("POST receipt, new", results.created,
       `${ratioOf("created", "machine").toFixed(2)} × GET /machine${roundsOf("created", "machine")}` +
         (Number.isNaN(results.r) ? "" : `; ${ratioOf("created", "r").toFixed(2)} × (r')${roundsOf("created", "r")}`),
@@ -294,7 +311,7 @@ try {
 } finally {
   for (const process of started.reverse()) await process.stop()
   // Each drop on its own, so a failed one neither keeps the other nor hides the run's own error.
-  for (const name of [dbName, baselineDbName]) {
+  for (const name of [dbName, baselineDbName, plainDbName]) {
     await withAdmin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch((error) => console.error(`could not drop ${name}:`, error))
   }
   rmSync(dir, { recursive: true, force: true })
