@@ -190,11 +190,11 @@ try {
   const receiptBaseline = async (row: string, file: string, db: string, url: URL) => {
     if (!wanted(row)) return undefined
     await withAdmin(`CREATE DATABASE ${db}`)
-    const process = await startProcess(file, {
+    const child = await startProcess(file, {
       BENCH_DOCUMENT_FILE: documentFile, BENCH_PUBLIC_ID: publicId, BENCH_KEY: made.api_key, DATABASE_URL: url.toString()
     }, [], baselineFlags)
-    started.push(process)
-    return process
+    started.push(child)
+    return child
   }
   const r = await receiptBaseline("r", "bench/baselines/receiptApi.ts", baselineDbName, baselineDatabaseUrl)
   const r0 = await receiptBaseline("r0", "bench/baselines/receiptHttp.ts", plainDbName, plainDatabaseUrl)

@@ -289,8 +289,10 @@ export const benchServiceEnv = (keys: { readonly operatorToken: string; readonly
   REDIS_URL: ""
 })
 
-/** The one determination the profiling scripts (profileWitnessed.ts, and through startScenarioService ab.ts, profileCompiled.ts, gcTrace.ts, perfProfile.ts) work against: CURRENT, T2, one claim. */
-/** The determination the profiles and scenarios resolve (as of a day ago, valid 100 days): the body an operator PUTs. */
+/**
+ * The one determination the profiling scripts (through startScenarioService ab.ts, gcTrace.ts, perfProfile.ts, and
+ * receiptParts.ts) work against: CURRENT (as of a day ago, valid 100 days), T2, one claim; the body an operator PUTs.
+ */
 export const profileDeterminationBody = (asOf: number, limitation = "Entity only") => ({
   subject: { subject_id: "s", physical_subject_id: "p", identity_state: "VERIFIED" }, tier: "T2", eligible: true,
   why_this_tier: ["x"], why_not_higher: ["y"], claims: [{ claim_id: "c1", type: "legal_name", value: "X Ltd", scope: "identity" }],
@@ -305,6 +307,7 @@ export const profileReceiptRequest = (publicId: string, principal: string) => ({
   purpose_id: "supplier-onboarding", requested_action: "screen", claim_scope: ["identity"]
 })
 
+/** PUTs profileDeterminationBody under `publicId`. */
 export const putProfileDetermination = async (
   base: string, operator: Record<string, string>, publicId: string, limitation = "Entity only"
 ): Promise<void> => {

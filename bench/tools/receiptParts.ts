@@ -1,12 +1,13 @@
-// `npm run bench:tool -- receiptParts [--receipts N] [--inflight 1,4,16] [--rounds R]`: what a new receipt costs outside HTTP
-// and the framework, part by part, in this process (no server): the pure work with the service's own functions
-// (evaluation, sealing, the Ed25519 signature, the log entry, the stored JSON text), then the write: the service's
-// ReceiptsRepo (its group commit, on the service's own database layer, migrations and all, the log on) with K
-// receipts in flight, against the same statement sent through `pg` (node-postgres) with as many receipts each as
-// the repo's commits held, on enough connections to keep K in flight. CPU µs per receipt from process.cpuUsage over N receipts after N of warm-up, in rounds that alternate
-// which goes first (medians); receipts per commit of the repo from pg_stat_database. At K = 1 a wait for PostgreSQL leaves the process idle, so its
-// wake-ups count too: a server under load pays less of that. PostgreSQL at DATABASE_URL (default the local
-// server); a scratch database, dropped afterwards.
+// `npm run bench:tool -- receiptParts [--receipts N] [--inflight 1,4,16] [--rounds R]`: what a new receipt costs
+// outside HTTP and the framework, part by part, in this process (no server). First the pure work, with the
+// service's own functions (evaluation, sealing, the Ed25519 signature, the log entry, the stored JSON text). Then
+// the write: the service's ReceiptsRepo (its group commit on the service's own database layer, migrations and all,
+// the log on, tracing off) with K receipts in flight, against the same statement sent through `pg`
+// (node-postgres) with as many receipts each as the repo's commits held, on enough connections to keep K in
+// flight. CPU µs per receipt from process.cpuUsage over N receipts after N of warm-up, in rounds that alternate
+// which goes first (medians); the repo's receipts per commit from pg_stat_database. At K = 1 each wait for
+// PostgreSQL leaves the process idle, so its wake-ups count too: a server under load pays less of that.
+// PostgreSQL at DATABASE_URL (default the local server), in a scratch database dropped afterwards.
 import { generateKeyPairSync } from "node:crypto"
 import { parseArgs } from "node:util"
 import { Effect, Layer, References, Result, Schema } from "effect"
