@@ -10,6 +10,7 @@ const tools: Record<string, string> = {
   gcTrace: "[dir] [scenario] [requests] [rounds] [connections]: promotion, collections and compilations per request",
   perfProfile: "[dir] [scenario|bprime|rprime] [requests]: where a request's CPU goes as Linux perf sees it (every thread)",
   receiptParts: "[--receipts N] [--inflight 1,4,16] [--rounds R]: a new receipt's pure work, and its write through the service's group commit against `pg` alone",
+  promotion: "[--statements N] [--size S] [--fibers F] [--variants a,b]: bytes young collections promote per statement, by how its parameter is held",
   profile: "<machine|mcp|mcp2026|receipts|events|tile|inclusion>: one scenario under --cpu-prof, hottest functions and packages",
   spanCost: "[calls] [rounds]: the CPU one Effect.fn span adds to a service call (plain and wrapped, alternating)",
   witness: "[--seconds S] [--postgres] [--profile]: row W1 (add-checkpoint answers per second of one witness) alone",
