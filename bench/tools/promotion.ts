@@ -12,6 +12,7 @@
 // - gen-statement: the same statement yielded from an `Effect.gen` of its own that holds the text;
 // - gen-sleep: that `Effect.gen` waiting 1 ms on a timer instead (no statement);
 // - gen-pg: that `Effect.gen` waiting on `pg`'s query with the text (Effect.promise);
+// - promise-pg: the same Effect.promise of `pg`'s query, yielded by the fiber's loop itself;
 // - async-pg: `pg` alone, from an async function holding the text.
 // The statements need no table: they run on DATABASE_URL (default the local postgres database).
 import { spawn } from "node:child_process"
@@ -21,7 +22,7 @@ import { Effect, Redacted } from "effect"
 import pg from "pg"
 
 const url = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
-const AllVariants = ["statement", "statement-nomultiplex", "gen-statement", "gen-sleep", "gen-pg", "async-pg"] as const
+const AllVariants = ["statement", "statement-nomultiplex", "gen-statement", "gen-sleep", "gen-pg", "promise-pg", "async-pg"] as const
 type Variant = typeof AllVariants[number]
 const GarbageObjects = 640
 
@@ -55,19 +56,21 @@ const child = async (variant: Variant, statements: number, size: number, fibers:
     await pool.end()
     return
   }
-  const pool = variant === "gen-pg" ? new pg.Pool({ connectionString: url, max: 16 }) : undefined
+  const pool = variant === "gen-pg" || variant === "promise-pg" ? new pg.Pool({ connectionString: url, max: 16 }) : undefined
+  const query = (text: string) => Effect.promise(() => pool!.query("SELECT length($1::text) AS n", [text]).then((result) => result.rows))
   const program = Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     const one = (text: string): Effect.Effect<boolean, unknown> => {
       if (variant === "statement" || variant === "statement-nomultiplex") {
         return Effect.map(sql`SELECT length(${text}::text) AS n`, (rows) => rows.length === 1)
       }
+      if (variant === "promise-pg") return Effect.map(query(text), (rows) => rows.length === 1)
       return Effect.gen(function*() {
         const kept = { text, copy: `${text}!` }
         const rows: ReadonlyArray<unknown> = variant === "gen-statement"
           ? yield* sql`SELECT length(${kept.text}::text) AS n`
           : variant === "gen-pg"
-          ? yield* Effect.promise(() => pool!.query("SELECT length($1::text) AS n", [kept.text]).then((result) => result.rows))
+          ? yield* query(kept.text)
           : yield* Effect.as(Effect.sleep(1), [1])
         return rows.length === 1 && kept.copy.length > 0
       })
