@@ -12,7 +12,7 @@ import { type AttemptRecord, WebhookAttemptsRepo } from "./AttemptsRepo.js"
 import { MaxRetryDelayMs, retryDelayMs } from "./Backoff.js"
 import { sendWebhook } from "./Send.js"
 import { webhookHeaders } from "./Signature.js"
-import { receiverSignal } from "./Signals.js"
+import { holdScope, receiverSignal } from "./Signals.js"
 import { WebhookKey } from "./WebhookKey.js"
 
 /** The body type every delivery carries. */
@@ -62,6 +62,9 @@ const stepDelaysMs = (random: number): ReadonlyArray<number> => {
 /** Events read for delivery that are kept (events never change once appended). */
 const EventCacheSize = 256
 
+/** Origins whose latest delivery time is kept (the least recently answered is forgotten first). */
+const AnsweredOriginsSize = 4_096
+
 /**
  * The webhook delivery worker of one instance. The outbox is the subscriptions table (migration 0006):
  * the event append raises `pending_through` in its own transaction, and here each instance claims due
@@ -82,7 +85,9 @@ const EventCacheSize = 256
  * share its outage. A failure that is the receiver's (no connection, reset, TLS, time-out, 5xx, 429;
  * webhooks/Send.ts says which) holds back the others owing that origin behind one probe, in the statement
  * that records the failure; any other failure (another 4xx, a redirect, a refused address) only those owing
- * the same exact URL. The probe rotates among the held subscriptions and backs off per group (1, 2, 4 … s,
+ * the same exact URL, and so does a receiver's failure other than 429 or 503 when this instance got a delivery
+ * through to the same origin after the failed attempt began (`holdScope`: the receiver is up, the path is what
+ * hangs or fails). The probe rotates among the held subscriptions and backs off per group (1, 2, 4 … s,
  * then every 5 minutes), so a dead receiver costs one attempt per step, not one per subscription, and on a
  * receiver shared by many customers a healthy path is the next probe. The delivery that gets through again
  * (a probe, or any held or failing subscription) makes every one held at its origin due at once, in the
@@ -122,6 +127,14 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
   const behind = yield* Ref.make(false)
   /** When the sleeping claim loop wakes by itself; +Infinity while it is not asleep. */
   const wakeAt = yield* Ref.make(Number.POSITIVE_INFINITY)
+
+  /** origin → when this instance last got a delivery through to it (Date.now()): a failure's scope (`holdScope`). */
+  const originAnsweredAt = new Map<string, number>()
+  const originAnswered = (origin: string, at: number) => {
+    originAnsweredAt.delete(origin)
+    originAnsweredAt.set(origin, at)
+    if (originAnsweredAt.size > AnsweredOriginsSize) originAnsweredAt.delete(originAnsweredAt.keys().next().value!)
+  }
 
   // A change fanned out to many subscriptions, or retried, is read from the database once.
   const events = new Map<string, TrustEvent>()
@@ -205,6 +218,7 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
         }
         if (outcome.kind === "delivered") {
           const ended = yield* Clock.currentTimeMillis
+          originAnswered(claimed.webhook_origin, ended)
           countWebhookAttempt("delivered", (ended - Date.parse(event.occurred_at)) / 1000)
           delivered += 1
           const turnOver = delivered >= config.webhookTurnEvents || ended >= turnEndsAt
@@ -235,6 +249,8 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
         // The backoff, or later if the receiver asked (429/503 Retry-After); a 410 disables the subscription.
         const { gone, retryMs } = receiverSignal(outcome, retryDelayMs(failures, random), yield* Clock.currentTimeMillis)
         const steps = stepDelaysMs(random)
+        // The origin's failure is the URL's when the origin got another delivery through since this attempt began.
+        const scope = holdScope(outcome, now, originAnsweredAt.get(claimed.webhook_origin))
         // One statement: the failure, and the hold of its group (the origin's or the URL's) behind one probe.
         const [failed] = yield* withAttempt(repo.recordFailure({
           subscriptionId: claimed.subscription_id,
@@ -243,8 +259,8 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
           retryMs,
           maxFailureSeconds: config.webhookMaxFailureSeconds,
           gone,
-          scope: outcome.scope,
-          group: outcome.scope === "origin" ? claimed.webhook_origin : claimed.webhook_url,
+          scope,
+          group: scope === "origin" ? claimed.webhook_origin : claimed.webhook_url,
           stepDelaysMs: steps,
           outcomeMs: config.webhookTimeoutMs + ProbeOutcomeMarginMs,
           marginMs: ProbeOutcomeMarginMs
@@ -257,7 +273,7 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
           sequence,
           status: outcome.status ?? null,
           error: outcome.error,
-          scope: outcome.scope,
+          scope,
           next_attempt_at: disabled || Option.isNone(failed) ? null : failed.value.next_attempt_at.toISOString(),
           held_back: Option.isSome(failed) ? failed.value.held : 0,
           disabled,

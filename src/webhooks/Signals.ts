@@ -81,3 +81,21 @@ export const receiverSignal = (
   const asked = isDeferringStatus(status) ? retryAfterMs(answer.retryAfter, nowMs) : null
   return { gone: status === 410, retryMs: Math.max(backoffMs, asked ?? 0) }
 }
+
+/**
+ * Whose a failed attempt's failure is, for the hold it puts on other subscriptions (docs/API.md §10.5): as the
+ * attempt classified it (webhooks/Send.ts), except that a failure of the receiver as a whole ("origin": no
+ * connection, a reset, TLS, a time-out, a 5xx) is only this URL's when the same origin got a delivery through
+ * after the attempt began (`originAnsweredAtMs`, the latest 2xx this instance saw from it): the receiver is up,
+ * so the path is what hangs or fails, and the origin's healthy paths are not held behind a probe for it. The
+ * receiver's own asks to slow down (429, 503) stay the origin's whatever it answered meanwhile.
+ */
+export const holdScope = (
+  failure: { readonly scope: "origin" | "url"; readonly status?: number | undefined },
+  startedAtMs: number,
+  originAnsweredAtMs: number | undefined
+): "origin" | "url" =>
+  failure.scope === "origin" && !isDeferringStatus(failure.status ?? 0) && originAnsweredAtMs !== undefined &&
+    originAnsweredAtMs > startedAtMs
+    ? "url"
+    : failure.scope

@@ -168,22 +168,26 @@ describe.skipIf(!postgresAvailable)("webhooks: two instances on one PostgreSQL",
   })
 })
 
-describe("webhooks: a hanging receiver beside a healthy one (embedded)", () => {
-  let deployment: Deployment | undefined
-  let receiver: Receiver | undefined
+describe("webhooks: hanging paths beside a healthy one on the same receiver (embedded)", () => {
+  const deployments: Array<Deployment> = []
+  const receivers: Array<Receiver> = []
   afterAll(async () => {
-    await deployment?.dispose()
-    await receiver?.close()
+    for (const deployment of deployments) await deployment.dispose()
+    for (const receiver of receivers) await receiver.close()
   })
+  const started = async (timeoutMs: number, concurrency: number) => {
+    const rx = await startReceiver()
+    receivers.push(rx)
+    const deployment = await Deployment.create("embedded", { env: webhookEnv(timeoutMs, { PV_WEBHOOK_CONCURRENCY: String(concurrency) }) })
+    deployments.push(deployment)
+    const { child, baseUrl } = await deployment.start()
+    return { rx, child, baseUrl, key: await subscriberKey(baseUrl) }
+  }
 
   it("the healthy subscription gets each change within 1 s of its acknowledgement while the hanging ones hold their attempts", async () => {
-    receiver = await startReceiver()
-    const rx = receiver
-    rx.behaviour = (r) => (r.path.startsWith("/hang") ? { kind: "hang" } : { kind: "answer", status: 204 })
     // Four slots: the three hanging subscriptions hold three of them, the healthy one has the last.
-    deployment = await Deployment.create("embedded", { env: webhookEnv(3_000, { PV_WEBHOOK_CONCURRENCY: "4" }) })
-    const { child, baseUrl } = await deployment.start()
-    const key = await subscriberKey(baseUrl)
+    const { rx, child, baseUrl, key } = await started(3_000, 4)
+    rx.behaviour = (r) => (r.path.startsWith("/hang") ? { kind: "hang" } : { kind: "answer", status: 204 })
     const subject = "DET-V1-HOOK-HANG-0001"
     expect((await putDetermination(baseUrl, subject, determination(0))).status).toBe(201)
     const hanging = ["/hang-1", "/hang-2", "/hang-3"]
@@ -216,6 +220,42 @@ describe("webhooks: a hanging receiver beside a healthy one (embedded)", () => {
       const status = await answer(baseUrl, "GET", `/api/v1/subscriptions?limit=100`, { bearer: key })
       const row = status.body.subscriptions.find((s: { webhook_url: string }) => s.webhook_url === rx.url(path))
       expect(row, path).toMatchObject({ delivered_through: 1, status: "active" })
+    }
+    expect(child.exited).toBeUndefined()
+    child.signal("SIGTERM")
+    await child.waitForExit(15_000).catch(() => undefined)
+  })
+
+  it("a hanging path's time-out holds back only its own URL while the origin answers: a healthy path waiting for a slot is sent at once, not after a probe", async () => {
+    // Three slots: /hang-1, /hang-2 and /healthy, then /hang-3 in the healthy one's once it is done. Claims take the
+    // longest due first, and a new subscription is due from when it was made: the order of the subscriptions.
+    const { rx, child, baseUrl, key } = await started(3_000, 3)
+    // The healthy path answers 200 ms late, so it gets through after the hanging attempts beside it began.
+    rx.behaviour = (r) => (r.path.startsWith("/hang") ? { kind: "hang" } : { kind: "answer", status: 204, delayMs: 200 })
+    const subject = "DET-V1-HOOK-HANG-0002"
+    expect((await putDetermination(baseUrl, subject, determination(0))).status).toBe(201)
+    const paths = ["/hang-1", "/hang-2", "/healthy", "/hang-3"]
+    for (const path of paths) await subscribe(baseUrl, key, subject, rx.url(path))
+    expect((await putDetermination(baseUrl, subject, determination(1))).status).toBe(200)
+    await pollUntil("sequence 2 on every path", 5_000, async () =>
+      paths.every((path) => deliveriesTo(rx, path).some((d) => d.sequence === 2)) || undefined, 10)
+    const [hangStarted] = [deliveriesTo(rx, "/hang-1")[0]!.at, deliveriesTo(rx, "/hang-2")[0]!.at].sort((a, b) => a - b)
+    expect(deliveriesTo(rx, "/healthy")[0]!.at, "the healthy path's attempt began after the first hanging one").toBeGreaterThanOrEqual(hangStarted!)
+
+    // Every slot now hangs: sequence 3 waits at /healthy until the first time-out frees one.
+    const reply = await putDetermination(baseUrl, subject, determination(2))
+    expect(reply.status, reply.text).toBe(200)
+    const arrived = await pollUntil("sequence 3 at /healthy", 10_000, async () =>
+      deliveriesTo(rx, "/healthy").find((d) => d.sequence === 3), 10)
+    // The time-out counts from the attempt's start, a little before the receiver had its request: an upper bound.
+    const afterTimeOutMs = arrived.at - (hangStarted! + 3_000)
+    console.log(`webhooks hanging path: the healthy path's next delivery ${afterTimeOutMs} ms after the first time-out`)
+    // Held behind a step-1 probe (the origin's failure), it would come 0.75–1.25 s after the time-out.
+    expect(afterTimeOutMs, "the healthy path was held back behind a probe").toBeLessThan(700)
+    // The hanging paths were not held for it either: each is on its own backoff, the first event still owed.
+    for (const path of ["/hang-1", "/hang-2"]) {
+      expect(new Set(deliveriesTo(rx, path).map((d) => d.sequence)), path).toEqual(new Set([2]))
+      expect(rx.maxConcurrentByPath.get(path), path).toBe(1)
     }
     expect(child.exited).toBeUndefined()
     child.signal("SIGTERM")

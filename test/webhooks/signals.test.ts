@@ -1,6 +1,6 @@
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { MaxRetryAfterMs, parseHttpDate, receiverSignal, retryAfterMs } from "../../src/webhooks/Signals.js"
+import { holdScope, MaxRetryAfterMs, parseHttpDate, receiverSignal, retryAfterMs } from "../../src/webhooks/Signals.js"
 
 const Now = Date.UTC(2026, 10, 28, 22, 0, 0)
 // Whole seconds (an HTTP-date has no finer resolution) from 1970 to 9999.
@@ -108,5 +108,28 @@ describe("receiverSignal", () => {
     expect(receiverSignal({ status: 503, retryAfter: "99999" }, 1_000, Now).retryMs).toBe(3_600_000)
     expect(receiverSignal({ status: 500, retryAfter: "30" }, 1_000, Now).retryMs).toBe(1_000)
     expect(receiverSignal({ status: 429, retryAfter: "0" }, 8_000, Now).retryMs).toBe(8_000)
+  })
+})
+
+describe("holdScope", () => {
+  const scope = fc.constantFrom("origin" as const, "url" as const)
+  const status = fc.option(fc.integer({ min: 100, max: 599 }), { nil: undefined })
+  const answeredAt = fc.option(fc.integer({ min: 0, max: 2_000_000 }), { nil: undefined })
+  const startedAt = fc.integer({ min: 0, max: 2_000_000 })
+
+  it("a receiver's failure other than 429 or 503 is the URL's exactly when the origin got a delivery through after the attempt began", () => {
+    fc.assert(fc.property(scope, status, startedAt, answeredAt, (s, st, started, answered) => {
+      const held = holdScope({ scope: s, status: st }, started, answered)
+      const answeredSince = answered !== undefined && answered > started
+      const slowDown = st === 429 || st === 503
+      expect(held).toBe(s === "origin" && answeredSince && !slowDown ? "url" : s)
+    }), { numRuns: 5000 })
+    // A URL's failure never widens to the origin; an answer before the attempt began, or at its start, proves nothing.
+    expect(holdScope({ scope: "url", status: 404 }, 10, 20)).toBe("url")
+    expect(holdScope({ scope: "origin" }, 10, 20)).toBe("url")
+    expect(holdScope({ scope: "origin" }, 10, 10)).toBe("origin")
+    expect(holdScope({ scope: "origin", status: 500 }, 10, undefined)).toBe("origin")
+    expect(holdScope({ scope: "origin", status: 429 }, 10, 20)).toBe("origin")
+    expect(holdScope({ scope: "origin", status: 503 }, 10, 20)).toBe("origin")
   })
 })
