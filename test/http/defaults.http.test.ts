@@ -132,7 +132,9 @@ describe.runIf(kind === "pglite")("embedded defaults (no DATABASE_URL, no PV_OPE
       expect(reply.body.integrity.event_head.sequence, publicId).toBe(heads.get(publicId))
     }
     await second.stop()
-  })
+    // A first start of the embedded service (its migrations, the demo data) and a restart: 9 s alone, 43–60 s and once past
+    // the default 60 s under `npm test`, where it runs at nice +10 beside the fault groups (test/support/faultsDone.ts).
+  }, 180_000)
 
   it("refuses to start with a PV_OPERATOR_TOKEN shorter than 32 characters, naming the variable", async () => {
     const dir = dataDir()

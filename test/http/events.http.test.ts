@@ -120,11 +120,15 @@ describe(`event feed (${testDatabaseKind()})`, () => {
     const total = 1005
     expect((await putDetermination(server, id, determinationBody(asOf))).status).toBe(201)
     // A thousand PUTs would take half a minute on PGlite; the rest go through the same append the PUT uses,
-    // from concurrent transactions, so the chain is still built under contention.
+    // from concurrent transactions, so the chain is still built under contention. Each transaction holds the
+    // chain's lock while it appends: 25 appends each keep the others' waits far below the query time-out
+    // (PV_DB_QUERY_TIMEOUT_MS, 10 s) on a loaded machine, where a waiter behind 251 once timed out.
     const appendMany = (from: number, count: number) =>
-      server.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.withTransaction(Effect.flatMap(EventLog, (log) =>
-        Effect.forEach(Array.from({ length: count }, (_, i) => from + i), (i) =>
-          log.append(PublicId.make(id), "determination.updated", { changed_fields: ["why_not_higher"], synthetic: i }))))))
+      server.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        Effect.forEach(Array.from({ length: Math.ceil(count / 25) }, (_, t) => from + t * 25), (start) =>
+          sql.withTransaction(Effect.flatMap(EventLog, (log) =>
+            Effect.forEach(Array.from({ length: Math.min(25, from + count - start) }, (_, i) => start + i), (i) =>
+              log.append(PublicId.make(id), "determination.updated", { changed_fields: ["why_not_higher"], synthetic: i })))), { discard: true })))
     await Promise.all(Array.from({ length: 4 }, (_, batch) => appendMany(batch * 251, 251)))
     const { events: built } = await wholeFeed(id, 1000)
     expect(built.length).toBe(total)
