@@ -132,9 +132,9 @@ export interface FailedAttempt {
   readonly maxFailureSeconds: number
   /** The receiver answered 410 Gone: the subscription is disabled now (`disabled_reason` "gone"), nothing held back. */
   readonly gone: boolean
-  /** Whose failure it is: the receiver's ("origin": its other subscriptions are held back too) or this URL's. */
-  readonly scope: "origin" | "url"
-  /** The origin or the URL, as `scope` says. */
+  /** Whom it holds back: the receiver's subscriptions ("origin"), this URL's, or nobody else ("none"). */
+  readonly scope: "origin" | "url" | "none"
+  /** The origin or the URL, as `scope` says (the URL for "none"). */
   readonly group: string
   /** The group probe's delay at backoff step 1, 2, … (the last one for every step after). */
   readonly stepDelaysMs: ReadonlyArray<number>
@@ -473,8 +473,8 @@ const make = Effect.gen(function*() {
   /**
    * A failed attempt, in one statement: the lease is given back, the same event is due again after the
    * subscription's own backoff (`retryMs`, kept in `retry_at`), and one failing for `maxFailureSeconds`
-   * becomes disabled. And, unless it became disabled, its group (every subscription of the same origin for
-   * a receiver's failure, of the same exact URL for any other) is held back behind one probe:
+   * becomes disabled. And, unless it became disabled, its group (every subscription of the same origin or of the
+   * same exact URL, as `scope` says; nobody else for "none") is held back behind one probe:
    *
    * - The group's backoff step: one more than the step of the hold this row was released from or was the
    *   probe of (`held_step`), else the step the group is held at now, else 1. So the probes of an outage
@@ -509,7 +509,7 @@ const make = Effect.gen(function*() {
         SELECT subscription_id, last_attempt_at, retry_at, held_step FROM subscriptions
         WHERE ${groupColumn} = ${attempt.group} AND webhook_url IS NOT NULL AND status = 'active'
           AND pending_through > delivered_through AND lease_token IS NULL AND subscription_id <> ${attempt.subscriptionId}
-          AND EXISTS (SELECT 1 FROM me WHERE disabling IS NULL)
+          AND EXISTS (SELECT 1 FROM me WHERE disabling IS NULL) AND ${attempt.scope !== "none"}
       ), step AS (
         SELECT n, now() + make_interval(secs => (${delays}::int[])[least(n, ${steps})] / 1000.0) AS probe_by
         FROM (SELECT greatest(coalesce((SELECT held_step FROM me) + 1, 1), coalesce((SELECT max(held_step) FROM peers), 1)) AS n) s

@@ -62,8 +62,21 @@ const stepDelaysMs = (random: number): ReadonlyArray<number> => {
 /** Events read for delivery that are kept (events never change once appended). */
 const EventCacheSize = 256
 
-/** Origins whose latest delivery time is kept (the least recently answered is forgotten first). */
-const AnsweredOriginsSize = 4_096
+/** Origins, and URLs, whose latest delivery time is kept (the least recently answered is forgotten first). */
+const AnsweredSize = 4_096
+
+/** key → when this instance last got a delivery through to it (Date.now()), for the newest `AnsweredSize` keys. */
+const latestAnswers = () => {
+  const at = new Map<string, number>()
+  return {
+    get: (key: string) => at.get(key),
+    set: (key: string, ms: number) => {
+      at.delete(key)
+      at.set(key, ms)
+      if (at.size > AnsweredSize) at.delete(at.keys().next().value!)
+    }
+  }
+}
 
 /**
  * The webhook delivery worker of one instance. The outbox is the subscriptions table (migration 0006):
@@ -85,9 +98,9 @@ const AnsweredOriginsSize = 4_096
  * share its outage. A failure that is the receiver's (no connection, reset, TLS, time-out, 5xx, 429;
  * webhooks/Send.ts says which) holds back the others owing that origin behind one probe, in the statement
  * that records the failure; any other failure (another 4xx, a redirect, a refused address) only those owing
- * the same exact URL, and so does a receiver's failure other than 429 or 503 when this instance got a delivery
- * through to the same origin after the failed attempt began (`holdScope`: the receiver is up, the path is what
- * hangs or fails). The probe rotates among the held subscriptions and backs off per group (1, 2, 4 … s,
+ * the same exact URL. What got through while the attempt was under way narrows that (`holdScope`, but for 429
+ * and 503): a delivery this instance got through to the same URL since the attempt began means its failure holds
+ * back nobody else, one to another path of the origin that a receiver's failure holds back only its URL's. The probe rotates among the held subscriptions and backs off per group (1, 2, 4 … s,
  * then every 5 minutes), so a dead receiver costs one attempt per step, not one per subscription, and on a
  * receiver shared by many customers a healthy path is the next probe. The delivery that gets through again
  * (a probe, or any held or failing subscription) makes every one held at its origin due at once, in the
@@ -128,13 +141,9 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
   /** When the sleeping claim loop wakes by itself; +Infinity while it is not asleep. */
   const wakeAt = yield* Ref.make(Number.POSITIVE_INFINITY)
 
-  /** origin → when this instance last got a delivery through to it (Date.now()): a failure's scope (`holdScope`). */
-  const originAnsweredAt = new Map<string, number>()
-  const originAnswered = (origin: string, at: number) => {
-    originAnsweredAt.delete(origin)
-    originAnsweredAt.set(origin, at)
-    if (originAnsweredAt.size > AnsweredOriginsSize) originAnsweredAt.delete(originAnsweredAt.keys().next().value!)
-  }
+  /** When this instance last got a delivery through to each origin and URL: whom a failure holds back (`holdScope`). */
+  const originAnswers = latestAnswers()
+  const urlAnswers = latestAnswers()
 
   // A change fanned out to many subscriptions, or retried, is read from the database once.
   const events = new Map<string, TrustEvent>()
@@ -218,7 +227,8 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
         }
         if (outcome.kind === "delivered") {
           const ended = yield* Clock.currentTimeMillis
-          originAnswered(claimed.webhook_origin, ended)
+          originAnswers.set(claimed.webhook_origin, ended)
+          urlAnswers.set(claimed.webhook_url, ended)
           countWebhookAttempt("delivered", (ended - Date.parse(event.occurred_at)) / 1000)
           delivered += 1
           const turnOver = delivered >= config.webhookTurnEvents || ended >= turnEndsAt
@@ -249,9 +259,9 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
         // The backoff, or later if the receiver asked (429/503 Retry-After); a 410 disables the subscription.
         const { gone, retryMs } = receiverSignal(outcome, retryDelayMs(failures, random), yield* Clock.currentTimeMillis)
         const steps = stepDelaysMs(random)
-        // The origin's failure is the URL's when the origin got another delivery through since this attempt began.
-        const scope = holdScope(outcome, now, originAnsweredAt.get(claimed.webhook_origin))
-        // One statement: the failure, and the hold of its group (the origin's or the URL's) behind one probe.
+        // Narrowed by what got through to the same URL or origin since this attempt began.
+        const scope = holdScope(outcome, now, { origin: originAnswers.get(claimed.webhook_origin), url: urlAnswers.get(claimed.webhook_url) })
+        // One statement: the failure, and the hold of its group (the origin's, the URL's, or none) behind one probe.
         const [failed] = yield* withAttempt(repo.recordFailure({
           subscriptionId: claimed.subscription_id,
           token,

@@ -82,20 +82,25 @@ export const receiverSignal = (
   return { gone: status === 410, retryMs: Math.max(backoffMs, asked ?? 0) }
 }
 
+/** Whom a failed attempt holds back (docs/API.md §10.5): the origin's subscriptions, the exact URL's, or none but itself. */
+export type HoldScope = "origin" | "url" | "none"
+
 /**
- * Whose a failed attempt's failure is, for the hold it puts on other subscriptions (docs/API.md §10.5): as the
- * attempt classified it (webhooks/Send.ts), except that a failure of the receiver as a whole ("origin": no
- * connection, a reset, TLS, a time-out, a 5xx) is only this URL's when the same origin got a delivery through
- * after the attempt began (`originAnsweredAtMs`, the latest 2xx this instance saw from it): the receiver is up,
- * so the path is what hangs or fails, and the origin's healthy paths are not held behind a probe for it. The
- * receiver's own asks to slow down (429, 503) stay the origin's whatever it answered meanwhile.
+ * Whom a failed attempt's failure holds back behind a probe (docs/API.md §10.5): the group the attempt classified
+ * it for (webhooks/Send.ts: the receiver's as a whole, "origin", or this URL's), narrowed by what got through
+ * while the attempt was under way, as this instance saw it (the latest 2xx from the same origin, and from the same
+ * URL): when the same URL got a delivery through after the attempt began, the failure holds back nobody else (the
+ * URL works: what failed was this one delivery); when only another path of the origin did, a receiver's failure
+ * holds back only this URL's subscriptions (the receiver is up: the path is what hangs or fails). The receiver's
+ * own asks to slow down (429, 503) keep their group whatever got through meanwhile.
  */
 export const holdScope = (
   failure: { readonly scope: "origin" | "url"; readonly status?: number | undefined },
   startedAtMs: number,
-  originAnsweredAtMs: number | undefined
-): "origin" | "url" =>
-  failure.scope === "origin" && !isDeferringStatus(failure.status ?? 0) && originAnsweredAtMs !== undefined &&
-    originAnsweredAtMs > startedAtMs
-    ? "url"
-    : failure.scope
+  answeredAtMs: { readonly origin: number | undefined; readonly url: number | undefined }
+): HoldScope => {
+  if (isDeferringStatus(failure.status ?? 0)) return failure.scope
+  if (answeredAtMs.url !== undefined && answeredAtMs.url > startedAtMs) return "none"
+  if (failure.scope === "origin" && answeredAtMs.origin !== undefined && answeredAtMs.origin > startedAtMs) return "url"
+  return failure.scope
+}

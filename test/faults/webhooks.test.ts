@@ -261,4 +261,39 @@ describe("webhooks: hanging paths beside a healthy one on the same receiver (emb
     child.signal("SIGTERM")
     await child.waitForExit(15_000).catch(() => undefined)
   })
+
+  it("a failure at a URL that got another subscription's delivery through meanwhile holds back nobody: that subscription is sent at once, not after a probe", async () => {
+    // Two slots: /shared for A (answering 500 after 1.5 s) and for B (204 after 100 ms), then /hang in B's.
+    const { rx, child, baseUrl, key } = await started(3_000, 2)
+    const subject = "DET-V1-HOOK-HANG-0003"
+    expect((await putDetermination(baseUrl, subject, determination(0))).status).toBe(201)
+    // One subscription per key, determination and URL: B needs a key of its own.
+    const a = await subscribe(baseUrl, key, subject, rx.url("/shared"))
+    const b = await subscribe(baseUrl, await subscriberKey(baseUrl), subject, rx.url("/shared"))
+    await subscribe(baseUrl, key, subject, rx.url("/hang"))
+    const subscriptionOf = (r: { body: string }) => (JSON.parse(r.body) as { subscription_id: string }).subscription_id
+    rx.behaviour = (r) =>
+      r.path === "/hang" ? { kind: "hang" }
+      : subscriptionOf(r) === a.subscription_id ? { kind: "answer", status: 500, delayMs: 1_500 }
+      : { kind: "answer", status: 204, delayMs: 100 }
+    const ofB = () => rx.received.filter((r) => r.path === "/shared" && subscriptionOf(r) === b.subscription_id)
+    const ofA = () => rx.received.filter((r) => r.path === "/shared" && subscriptionOf(r) === a.subscription_id)
+
+    expect((await putDetermination(baseUrl, subject, determination(1))).status).toBe(200)
+    await pollUntil("B's first delivery, then /hang in its slot", 5_000, async () => (ofB().length === 1 && deliveriesTo(rx, "/hang").length === 1) || undefined, 10)
+    const failedAt = ofA()[0]!.at + 1_500
+    expect(Date.now(), "the second change must be owed before A's attempt fails").toBeLessThan(failedAt - 300)
+    // Both slots are taken (A until it fails, /hang for 3 s): B's next event waits for A's slot.
+    expect((await putDetermination(baseUrl, subject, determination(2))).status).toBe(200)
+    const arrived = await pollUntil("sequence 3 for B", 10_000, async () =>
+      ofB().find((r) => (JSON.parse(r.body) as { event: { sequence: number } }).event.sequence === 3), 10)
+    const afterFailureMs = arrived.at - failedAt
+    console.log(`webhooks shared URL: B's next delivery ${afterFailureMs} ms after A's failure`)
+    // Held behind a step-1 probe (the URL's failure), it would come 0.75–1.25 s after the failure.
+    expect(afterFailureMs, "B was held back behind a probe").toBeLessThan(600)
+    expect(afterFailureMs).toBeGreaterThan(-100)
+    expect(child.exited).toBeUndefined()
+    child.signal("SIGTERM")
+    await child.waitForExit(15_000).catch(() => undefined)
+  })
 })

@@ -114,22 +114,33 @@ describe("receiverSignal", () => {
 describe("holdScope", () => {
   const scope = fc.constantFrom("origin" as const, "url" as const)
   const status = fc.option(fc.integer({ min: 100, max: 599 }), { nil: undefined })
-  const answeredAt = fc.option(fc.integer({ min: 0, max: 2_000_000 }), { nil: undefined })
+  const at = fc.option(fc.integer({ min: 0, max: 2_000_000 }), { nil: undefined })
   const startedAt = fc.integer({ min: 0, max: 2_000_000 })
+  // What got through: the URL's latest delivery is one of the origin's, so the origin's is never older.
+  const answers = fc.tuple(at, at).map(([url, other]) => ({
+    url,
+    origin: url === undefined ? other : other === undefined ? url : Math.max(url, other)
+  }))
 
-  it("a receiver's failure other than 429 or 503 is the URL's exactly when the origin got a delivery through after the attempt began", () => {
-    fc.assert(fc.property(scope, status, startedAt, answeredAt, (s, st, started, answered) => {
+  it("narrows a failure's group by what got through after the attempt began: the same URL, nobody else; another path, the URL; never a 429 or 503", () => {
+    fc.assert(fc.property(scope, status, startedAt, answers, (s, st, started, answered) => {
       const held = holdScope({ scope: s, status: st }, started, answered)
-      const answeredSince = answered !== undefined && answered > started
-      const slowDown = st === 429 || st === 503
-      expect(held).toBe(s === "origin" && answeredSince && !slowDown ? "url" : s)
+      const since = (ms: number | undefined) => ms !== undefined && ms > started
+      if (st === 429 || st === 503) expect(held).toBe(s)
+      else if (since(answered.url)) expect(held).toBe("none")
+      else if (since(answered.origin)) expect(held).toBe("url")
+      else expect(held).toBe(s)
+      // Never wider than the attempt's own classification.
+      if (s === "url") expect(held).not.toBe("origin")
     }), { numRuns: 5000 })
-    // A URL's failure never widens to the origin; an answer before the attempt began, or at its start, proves nothing.
-    expect(holdScope({ scope: "url", status: 404 }, 10, 20)).toBe("url")
-    expect(holdScope({ scope: "origin" }, 10, 20)).toBe("url")
-    expect(holdScope({ scope: "origin" }, 10, 10)).toBe("origin")
-    expect(holdScope({ scope: "origin", status: 500 }, 10, undefined)).toBe("origin")
-    expect(holdScope({ scope: "origin", status: 429 }, 10, 20)).toBe("origin")
-    expect(holdScope({ scope: "origin", status: 503 }, 10, 20)).toBe("origin")
+    // An answer before the attempt began, or at its start, proves nothing.
+    expect(holdScope({ scope: "origin" }, 10, { origin: 20, url: undefined })).toBe("url")
+    expect(holdScope({ scope: "origin" }, 10, { origin: 20, url: 20 })).toBe("none")
+    expect(holdScope({ scope: "url", status: 404 }, 10, { origin: 20, url: 20 })).toBe("none")
+    expect(holdScope({ scope: "url", status: 404 }, 10, { origin: 20, url: 5 })).toBe("url")
+    expect(holdScope({ scope: "origin" }, 10, { origin: 10, url: 10 })).toBe("origin")
+    expect(holdScope({ scope: "origin", status: 500 }, 10, { origin: undefined, url: undefined })).toBe("origin")
+    expect(holdScope({ scope: "origin", status: 429 }, 10, { origin: 20, url: 20 })).toBe("origin")
+    expect(holdScope({ scope: "origin", status: 503 }, 10, { origin: 20, url: 20 })).toBe("origin")
   })
 })
