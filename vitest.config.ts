@@ -102,9 +102,9 @@ export default defineConfig(async () => {
   projects.push(faultProject("faults", faults, faultsAlone, 3, 1), faultProject("faults-alone", faultsAlone, [], 1, 2))
   if (postgres) {
     // In the first group, four files at a time: the PostgreSQL files mostly wait on the database and their timers.
-    // `npm test` (test/run.ts) runs them in the vitest process of the fault groups, after those, beside the browser
-    // and PGlite files at a lower priority (their servers' database probe must answer within 750 ms, which a fully
-    // busy machine at the same priority can miss); a plain `vitest run` runs them in the first group, as a
+    // `npm test` (test/run.ts) runs them in the vitest process of the fault groups, after those, beside the unit and
+    // unbounded PGlite files at a lower priority (their servers' database probe must answer within 750 ms, which a
+    // fully busy machine at the same priority can miss); a plain `vitest run` runs them in the first group, as a
     // project's turn (test/support/LongestFirstSequencer.ts). A test server holds at most 8 connections
     // (PV_DB_POOL_SIZE in test/support/testConfig.ts), two-instance suites 16, so four files stay within the shared
     // server's 100.
@@ -116,7 +116,7 @@ export default defineConfig(async () => {
         exclude: databaseFree,
         env: { PV_TEST_DB: "postgres", PV_TEST_POSTGRES_URL: postgresUrl },
         globalSetup: [buildOnce],
-        setupFiles: [...distReady, ...(underRunner ? ["test/support/faultsOver.ts"] : [])],
+        setupFiles: distReady,
         ...(underRunner ? { sequence: { groupOrder: 3 } } : {})
       }
     })

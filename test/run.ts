@@ -13,8 +13,8 @@ import { buildDist, finishDist } from "./support/buildDist.ts"
  *   bounds in wall-clock time), then `postgres` (a test server's database probe must answer within 750 ms).
  * - The main run, at a lower priority (nice +10: when a process of the timed run wants a core, the scheduler gives
  *   these ~10 % of it; their servers, browsers and children inherit it): `unit` and the PGlite files with no bound
- *   in wall-clock time beside the fault groups, then `browser` and the other `pglite` files once those have ended
- *   (their tests bound wall-clock time too: test/support/faultsDone.ts), beside `postgres`.
+ *   in wall-clock time beside the timed run, then `browser` and the other `pglite` files once it has ended (their
+ *   tests bound wall-clock time too: test/support/faultsDone.ts).
  *
  * One after the other, the fault groups kept about one of the two cores idle for ~40 % of a whole run; beside them,
  * those files take the CPU they leave, while a fault process still gets a core as soon as it wants one (the
@@ -51,8 +51,7 @@ if (args.length > 0) {
 } else {
   const scratch = mkdtempSync(join(tmpdir(), "pv-test-run-"))
   const summaryOf = (name: string) => join(scratch, `${name}.json`)
-  // The mark that the fault groups have ended (test/support/faultsDone.ts): the timed run sets it when its PostgreSQL
-  // group starts; this process when that run ends, whatever its end.
+  // The mark that the timed run has ended (test/support/faultsDone.ts): this process writes it then, whatever its end.
   const faultsDone = join(scratch, "faults-done")
   const run = (name: string, projects: ReadonlyArray<string>, stdio: "inherit" | "pipe") =>
     spawn(process.execPath, [vitest, "run", ...projects.flatMap((project) => ["--project", project])], {

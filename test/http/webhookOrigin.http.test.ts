@@ -224,12 +224,16 @@ describe(`one probe per backoff step for a failing receiver, across its paths ($
     while (healthyPaths.some((p) => attemptsTo(p).filter((r) => r.at >= fixed).length < last - 1) && Date.now() < waitUntil) await sleep(100)
     // The bound: a failure of /bad holds back the healthy paths owing something (and not in flight) until
     // its probe, due after the first step's delay (≤ 1.25 s): the probe is a healthy path (never /bad,
-    // just attempted), gets through and releases them. Plus claiming and sending.
-    for (const path of healthyPaths) {
+    // just attempted), gets through and releases them. Plus claiming and sending. (When a healthy path got
+    // through while /bad's attempt was under way, /bad's failure holds back only /bad.)
+    const delays = healthyPaths.map((path) => {
       const got = attemptsTo(path).filter((r) => r.at >= fixed).map((r) => ({ sequence: bodyOf(r).event.sequence, at: r.at }))
       expect(got.map((g) => g.sequence), path).toEqual(Array.from({ length: last - 1 }, (_, i) => i + 2))
-      for (const g of got.slice(1)) expect(g.at - changedAt.get(g.sequence)!, `${path} #${g.sequence}`).toBeLessThanOrEqual(3_000)
-    }
+      return got.slice(1).map((g) => ({ what: `${path} #${g.sequence}`, ms: g.at - changedAt.get(g.sequence)! }))
+    }).flat()
+    console.log(`webhookOrigin: healthy deliveries beside /bad, ms after the change: median ${delays.map((d) => d.ms).sort((a, b) => a - b)[delays.length >> 1]}, ` +
+      `max ${Math.max(...delays.map((d) => d.ms))}`)
+    for (const d of delays) expect(d.ms, d.what).toBeLessThanOrEqual(3_000)
     // /bad kept its own backoff (≥ 1.5 s apart by now, doubling), not one attempt per change or per release.
     const badAttempts = attemptsTo("/bad").slice(badBefore).map((r) => r.at)
     expect(badAttempts.length).toBeLessThanOrEqual(6)

@@ -51,7 +51,7 @@ export default class LongestFirstSequencer extends BaseSequencer {
     // Within a group, the projects whose files wait for the run's build of dist/ (a global setup: the HTTP projects,
     // test/support/buildDist.ts) after those that need none, so the build runs beside files that can run: in a fresh
     // clone the pglite project came first and its four workers waited ~17 s for a full build, one core idle.
-    // So do the projects whose files wait for the fault groups under `npm test` (test/support/faultsDone.ts).
+    // So do the projects whose files wait for the timed run under `npm test` (test/support/faultsDone.ts).
     const mayWaitForFaults = (spec: TestSpecification) => spec.project.config.setupFiles.some((file) => file.endsWith("afterFaults.ts"))
     const waits = (spec: TestSpecification) => ((spec.project.config.globalSetup?.length ?? 0) > 0 || mayWaitForFaults(spec) ? 1 : 0)
     // Then a project of fewer files than workers (browser: 2) before the others: its files run beside theirs instead of
@@ -59,7 +59,7 @@ export default class LongestFirstSequencer extends BaseSequencer {
     const count = new Map<string, number>()
     for (const spec of files) count.set(spec.project.name, (count.get(spec.project.name) ?? 0) + 1)
     const few = (spec: TestSpecification) => (count.get(spec.project.name)! < this.ctx.config.maxWorkers ? 0 : 1)
-    // Under `npm test`, before all of those, the files of such projects that may run beside the fault groups.
+    // Under `npm test`, before all of those, the files of such projects that may run beside the timed run.
     const afterFaults = (spec: TestSpecification) =>
       mayWaitForFaults(spec) && waitsForFaults(relative(this.ctx.config.root, spec.moduleId).replaceAll("\\", "/")) ? 1 : 0
     return longest.sort((a, b) =>

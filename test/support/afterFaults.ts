@@ -6,9 +6,9 @@ import { awaitFaultsDone, waitsForFaults } from "./faultsDone.js"
 const root = fileURLToPath(new URL("../..", import.meta.url))
 
 /**
- * Setup file of the browser and PGlite projects: under `npm test`, each file but those that may run beside the fault
- * groups starts once those have ended (support/faultsDone.ts). The wait has no time-out of its own: the fault
- * groups' own end it.
+ * Setup file of the browser and PGlite projects: under `npm test`, each file but those that may run beside the timed
+ * run (the fault groups, then postgres) starts once that has ended (support/faultsDone.ts). The wait has no time-out
+ * of its own: the timed run's own end it.
  */
 beforeAll(async ({}, suite) => {
   const file = relative(root, (suite.file ?? suite).filepath).replaceAll("\\", "/")
