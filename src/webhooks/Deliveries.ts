@@ -101,8 +101,9 @@ const latestAnswers = () => {
  * the same exact URL. What got through while the attempt was under way narrows that (`holdScope`, but for 429
  * and 503): a delivery this instance got through to the same URL since the attempt began means its failure holds
  * back nobody else, one to another path of the origin that a receiver's failure holds back only its URL's. The
- * probe rotates among the held subscriptions and backs off per group (1, 2, 4 … s, then every 5 minutes), so a dead receiver costs one attempt per step, not one per subscription, and on a
- * receiver shared by many customers a healthy path is the next probe. The delivery that gets through again
+ * probe rotates among the held subscriptions and backs off per group (1, 2, 4 … s, then every 5 minutes), so a
+ * dead receiver costs one attempt per step, not one per subscription, and on a receiver shared by many customers
+ * a healthy path is the next probe. The delivery that gets through again
  * (a probe, or any held or failing subscription) makes every one held at its origin due at once, in the
  * statement that acknowledges it; one whose own backoff runs longer (it failed itself) waits for that. The
  * state lives in the subscriptions' rows (`next_attempt_at`, `retry_at`, `held_step`), so every instance
