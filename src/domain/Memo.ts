@@ -42,3 +42,25 @@ export const rememberSuccesses = <X, A, E>(
     return result
   }
 }
+
+/**
+ * A bounded map that forgets the least recently used entry first (a read or a write makes an entry the most
+ * recent). Each holder makes its own (a service's state, not the module's).
+ */
+export const lru = <V>(capacity: number) => {
+  const map = new Map<string, V>()
+  return {
+    get: (key: string): V | undefined => {
+      const value = map.get(key)
+      if (value !== undefined) {
+        map.delete(key)
+        map.set(key, value)
+      }
+      return value
+    },
+    set: (key: string, value: V): void => {
+      if (!map.delete(key) && map.size >= capacity) map.delete(map.keys().next().value!)
+      map.set(key, value)
+    }
+  }
+}

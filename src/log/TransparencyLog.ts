@@ -3,6 +3,7 @@ import { MetricsState } from "../observability/Metrics.js"
 import { AppConfig } from "../platform/Config.js"
 import { FieldError, InvalidProofRequest, NotFound, NotYetLogged } from "../domain/Problem.js"
 import type { EventJwk } from "../domain/TrustEvent.js"
+import { lru } from "../domain/Memo.js"
 import { consistencyProof, HashSize, inclusionPath, inclusionProof, type ConsistencyProof, type InclusionProof, type SubtreeHash } from "./Merkle.js"
 import { appendSignatureLines, cosignatureLinesOf, parseCosignerKey, type CosignatureVerifier } from "./Cosignature.js"
 import { LogKey } from "./LogKey.js"
@@ -45,25 +46,6 @@ export interface TileBytes {
   readonly bytes: Uint8Array
   /** A full tile (or bundle): immutable, cacheable for ever. */
   readonly full: boolean
-}
-
-/** A bounded map that forgets the least recently used entry first. */
-const lru = <V>(capacity: number) => {
-  const map = new Map<string, V>()
-  return {
-    get: (key: string): V | undefined => {
-      const value = map.get(key)
-      if (value !== undefined) {
-        map.delete(key)
-        map.set(key, value)
-      }
-      return value
-    },
-    set: (key: string, value: V) => {
-      if (map.size >= capacity) map.delete(map.keys().next().value!)
-      map.set(key, value)
-    }
-  }
 }
 
 const tileKey = (level: number, index: number) => `${level}/${index}`

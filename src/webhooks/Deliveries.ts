@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto"
 import { Clock, Duration, Effect, Exit, Fiber, FiberSet, Layer, Option, Queue, Ref, Schedule } from "effect"
 import { decodeTime } from "ulid"
 import type { TrustEvent } from "../domain/TrustEvent.js"
+import { lru } from "../domain/Memo.js"
 import { ChangeFeed } from "../events/ChangeFeed.js"
 import { EventsRepo, type ClaimedRow, type SigningRow } from "../events/Repo.js"
 import { countWebhookAttempt, MetricsState } from "../observability/Metrics.js"
@@ -62,21 +63,8 @@ const stepDelaysMs = (random: number): ReadonlyArray<number> => {
 /** Events read for delivery that are kept (events never change once appended). */
 const EventCacheSize = 256
 
-/** Origins, and URLs, whose latest delivery time is kept (the least recently answered is forgotten first). */
+/** Origins, and URLs, whose latest delivery time is kept (the least recently used is forgotten first). */
 const AnsweredSize = 4_096
-
-/** key → when this instance last got a delivery through to it (Date.now()), for the newest `AnsweredSize` keys. */
-const latestAnswers = () => {
-  const at = new Map<string, number>()
-  return {
-    get: (key: string) => at.get(key),
-    set: (key: string, ms: number) => {
-      at.delete(key)
-      at.set(key, ms)
-      if (at.size > AnsweredSize) at.delete(at.keys().next().value!)
-    }
-  }
-}
 
 /**
  * The webhook delivery worker of one instance. The outbox is the subscriptions table (migration 0006):
@@ -143,8 +131,8 @@ const DeliveriesWorker = Layer.effectDiscard(Effect.gen(function*() {
   const wakeAt = yield* Ref.make(Number.POSITIVE_INFINITY)
 
   /** When this instance last got a delivery through to each origin and URL: whom a failure holds back (`holdScope`). */
-  const originAnswers = latestAnswers()
-  const urlAnswers = latestAnswers()
+  const originAnswers = lru<number>(AnsweredSize)
+  const urlAnswers = lru<number>(AnsweredSize)
 
   // A change fanned out to many subscriptions, or retried, is read from the database once.
   const events = new Map<string, TrustEvent>()
